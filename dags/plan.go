@@ -1,0 +1,52 @@
+package dags
+
+import "time"
+
+// A Plan is a validated pipeline with its parameters bound: everything the
+// Pipeline workflow needs to run it and nothing it would have to look up.
+// It is JSON so it can be recorded in workflow history; a later edit of the
+// YAML file or of a node type never changes a run that already resolved it.
+type Plan struct {
+	Pipeline    string         `json:"pipeline"`
+	Source      string         `json:"source,omitempty"` // file the spec came from, for messages
+	Parallelism int            `json:"parallelism"`      // max nodes running at once; >= 1
+	Params      map[string]any `json:"params"`           // every declared param, defaults applied, typed
+	ParamsDigest string        `json:"params_digest"`    // hex sha256 of the canonical JSON of Params
+	Nodes       []PlanNode     `json:"nodes"`            // topological order (stable: file order among ready nodes)
+	OnFailure   []PlanNode     `json:"on_failure,omitempty"`
+}
+
+// PlanNode is one node of a Plan with every default resolved.
+type PlanNode struct {
+	ID        string         `json:"id"`
+	Type      string         `json:"type"`
+	Kind      Kind           `json:"kind"`   // how the interpreter runs it
+	Target    string         `json:"target"` // activity or child-workflow type name
+	Needs     []string       `json:"needs,omitempty"`
+	When      string         `json:"when,omitempty"` // expression; empty means always
+	With      map[string]any `json:"with,omitempty"` // may hold ${...} references, resolved at run time
+	Queue     string         `json:"queue,omitempty"` // task queue; empty means the worker's default queue
+	Retry     RetryPolicy    `json:"retry"`
+	Timeout   time.Duration  `json:"timeout"`   // start-to-close of one attempt
+	Heartbeat time.Duration  `json:"heartbeat"` // heartbeat timeout; 0 disables
+}
+
+// RetryPolicy is a concrete retry policy (all fields set) as run.
+type RetryPolicy struct {
+	MaxAttempts     int           `json:"max_attempts"` // 1 means no retry
+	InitialInterval time.Duration `json:"initial_interval"`
+	Backoff         float64       `json:"backoff"`
+	MaxInterval     time.Duration `json:"max_interval"`
+	NonRetryable    []string      `json:"non_retryable,omitempty"` // error types never retried
+}
+
+// Kind says how a node type runs.
+type Kind string
+
+const (
+	// KindActivity runs the node as one activity (with retries).
+	KindActivity Kind = "activity"
+	// KindWorkflow runs the node as a child workflow, for node types that fan
+	// out work of their own (for example one activity per bucket).
+	KindWorkflow Kind = "workflow"
+)

@@ -1,0 +1,94 @@
+package dags
+
+import (
+	"fmt"
+	"sort"
+)
+
+// NodeType describes a kind of node a spec may use: what its `with` block
+// takes, what it outputs and how the interpreter runs it. The set of types is
+// data handed to the validator and the worker, so a new step type is one new
+// NodeType value plus its activity; the interpreter never changes.
+type NodeType struct {
+	Name   string
+	Doc    string
+	Kind   Kind   // defaults to KindActivity
+	Target string // activity or workflow type name; defaults to Name
+	Queue  string // default task queue for nodes of this type ("" = worker default)
+
+	// Fields are the keys `with` accepts. A key not listed is an error.
+	Fields []Field
+	// Outputs lists the output keys a node of this type returns, so that a
+	// reference to a misspelt output is caught before the run. Empty means
+	// the type's outputs are dynamic and any key is accepted.
+	Outputs []string
+	// Check validates `with` beyond the field list (value ranges, mutually
+	// exclusive keys). Values that hold ${...} references are only known at
+	// run time; Check should skip those. May be nil.
+	Check func(with map[string]any) error
+}
+
+// FieldType is the JSON shape a `with` field must have.
+type FieldType string
+
+const (
+	FieldString     FieldType = "string"
+	FieldInt        FieldType = "int"
+	FieldNumber     FieldType = "number"
+	FieldBool       FieldType = "bool"
+	FieldDuration   FieldType = "duration" // string parsed by ParseDuration
+	FieldStringList FieldType = "[]string"
+	FieldIntList    FieldType = "[]int"
+	FieldStringMap  FieldType = "map[string]string"
+	FieldAny        FieldType = "any"
+)
+
+// Field is one key of a node type's `with` block.
+type Field struct {
+	Name     string
+	Type     FieldType
+	Required bool
+	Doc      string
+}
+
+// Registry holds the node types a validator and worker know about.
+type Registry struct {
+	types map[string]NodeType
+}
+
+// NewRegistry returns a registry of the given types, with defaults filled in.
+func NewRegistry(types ...NodeType) (*Registry, error) {
+	r := &Registry{types: make(map[string]NodeType, len(types))}
+	for _, t := range types {
+		if t.Name == "" {
+			return nil, fmt.Errorf("node type with empty name")
+		}
+		if _, dup := r.types[t.Name]; dup {
+			return nil, fmt.Errorf("node type %q registered twice", t.Name)
+		}
+		if t.Kind == "" {
+			t.Kind = KindActivity
+		}
+		if t.Target == "" {
+			t.Target = t.Name
+		}
+		r.types[t.Name] = t
+	}
+	return r, nil
+}
+
+// Lookup returns the named type.
+func (r *Registry) Lookup(name string) (NodeType, bool) {
+	t, ok := r.types[name]
+	return t, ok
+}
+
+// Names returns the registered type names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.types))
+	for n := range r.types {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
