@@ -1,0 +1,125 @@
+// Package activities holds the steps a pipeline runs: one Temporal activity
+// per node type, plus the resolver that turns a pipeline name or spec into a
+// validated plan. Activities do the I/O; the Pipeline workflow only schedules
+// them and passes small values (URIs, ids, numbers) between them.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/retrain-ml/retrain/dags"
+)
+
+// NodeInput is what the interpreter sends to every node activity: the node's
+// `with` block with all ${...} references already resolved.
+type NodeInput struct {
+	Pipeline string         `json:"pipeline"`
+	RunID    string         `json:"run_id"` // workflow id of the pipeline run
+	Node     string         `json:"node"`
+	Type     string         `json:"type"`
+	With     map[string]any `json:"with,omitempty"`
+}
+
+// NodeResult is what every node activity returns.
+type NodeResult struct {
+	Outputs   map[string]any `json:"outputs,omitempty"`
+	Attempt   int32          `json:"attempt"`    // the attempt that produced this result (1-based)
+	StartedAt time.Time      `json:"started_at"` // worker clock, start of that attempt
+	EndedAt   time.Time      `json:"ended_at"`   // worker clock, end of that attempt
+}
+
+// FailureDetails rides on a failed node's error so the workflow can report
+// how many attempts were made; Temporal's ActivityError does not carry it.
+type FailureDetails struct {
+	Attempt int32 `json:"attempt"`
+}
+
+// NodeFunc implements a node type. It returns the node's outputs, which must
+// be small JSON values: they are recorded in workflow history.
+type NodeFunc func(ctx context.Context, in NodeInput) (map[string]any, error)
+
+// Step is a node type together with its implementation. Steps is the one
+// list of node types the validator, the CLI and the worker share.
+type Step struct {
+	Type dags.NodeType
+	Run  NodeFunc
+}
+
+// ErrNodeFailed is the Temporal error type of a node that failed without an
+// application error of its own.
+const ErrNodeFailed = "NodeFailed"
+
+// Activity adapts a NodeFunc to a Temporal activity: it stamps the attempt
+// and times on the result, keeps a liveness heartbeat going while the node
+// runs (so a crashed worker is noticed after the heartbeat timeout, not the
+// whole start-to-close timeout), and attaches the attempt number to errors.
+func Activity(run NodeFunc) func(context.Context, NodeInput) (NodeResult, error) {
+	return func(ctx context.Context, in NodeInput) (NodeResult, error) {
+		info := activity.GetInfo(ctx)
+		started := time.Now()
+		stop := keepAlive(ctx, info.HeartbeatTimeout)
+		outputs, err := run(ctx, in)
+		stop()
+		if err != nil {
+			return NodeResult{}, withAttempt(err, info.Attempt)
+		}
+		return NodeResult{Outputs: outputs, Attempt: info.Attempt, StartedAt: started, EndedAt: time.Now()}, nil
+	}
+}
+
+// keepAlive heartbeats at a third of the heartbeat timeout until stopped.
+// Steps that report progress heartbeat themselves as well; the SDK throttles
+// heartbeats, so the two do not multiply traffic.
+func keepAlive(ctx context.Context, timeout time.Duration) (stop func()) {
+	if timeout <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(timeout / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// withAttempt rewraps err as an application error carrying the attempt
+// number, keeping the original error type and retryability.
+func withAttempt(err error, attempt int32) error {
+	if errors.Is(err, context.Canceled) {
+		return err // cancellation must stay a cancellation
+	}
+	typ, nonRetryable := ErrNodeFailed, false
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		if appErr.Type() != "" {
+			typ = appErr.Type()
+		}
+		nonRetryable = appErr.NonRetryable()
+	}
+	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{
+		NonRetryable: nonRetryable,
+		Details:      []any{FailureDetails{Attempt: attempt}},
+	})
+}
+
+// Permanent marks err as not worth retrying: bad input, a divergence, a
+// check that failed on data that will not change.
+func Permanent(typ string, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), typ, nil)
+}

@@ -1,0 +1,86 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/retrain-ml/retrain/dags"
+)
+
+// ErrInvalidPipeline is the Temporal error type of a spec or params that do
+// not validate. It is never retried: the same input fails the same way.
+const ErrInvalidPipeline = "InvalidPipeline"
+
+// ResolveInput names the pipeline to run: a pipeline the worker knows, or a
+// whole spec, plus parameters.
+type ResolveInput struct {
+	Pipeline string `json:"pipeline,omitempty"`
+	// Spec is YAML text (as a JSON string) or a JSON object of the same shape.
+	Spec        json.RawMessage `json:"spec,omitempty"`
+	SpecFile    string          `json:"spec_file,omitempty"` // file name for error messages
+	Params      map[string]any  `json:"params,omitempty"`
+	Parallelism int             `json:"parallelism,omitempty"` // overrides the spec's when > 0
+}
+
+// ResolveOutput is the validated plan and how to label the run.
+type ResolveOutput struct {
+	Plan *dags.Plan `json:"plan"`
+	// SearchAttributes says whether the namespace has retrain's search
+	// attributes; the workflow only upserts them when it does.
+	SearchAttributes bool `json:"search_attributes"`
+}
+
+// Resolver turns a ResolveInput into a Plan. It runs as a local activity at
+// the start of every run, so its result is recorded in history and replay
+// never reads the pipeline files again.
+type Resolver struct {
+	Library          *dags.Library
+	Registry         *dags.Registry
+	SearchAttributes bool
+}
+
+// Resolve loads, validates and compiles the pipeline.
+func (r *Resolver) Resolve(ctx context.Context, in ResolveInput) (ResolveOutput, error) {
+	file, data, err := r.source(in)
+	if err != nil {
+		return ResolveOutput{}, Permanent(ErrInvalidPipeline, "%v", err)
+	}
+	spec, err := dags.Parse(file, data)
+	if err != nil {
+		return ResolveOutput{}, Permanent(ErrInvalidPipeline, "%v", err)
+	}
+	plan, err := dags.Compile(spec, r.Registry, in.Params)
+	if err != nil {
+		return ResolveOutput{}, Permanent(ErrInvalidPipeline, "%v", err)
+	}
+	if in.Parallelism > 0 {
+		plan.Parallelism = in.Parallelism
+	}
+	return ResolveOutput{Plan: plan, SearchAttributes: r.SearchAttributes}, nil
+}
+
+func (r *Resolver) source(in ResolveInput) (file string, data []byte, err error) {
+	switch {
+	case len(in.Spec) > 0 && in.Pipeline != "":
+		return "", nil, errors.New(`give either "pipeline" or "spec", not both`)
+	case len(in.Spec) > 0:
+		file = in.SpecFile
+		if file == "" {
+			file = "spec"
+		}
+		var text string
+		if json.Unmarshal(in.Spec, &text) == nil {
+			return file, []byte(text), nil // YAML text
+		}
+		return file, in.Spec, nil // a JSON object is YAML too
+	case in.Pipeline != "":
+		if r.Library == nil {
+			return "", nil, fmt.Errorf("pipeline %q: this worker has no pipeline folder", in.Pipeline)
+		}
+		return r.Library.Find(in.Pipeline)
+	default:
+		return "", nil, errors.New(`input names no pipeline: give {"pipeline": "NAME"} or {"spec": ...}`)
+	}
+}

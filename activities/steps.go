@@ -1,0 +1,67 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/retrain-ml/retrain/dags"
+)
+
+// Deps are what the steps need from the worker process.
+type Deps struct {
+	Logger *slog.Logger
+}
+
+// Steps returns every node type retrain knows with its implementation. It is
+// the one place a new node type is added; the interpreter never changes.
+func Steps(deps Deps) []Step {
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	cmd := &Command{Logger: deps.Logger}
+	return []Step{
+		{Type: CommandType, Run: cmd.Run},
+		{Type: NoopType, Run: noop},
+	}
+}
+
+// Types returns the registry of node types, for validation without a worker.
+func Types() *dags.Registry {
+	steps := Steps(Deps{})
+	types := make([]dags.NodeType, len(steps))
+	for i, s := range steps {
+		types[i] = s.Type
+	}
+	reg, err := dags.NewRegistry(types...)
+	if err != nil {
+		panic(fmt.Sprintf("activities: built-in node types: %v", err)) // a programming error, caught by tests
+	}
+	return reg
+}
+
+// NoopType is the `noop` node type: it does nothing and outputs its `with`
+// block, which makes it useful as a join point and for passing values on.
+var NoopType = dags.NodeType{
+	Name: "noop",
+	Doc:      "Does nothing; outputs its `with` values unchanged (a join point, or a place to name values).",
+	OpenWith: true,
+}
+
+func noop(_ context.Context, in NodeInput) (map[string]any, error) {
+	return in.With, nil
+}
+
+// decodeWith converts a node's `with` map into a typed struct by way of JSON,
+// which is how it travelled through workflow history anyway.
+func decodeWith(with map[string]any, into any) error {
+	b, err := json.Marshal(with)
+	if err != nil {
+		return fmt.Errorf("encode with: %w", err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return fmt.Errorf("decode with: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/workflows"
+)
+
+// NewRunCommand returns `retrain run`: validate a spec and start a run.
+func NewRunCommand(app *App) *cobra.Command {
+	var (
+		params      []string
+		wait, asJSON bool
+		id, queue   string
+		parallelism int
+	)
+	cmd := &cobra.Command{
+		Use:   "run FILE|PIPELINE",
+		Short: "Validate a spec and start a run (a file, or the name of a pipeline the workers know)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			values, err := parseParams(params)
+			if err != nil {
+				return err
+			}
+			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue}
+			if isFile(args[0]) {
+				spec, err := LoadSpec(args[0])
+				if err != nil {
+					return err
+				}
+				// Bind params here too, so a wrong param fails before any run starts.
+				if _, err := dags.Compile(spec, activities.Types(), values); err != nil {
+					return err
+				}
+				if req.Spec, err = os.ReadFile(args[0]); err != nil {
+					return err
+				}
+				req.Pipeline, req.SpecFile = "", filepath.Base(args[0])
+				if id == "" {
+					req.ID = runs.NewID(spec.Name)
+				}
+			} else {
+				req.Pipeline = args[0]
+			}
+
+			c, err := app.Conn.Dial(ctx, app.Logger())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			run, err := runs.Start(ctx, c, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(app.Err, "run %s started\n  %s\n", run.ID, app.RunLink(run.ID, run.RunID))
+			if !wait {
+				if asJSON {
+					return json.NewEncoder(app.Out).Encode(map[string]string{"id": run.ID, "run_id": run.RunID})
+				}
+				fmt.Fprintln(app.Out, run.ID)
+				return nil
+			}
+			progress := NewProgress(app.Err)
+			res, err := runs.Wait(ctx, c, run.ID, progress.Update)
+			if err != nil {
+				return err
+			}
+			progress.Update(res)
+			return app.report(res, asJSON)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "parameter as key=value (repeatable)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "show progress and wait; exit 0 only if the run succeeded")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&id, "id", "", "run id (default: pipeline name, time and a random suffix)")
+	cmd.Flags().StringVar(&queue, "task-queue", runs.DefaultTaskQueue, "task queue the workers poll")
+	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "max nodes at once (default: the spec's)")
+	return cmd
+}
+
+// NewStatusCommand returns `retrain status`.
+func NewStatusCommand(app *App) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status RUN_ID",
+		Short: "Show a run's nodes: status, attempts, times, outputs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := app.Conn.Dial(ctx, app.Logger())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := runs.State(ctx, c, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(app.Out).Encode(res)
+			}
+			PrintSummary(app.Out, res)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the state as JSON")
+	return cmd
+}
+
+// report prints the final result and turns a run that did not succeed into
+// a non-zero exit.
+func (a *App) report(res *workflows.Result, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		PrintSummary(a.Out, res)
+	}
+	if res.Status != workflows.StatusSucceeded {
+		return &ExitError{Code: 2, Err: fmt.Errorf("run %s: %s", res.Status, res.Error)}
+	}
+	return nil
+}
+
+func parseParams(kvs []string) (map[string]any, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]any, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--param %q: want key=value", kv)
+		}
+		out[k] = v // the spec's declared type converts it
+	}
+	return out, nil
+}
+
+func isFile(arg string) bool {
+	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") || strings.ContainsRune(arg, os.PathSeparator) {
+		return true
+	}
+	st, err := os.Stat(arg)
+	return err == nil && !st.IsDir()
+}

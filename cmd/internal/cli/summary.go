@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrain-ml/retrain/workflows"
+)
+
+// PrintSummary prints a run's per-node table.
+func PrintSummary(w io.Writer, res *workflows.Result) {
+	fmt.Fprintf(w, "pipeline %s: %s", res.Pipeline, res.Status)
+	if res.EndedAt != nil {
+		fmt.Fprintf(w, " in %s", res.EndedAt.Sub(res.StartedAt).Round(time.Millisecond))
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tTYPE\tSTATUS\tATTEMPTS\tTIME\tDETAIL")
+	rows := append(append([]workflows.NodeState(nil), res.Nodes...), res.Compensations...)
+	for _, n := range rows {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Type, n.Status, attempts(n), took(n), detail(n))
+	}
+	tw.Flush()
+	if res.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", res.Error)
+	}
+}
+
+func attempts(n workflows.NodeState) string {
+	if n.Attempts == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n.Attempts)
+}
+
+func took(n workflows.NodeState) string {
+	if n.StartedAt == nil || n.EndedAt == nil {
+		return "-"
+	}
+	return n.EndedAt.Sub(*n.StartedAt).Round(time.Millisecond).String()
+}
+
+func detail(n workflows.NodeState) string {
+	var s string
+	switch {
+	case n.Error != "":
+		s = n.Error
+	case n.Reason != "":
+		s = n.Reason
+	case len(n.Outputs) > 0:
+		b, _ := json.Marshal(n.Outputs)
+		s = string(b)
+	}
+	if n.Compensates != "" {
+		s = "compensates " + n.Compensates + ": " + s
+	}
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 100 {
+		s = s[:97] + "..."
+	}
+	return s
+}
+
+// Progress prints node status changes as a run goes.
+type Progress struct {
+	mu   sync.Mutex
+	w    io.Writer
+	seen map[string]workflows.NodeStatus
+}
+
+// NewProgress returns a Progress printing to w.
+func NewProgress(w io.Writer) *Progress {
+	return &Progress{w: w, seen: map[string]workflows.NodeStatus{}}
+}
+
+// Update prints every node whose status changed since the last call.
+func (p *Progress) Update(res *workflows.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, n := range append(append([]workflows.NodeState(nil), res.Nodes...), res.Compensations...) {
+		if n.Status == workflows.NodePending || p.seen[n.ID] == n.Status {
+			continue
+		}
+		p.seen[n.ID] = n.Status
+		line := fmt.Sprintf("  %-24s %s", n.ID, n.Status)
+		if n.Status != workflows.NodeRunning {
+			if a := attempts(n); a != "-" {
+				line += fmt.Sprintf(" (attempts %s, %s)", a, took(n))
+			}
+		}
+		fmt.Fprintln(p.w, line)
+	}
+}

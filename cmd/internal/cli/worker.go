@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrain-ml/retrain/worker"
+)
+
+// NewWorkerCommand returns `retrain worker`: poll Temporal and run pipelines.
+func NewWorkerCommand(app *App) *cobra.Command {
+	var cfg worker.Config
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker: the Pipeline workflow and every step type",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			log := app.Logger()
+			c, err := app.Conn.Dial(ctx, log)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			w, err := worker.New(ctx, c, app.Conn.Namespace, cfg, log)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(app.Err, "worker polling %s on %s (namespace %s)\n", cfg.TaskQueue, app.Conn.Address, app.Conn.Namespace)
+			return w.Run(ctx)
+		},
+	}
+	cfg.AddFlags(cmd.Flags())
+	return cmd
+}

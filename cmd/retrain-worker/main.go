@@ -1,0 +1,16 @@
+// Command retrain-worker is the production worker: `retrain worker` without
+// the embedded Temporal server, Web UI and dev tooling, so the binary stays
+// small and pulls in none of the server's dependencies.
+package main
+
+import (
+	"github.com/retrain-ml/retrain/cmd/internal/cli"
+)
+
+func main() {
+	app := &cli.App{}
+	cmd := cli.NewWorkerCommand(app)
+	cmd.Use = "retrain-worker"
+	app.AddGlobalFlags(cmd)
+	cli.Execute(cmd)
+}

@@ -1,0 +1,15 @@
+// Command retrain runs ML retrain -> validate -> deploy pipelines as DAGs on
+// Temporal. This binary carries the embedded dev stack (`retrain dev`,
+// `retrain demo`, `retrain bench`); production workers use retrain-worker.
+package main
+
+import (
+	"github.com/retrain-ml/retrain/cmd/internal/cli"
+)
+
+func main() {
+	app := &cli.App{}
+	root := cli.NewRoot(app, "retrain")
+	root.AddCommand(newDevCommand(app), newDemoCommand(app), newBenchCommand(app))
+	cli.Execute(root)
+}

@@ -1,0 +1,151 @@
+// Package integration drives retrain end to end: a real Temporal server
+// (the embedded dev stack, in this process), real clients and workers,
+// real commands. Nothing here is faked.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/devstack"
+	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/temporalconn"
+	"github.com/retrain-ml/retrain/worker"
+	"github.com/retrain-ml/retrain/workflows"
+)
+
+// The stack every test in this package shares. Tests isolate themselves by
+// task queue, not by server: starting a server per test would dominate the
+// run time on a 2-core machine.
+var (
+	server  *devstack.Server
+	tclient client.Client
+	quiet   = slog.New(slog.NewTextHandler(io.Discard, nil))
+	queues  atomic.Int64
+)
+
+// childWorkerEnv makes the test binary act as a worker process, so a test
+// can SIGKILL a worker without killing itself.
+const childWorkerEnv = "RETRAIN_IT_CHILD_WORKER"
+
+func TestMain(m *testing.M) {
+	if queue := os.Getenv(childWorkerEnv); queue != "" {
+		os.Exit(runChildWorker(queue))
+	}
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "retrain-it-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	server, err = devstack.Start(ctx, devstack.Options{
+		DataDir:          dir,
+		SearchAttributes: workflows.SearchAttributes(),
+		Logger:           quiet,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start dev stack:", err)
+		return 1
+	}
+	defer server.Stop()
+	conn := temporalconn.Options{Address: server.FrontendAddress(), Namespace: server.Namespace()}
+	tclient, err = conn.Dial(ctx, quiet)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer tclient.Close()
+	return m.Run()
+}
+
+// runChildWorker is the body of a worker child process.
+func runChildWorker(queue string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	conn := temporalconn.Options{Address: os.Getenv("RETRAIN_TEMPORAL_ADDRESS"), Namespace: os.Getenv("RETRAIN_NAMESPACE")}
+	c, err := conn.Dial(ctx, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer c.Close()
+	w, err := worker.New(ctx, c, conn.Namespace, worker.Config{TaskQueue: queue, Pipelines: examples.FS}, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// newQueue returns a task queue no other test uses.
+func newQueue(t *testing.T) string {
+	return fmt.Sprintf("it-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), queues.Add(1))
+}
+
+// startWorker runs an in-process worker on queue until the test ends.
+func startWorker(t *testing.T, queue string) {
+	t.Helper()
+	w, err := worker.New(context.Background(), tclient, server.Namespace(),
+		worker.Config{TaskQueue: queue, Pipelines: examples.FS}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+}
+
+// runSpec starts a spec on queue and waits for its result.
+func runSpec(t *testing.T, queue, spec string, params map[string]any) *workflows.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), SpecFile: t.Name() + ".yaml", Params: params, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func node(t *testing.T, res *workflows.Result, id string) *workflows.NodeState {
+	t.Helper()
+	n := res.Node(id)
+	if n == nil {
+		t.Fatalf("no node %s in result", id)
+	}
+	return n
+}
+
+func wantStatus(t *testing.T, res *workflows.Result, want workflows.Status) {
+	t.Helper()
+	if res.Status != want {
+		t.Fatalf("run status %s, want %s: %s", res.Status, want, res.Error)
+	}
+}

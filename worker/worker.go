@@ -1,0 +1,157 @@
+// Package worker runs retrain's Temporal workers: the Pipeline workflow and
+// every node type's activity on the default task queue and, when asked, the
+// activities alone on a GPU task queue.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/pflag"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/workflows"
+)
+
+// Default task queue names.
+const (
+	DefaultTaskQueue = "retrain"
+	DefaultGPUQueue  = "retrain-gpu"
+)
+
+// Config says what a worker process polls and how much it runs at once.
+type Config struct {
+	TaskQueue string
+	GPUQueue  string
+	GPU       bool // also poll GPUQueue
+	// MaxConcurrentActivities bounds activities running at once on the
+	// default queue (0 = the SDK default, 1000).
+	MaxConcurrentActivities int
+	// GPUSlots bounds activities running at once on the GPU queue.
+	GPUSlots int
+	// MaxConcurrentWorkflowTasks bounds workflow tasks (0 = SDK default).
+	MaxConcurrentWorkflowTasks int
+	// PipelinesDir is the folder of YAML pipelines runs may name. When
+	// empty, Pipelines is used (retrain dev embeds the examples).
+	PipelinesDir string
+	Pipelines    fs.FS
+}
+
+// AddFlags registers the worker flags.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.TaskQueue, "task-queue", DefaultTaskQueue, "task queue for pipelines and CPU steps")
+	fs.StringVar(&c.GPUQueue, "gpu-queue", DefaultGPUQueue, "task queue for GPU steps")
+	fs.BoolVar(&c.GPU, "gpu", false, "also poll the GPU task queue")
+	fs.IntVar(&c.GPUSlots, "gpu-slots", 1, "GPU steps run at once on this worker")
+	fs.IntVar(&c.MaxConcurrentActivities, "max-concurrent-activities", 0, "steps run at once on the default queue (0 = SDK default)")
+	fs.IntVar(&c.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 0, "workflow tasks run at once (0 = SDK default)")
+	fs.StringVar(&c.PipelinesDir, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "folder of pipeline YAML files that runs may name (env RETRAIN_PIPELINES)")
+}
+
+// Worker is a running set of Temporal workers.
+type Worker struct {
+	workers []sdkworker.Worker
+	logger  *slog.Logger
+}
+
+// New registers the Pipeline workflow, the resolver and every node type.
+// It checks the namespace has retrain's search attributes (adding them if
+// it may) so runs can be filtered by pipeline in the UI.
+func New(ctx context.Context, c client.Client, namespace string, cfg Config, logger *slog.Logger) (*Worker, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = DefaultTaskQueue
+	}
+	var lib *dags.Library
+	switch {
+	case cfg.PipelinesDir != "":
+		st, err := os.Stat(cfg.PipelinesDir)
+		if err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("pipelines folder %q: not a readable directory", cfg.PipelinesDir)
+		}
+		lib = dags.NewLibrary(os.DirFS(cfg.PipelinesDir))
+	case cfg.Pipelines != nil:
+		lib = dags.NewLibrary(cfg.Pipelines)
+	}
+
+	steps := activities.Steps(activities.Deps{Logger: logger})
+	resolver := &activities.Resolver{
+		Library:          lib,
+		Registry:         activities.Types(),
+		SearchAttributes: EnsureSearchAttributes(ctx, c, namespace, logger),
+	}
+
+	main := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
+	})
+	workflows.Register(main)
+	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: workflows.ResolveActivity})
+	registerSteps(main, steps)
+	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger}
+
+	if cfg.GPU {
+		if cfg.GPUQueue == "" {
+			return nil, errors.New("--gpu needs a GPU queue name")
+		}
+		gpu := sdkworker.New(c, cfg.GPUQueue, sdkworker.Options{
+			MaxConcurrentActivityExecutionSize: max(cfg.GPUSlots, 1),
+		})
+		registerSteps(gpu, steps)
+		w.workers = append(w.workers, gpu)
+	}
+	return w, nil
+}
+
+func registerSteps(w sdkworker.Worker, steps []activities.Step) {
+	for _, s := range steps {
+		if s.Type.Kind == dags.KindWorkflow || s.Run == nil {
+			continue // child workflows are registered by workflows.Register
+		}
+		target := s.Type.Target
+		if target == "" {
+			target = s.Type.Name
+		}
+		w.RegisterActivityWithOptions(activities.Activity(s.Run), activity.RegisterOptions{Name: target})
+	}
+}
+
+// Start starts polling.
+func (w *Worker) Start() error {
+	for i, sw := range w.workers {
+		if err := sw.Start(); err != nil {
+			for _, started := range w.workers[:i] {
+				started.Stop()
+			}
+			return fmt.Errorf("start worker: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stop stops polling and waits for running activities to return.
+func (w *Worker) Stop() {
+	for _, sw := range w.workers {
+		sw.Stop()
+	}
+}
+
+// Run polls until ctx is done.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	w.Stop()
+	return nil
+}

@@ -1,0 +1,512 @@
+// Package workflows holds retrain's Temporal workflows: Pipeline, the DAG
+// interpreter, and the sub-workflows node types fan out to. Workflow code
+// here is deterministic and thin: it decides what runs when, and the
+// activities do the work.
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/dags"
+)
+
+// Names other processes use to start and inspect runs.
+const (
+	PipelineWorkflow = "Pipeline"         // workflow type
+	ResolveActivity  = "ResolvePipeline"  // local activity that compiles the plan
+	StateQuery       = "state"            // query: the Result so far
+	PlanQuery        = "plan"             // query: the resolved plan
+	ErrPipelineFail  = "PipelineFailed"   // error type of a failed run; details hold the Result
+)
+
+// Search attributes every run carries, so the Temporal UI can filter runs by
+// pipeline and by parameters.
+var (
+	PipelineKey     = temporal.NewSearchAttributeKeyKeyword("RetrainPipeline")
+	ParamsDigestKey = temporal.NewSearchAttributeKeyKeyword("RetrainParamsDigest")
+)
+
+// SearchAttributes returns the custom search attributes a namespace needs.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		PipelineKey.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		ParamsDigestKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	}
+}
+
+// PipelineInput starts a run. It is plain JSON so the Temporal UI's Start
+// Workflow form and any SDK can start a pipeline:
+//
+//	{"pipeline": "hello", "params": {"date": "2026-11-20"}}
+type PipelineInput struct {
+	// Pipeline names a pipeline from the worker's pipeline folder.
+	Pipeline string `json:"pipeline,omitempty"`
+	// Spec is a whole spec instead: YAML text as a JSON string, or a JSON
+	// object of the same shape.
+	Spec        json.RawMessage `json:"spec,omitempty"`
+	SpecFile    string          `json:"spec_file,omitempty"`
+	Params      map[string]any  `json:"params,omitempty"`
+	Parallelism int             `json:"parallelism,omitempty"`
+}
+
+// Status is the state of a run.
+type Status string
+
+const (
+	StatusRunning   Status = "running"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// NodeStatus is the state of one node.
+type NodeStatus string
+
+const (
+	NodePending   NodeStatus = "pending"
+	NodeRunning   NodeStatus = "running"
+	NodeSucceeded NodeStatus = "succeeded"
+	NodeFailed    NodeStatus = "failed"
+	NodeSkipped   NodeStatus = "skipped"   // `when` was false, or an upstream node was skipped
+	NodeCancelled NodeStatus = "cancelled" // never started (the run failed first) or cancelled while running
+)
+
+// NodeState is what a run reports about one node.
+type NodeState struct {
+	ID          string     `json:"id"`
+	Type        string     `json:"type"`
+	Status      NodeStatus `json:"status"`
+	Attempts    int32      `json:"attempts"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"` // when the workflow first scheduled it
+	// StartedAt and EndedAt bound the attempt that produced the result, on
+	// the worker's clock; for a node that failed without reaching a worker
+	// they are the workflow's view.
+	StartedAt   *time.Time     `json:"started_at,omitempty"`
+	EndedAt     *time.Time     `json:"ended_at,omitempty"`
+	Outputs     map[string]any `json:"outputs,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	Reason      string         `json:"reason,omitempty"` // why it was skipped or cancelled
+	Compensates string         `json:"compensates,omitempty"`
+}
+
+// Result is a run's report, returned at the end and by the state query.
+type Result struct {
+	ID            string         `json:"id"` // run id (the workflow id)
+	Pipeline      string         `json:"pipeline"`
+	Status        Status         `json:"status"`
+	Error         string         `json:"error,omitempty"`
+	Params        map[string]any `json:"params,omitempty"`
+	ParamsDigest  string         `json:"params_digest,omitempty"`
+	StartedAt     time.Time      `json:"started_at"`
+	EndedAt       *time.Time     `json:"ended_at,omitempty"`
+	Nodes         []NodeState    `json:"nodes"`
+	Compensations []NodeState    `json:"compensations,omitempty"`
+}
+
+// Node returns the state of node id, or nil.
+func (r *Result) Node(id string) *NodeState {
+	for i := range r.Nodes {
+		if r.Nodes[i].ID == id {
+			return &r.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// ResultFromError extracts the Result a failed run attaches to its error.
+func ResultFromError(err error) (*Result, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrPipelineFail || !appErr.HasDetails() {
+		return nil, false
+	}
+	var res Result
+	if appErr.Details(&res) != nil {
+		return nil, false
+	}
+	return &res, true
+}
+
+// ResultFromCancel extracts the Result a cancelled run attaches.
+func ResultFromCancel(err error) (*Result, bool) {
+	var canceled *temporal.CanceledError
+	if !errors.As(err, &canceled) || !canceled.HasDetails() {
+		return nil, false
+	}
+	var res Result
+	if canceled.Details(&res) != nil {
+		return nil, false
+	}
+	return &res, true
+}
+
+// Pipeline runs a pipeline: it resolves the spec into a plan (recorded in
+// history, so editing the file never changes a running pipeline), runs every
+// ready node up to the plan's parallelism, skips nodes whose `when` is false
+// along with their dependents, stops scheduling after a failure, and runs the
+// spec's on_failure nodes for completed nodes in reverse completion order.
+func Pipeline(ctx workflow.Context, in PipelineInput) (*Result, error) {
+	run := &pipelineRun{result: Result{
+		ID:        workflow.GetInfo(ctx).WorkflowExecution.ID,
+		Pipeline:  in.Pipeline,
+		Status:    StatusRunning,
+		StartedAt: workflow.Now(ctx),
+	}}
+	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (Result, error) { return run.result, nil }); err != nil {
+		return nil, err
+	}
+	if err := workflow.SetQueryHandler(ctx, PlanQuery, func() (*dags.Plan, error) { return run.plan, nil }); err != nil {
+		return nil, err
+	}
+
+	resolved, err := resolve(ctx, in)
+	if err != nil {
+		return run.finish(ctx, fmt.Errorf("resolve pipeline: %w", unwrapActivity(err)))
+	}
+	run.start(resolved.Plan)
+	if resolved.SearchAttributes {
+		if err := workflow.UpsertTypedSearchAttributes(ctx,
+			PipelineKey.ValueSet(run.plan.Pipeline), ParamsDigestKey.ValueSet(run.plan.ParamsDigest)); err != nil {
+			workflow.GetLogger(ctx).Warn("cannot set search attributes", "error", err)
+		}
+	}
+
+	runErr := run.runNodes(ctx)
+	if runErr != nil {
+		run.compensate(ctx)
+	}
+	return run.finish(ctx, runErr)
+}
+
+func resolve(ctx workflow.Context, in PipelineInput) (activities.ResolveOutput, error) {
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var out activities.ResolveOutput
+	err := workflow.ExecuteLocalActivity(lctx, ResolveActivity, activities.ResolveInput{
+		Pipeline: in.Pipeline, Spec: in.Spec, SpecFile: in.SpecFile, Params: in.Params, Parallelism: in.Parallelism,
+	}).Get(ctx, &out)
+	if err == nil && (out.Plan == nil || len(out.Plan.Nodes) == 0) {
+		err = errors.New("resolver returned an empty plan")
+	}
+	return out, err
+}
+
+// pipelineRun is the interpreter's state for one run.
+type pipelineRun struct {
+	plan   *dags.Plan
+	result Result
+
+	index      map[string]int      // node id -> position in plan.Nodes and result.Nodes
+	dependents map[string][]string // node id -> nodes that need it, in plan order
+	waiting    map[string]int      // node id -> needs not yet succeeded
+	outputs    map[string]map[string]any
+	completed  []string // succeeded node ids, in completion order
+}
+
+func (r *pipelineRun) start(plan *dags.Plan) {
+	r.plan = plan
+	r.result.Pipeline = plan.Pipeline
+	r.result.Params = plan.Params
+	r.result.ParamsDigest = plan.ParamsDigest
+	r.index = make(map[string]int, len(plan.Nodes))
+	r.dependents = make(map[string][]string)
+	r.waiting = make(map[string]int, len(plan.Nodes))
+	r.outputs = make(map[string]map[string]any, len(plan.Nodes))
+	r.result.Nodes = make([]NodeState, len(plan.Nodes))
+	for i, n := range plan.Nodes {
+		r.index[n.ID] = i
+		r.waiting[n.ID] = len(n.Needs)
+		r.result.Nodes[i] = NodeState{ID: n.ID, Type: n.Type, Status: NodePending}
+		for _, need := range n.Needs {
+			r.dependents[need] = append(r.dependents[need], n.ID)
+		}
+	}
+}
+
+func (r *pipelineRun) scope() dags.Scope {
+	return dags.Scope{Params: r.plan.Params, Outputs: r.outputs}
+}
+
+// runNodes is the scheduling loop. It returns the first node failure, or
+// the cancellation, after every running node has ended.
+func (r *pipelineRun) runNodes(ctx workflow.Context) error {
+	var ready []string
+	for _, n := range r.plan.Nodes {
+		if len(n.Needs) == 0 {
+			ready = append(ready, n.ID)
+		}
+	}
+	parallelism := max(r.plan.Parallelism, 1)
+	selector := workflow.NewSelector(ctx)
+	running := 0
+	var firstErr error
+
+	for {
+		for firstErr == nil && ctx.Err() == nil && len(ready) > 0 && running < parallelism {
+			id := ready[0]
+			ready = ready[1:]
+			node := r.plan.Nodes[r.index[id]]
+			state := &r.result.Nodes[r.index[id]]
+
+			with, runIt, err := r.prepare(node)
+			if err != nil {
+				r.fail(ctx, state, 0, err)
+				firstErr = fmt.Errorf("node %s: %w", id, err)
+				break
+			}
+			if !runIt {
+				r.skip(id, fmt.Sprintf("when %q is false", node.When))
+				continue
+			}
+			now := workflow.Now(ctx)
+			state.Status, state.ScheduledAt = NodeRunning, &now
+			running++
+			selector.AddFuture(r.execute(ctx, node, with), func(f workflow.Future) {
+				running--
+				var res activities.NodeResult
+				if err := f.Get(ctx, &res); err != nil {
+					attempts := attemptsOf(err, node)
+					r.fail(ctx, state, attempts, unwrapActivity(err))
+					if firstErr == nil {
+						firstErr = fmt.Errorf("node %s: %w", id, unwrapActivity(err))
+					}
+					return
+				}
+				r.succeed(state, res)
+				for _, dep := range r.dependents[id] {
+					r.waiting[dep]--
+					if r.waiting[dep] == 0 && r.result.Nodes[r.index[dep]].Status == NodePending {
+						ready = append(ready, dep)
+					}
+				}
+			})
+		}
+		if running == 0 {
+			break
+		}
+		selector.Select(ctx)
+	}
+
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = temporal.NewCanceledError()
+	}
+	if firstErr != nil {
+		reason := "not started: the run failed"
+		if temporal.IsCanceledError(firstErr) {
+			reason = "not started: the run was cancelled"
+		}
+		for i := range r.result.Nodes {
+			if r.result.Nodes[i].Status == NodePending {
+				r.result.Nodes[i].Status, r.result.Nodes[i].Reason = NodeCancelled, reason
+			}
+		}
+	}
+	return firstErr
+}
+
+// prepare evaluates a node's `when` and resolves its `with` references.
+func (r *pipelineRun) prepare(node dags.PlanNode) (with map[string]any, run bool, err error) {
+	sc := r.scope()
+	if node.When != "" {
+		ok, err := dags.EvalWhen(node.When, sc)
+		if err != nil {
+			return nil, false, fmt.Errorf("when %q: %w", node.When, err)
+		}
+		if !ok {
+			return nil, false, nil
+		}
+	}
+	if len(node.With) == 0 {
+		return nil, true, nil
+	}
+	v, err := dags.Interpolate(node.With, sc)
+	if err != nil {
+		return nil, false, fmt.Errorf("with: %w", err)
+	}
+	with, ok := v.(map[string]any)
+	if !ok {
+		return nil, false, fmt.Errorf("with resolved to %T, want a mapping", v)
+	}
+	return with, true, nil
+}
+
+// execute starts a node as an activity or a child workflow.
+func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map[string]any) workflow.Future {
+	in := activities.NodeInput{Pipeline: r.plan.Pipeline, RunID: r.result.ID, Node: node.ID, Type: node.Type, With: with}
+	retry := &temporal.RetryPolicy{
+		MaximumAttempts:        int32(node.Retry.MaxAttempts),
+		InitialInterval:        node.Retry.InitialInterval,
+		BackoffCoefficient:     node.Retry.Backoff,
+		MaximumInterval:        node.Retry.MaxInterval,
+		NonRetryableErrorTypes: node.Retry.NonRetryable,
+	}
+	if node.Kind == dags.KindWorkflow {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:         r.result.ID + "/" + node.ID,
+			TaskQueue:          node.Queue,
+			WorkflowRunTimeout: node.Timeout,
+			RetryPolicy:        retry,
+		})
+		return workflow.ExecuteChildWorkflow(cctx, node.Target, in)
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ActivityID:          node.ID,
+		TaskQueue:           node.Queue,
+		StartToCloseTimeout: node.Timeout,
+		HeartbeatTimeout:    node.Heartbeat,
+		RetryPolicy:         retry,
+		// Wait for the activity to acknowledge cancellation so that a
+		// cancelled command's process group is gone before the run ends.
+		WaitForCancellation: true,
+	})
+	return workflow.ExecuteActivity(actx, node.Target, in)
+}
+
+// succeed records a node's result and makes its outputs referable.
+func (r *pipelineRun) succeed(state *NodeState, res activities.NodeResult) {
+	applyResult(state, res)
+	if res.Outputs == nil {
+		res.Outputs = map[string]any{}
+	}
+	r.outputs[state.ID] = res.Outputs
+	r.completed = append(r.completed, state.ID)
+}
+
+func applyResult(state *NodeState, res activities.NodeResult) {
+	state.Status = NodeSucceeded
+	state.Attempts = res.Attempt
+	started, ended := res.StartedAt, res.EndedAt
+	state.StartedAt, state.EndedAt = &started, &ended
+	state.Outputs = res.Outputs
+}
+
+func (r *pipelineRun) fail(ctx workflow.Context, state *NodeState, attempts int32, err error) {
+	now := workflow.Now(ctx)
+	if state.ScheduledAt == nil {
+		state.ScheduledAt = &now
+	}
+	state.StartedAt, state.EndedAt = state.ScheduledAt, &now
+	state.Status, state.Attempts, state.Error = NodeFailed, attempts, err.Error()
+	if temporal.IsCanceledError(err) {
+		state.Status, state.Error, state.Reason = NodeCancelled, "", "cancelled while running"
+	}
+}
+
+// skip marks a node skipped, and with it every node downstream of it.
+func (r *pipelineRun) skip(id, reason string) {
+	state := &r.result.Nodes[r.index[id]]
+	if state.Status != NodePending {
+		return
+	}
+	state.Status, state.Reason = NodeSkipped, reason
+	for _, dep := range r.dependents[id] {
+		r.skip(dep, fmt.Sprintf("upstream node %s was skipped", id))
+	}
+}
+
+// compensate runs the on_failure nodes of every completed node, newest
+// completion first, on a context that survives the run's cancellation.
+// A failed compensation is reported and the others still run: leaving one
+// thing half-undone is better than leaving everything undone.
+func (r *pipelineRun) compensate(ctx workflow.Context) {
+	if len(r.plan.OnFailure) == 0 || len(r.completed) == 0 {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	for i := len(r.completed) - 1; i >= 0; i-- {
+		for _, node := range r.plan.OnFailure {
+			if node.Compensates != r.completed[i] {
+				continue
+			}
+			state := NodeState{ID: node.ID, Type: node.Type, Status: NodePending, Compensates: node.Compensates}
+			with, runIt, err := r.prepare(node)
+			switch {
+			case err != nil:
+				r.fail(dctx, &state, 0, err)
+			case !runIt:
+				state.Status, state.Reason = NodeSkipped, fmt.Sprintf("when %q is false", node.When)
+			default:
+				now := workflow.Now(dctx)
+				state.Status, state.ScheduledAt = NodeRunning, &now
+				r.result.Compensations = append(r.result.Compensations, state)
+				var res activities.NodeResult
+				if err := r.execute(dctx, node, with).Get(dctx, &res); err != nil {
+					r.fail(dctx, &state, attemptsOf(err, node), unwrapActivity(err))
+				} else {
+					applyResult(&state, res)
+				}
+				r.result.Compensations[len(r.result.Compensations)-1] = state
+				continue
+			}
+			r.result.Compensations = append(r.result.Compensations, state)
+		}
+	}
+}
+
+// finish sets the final status and returns the workflow's result: the
+// Result on success, or an error carrying the Result as details so clients
+// still get every node's state while Temporal shows the run as failed.
+func (r *pipelineRun) finish(ctx workflow.Context, runErr error) (*Result, error) {
+	now := workflow.Now(ctx)
+	r.result.EndedAt = &now
+	if runErr == nil {
+		r.result.Status = StatusSucceeded
+		return &r.result, nil
+	}
+	r.result.Status, r.result.Error = StatusFailed, runErr.Error()
+	if temporal.IsCanceledError(runErr) {
+		r.result.Status, r.result.Error = StatusCancelled, "run cancelled"
+	}
+	for _, c := range r.result.Compensations {
+		if c.Status == NodeFailed {
+			r.result.Error += fmt.Sprintf("; compensation %s failed: %s", c.ID, c.Error)
+		}
+	}
+	if r.result.Status == StatusCancelled && ctx.Err() != nil {
+		return &r.result, temporal.NewCanceledError(r.result)
+	}
+	return nil, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("pipeline %s %s: %s", r.result.Pipeline, r.result.Status, r.result.Error),
+		ErrPipelineFail, nil, r.result)
+}
+
+// attemptsOf reports how many attempts a failed node made: the activity
+// attaches it to its own errors; a timeout or a retry budget that ran out is
+// read from the retry state.
+func attemptsOf(err error, node dags.PlanNode) int32 {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.HasDetails() {
+		var d activities.FailureDetails
+		if appErr.Details(&d) == nil && d.Attempt > 0 {
+			return d.Attempt
+		}
+	}
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
+		return int32(node.Retry.MaxAttempts)
+	}
+	return 1
+}
+
+// unwrapActivity drops Temporal's "activity error (type: ..., scheduledEventID:
+// ...)" wrapper so messages name the node's own failure.
+func unwrapActivity(err error) error {
+	var actErr *temporal.ActivityError
+	if errors.As(err, &actErr) && actErr.Unwrap() != nil {
+		return actErr.Unwrap()
+	}
+	var childErr *temporal.ChildWorkflowExecutionError
+	if errors.As(err, &childErr) && childErr.Unwrap() != nil {
+		return childErr.Unwrap()
+	}
+	return err
+}
