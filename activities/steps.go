@@ -44,7 +44,7 @@ func Types() *dags.Registry {
 // NoopType is the `noop` node type: it does nothing and outputs its `with`
 // block, which makes it useful as a join point and for passing values on.
 var NoopType = dags.NodeType{
-	Name: "noop",
+	Name:     "noop",
 	Doc:      "Does nothing; outputs its `with` values unchanged (a join point, or a place to name values).",
 	OpenWith: true,
 }

@@ -49,11 +49,11 @@ func (c *Config) defaults() {
 
 // Report holds the medians.
 type Report struct {
-	Config           Config
-	PlainStep        time.Duration // plain SDK chain, per step
-	EngineStep       time.Duration // Pipeline chain of noop nodes, per step
-	PlainFanOut      time.Duration // plain SDK fan-out, wall time
-	EngineFanOut     time.Duration // Pipeline fan-out of noop nodes, wall time
+	Config       Config
+	PlainStep    time.Duration // plain SDK chain, per step
+	EngineStep   time.Duration // Pipeline chain of noop nodes, per step
+	PlainFanOut  time.Duration // plain SDK fan-out, wall time
+	EngineFanOut time.Duration // Pipeline fan-out of noop nodes, wall time
 }
 
 // ChainRatio is engine/plain per step.

@@ -20,11 +20,11 @@ import (
 
 // Names other processes use to start and inspect runs.
 const (
-	PipelineWorkflow = "Pipeline"         // workflow type
-	ResolveActivity  = "ResolvePipeline"  // local activity that compiles the plan
-	StateQuery       = "state"            // query: the Result so far
-	PlanQuery        = "plan"             // query: the resolved plan
-	ErrPipelineFail  = "PipelineFailed"   // error type of a failed run; details hold the Result
+	PipelineWorkflow = "Pipeline"        // workflow type
+	ResolveActivity  = "ResolvePipeline" // local activity that compiles the plan
+	StateQuery       = "state"           // query: the Result so far
+	PlanQuery        = "plan"            // query: the resolved plan
+	ErrPipelineFail  = "PipelineFailed"  // error type of a failed run; details hold the Result
 )
 
 // Search attributes every run carries, so the Temporal UI can filter runs by

@@ -76,4 +76,3 @@ func LoadSpec(file string) (*dags.Spec, error) {
 	}
 	return spec, nil
 }
-

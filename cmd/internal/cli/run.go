@@ -18,10 +18,10 @@ import (
 // NewRunCommand returns `retrain run`: validate a spec and start a run.
 func NewRunCommand(app *App) *cobra.Command {
 	var (
-		params      []string
+		params       []string
 		wait, asJSON bool
-		id, queue   string
-		parallelism int
+		id, queue    string
+		parallelism  int
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE|PIPELINE",
