@@ -7,13 +7,13 @@ import "time"
 // It is JSON so it can be recorded in workflow history; a later edit of the
 // YAML file or of a node type never changes a run that already resolved it.
 type Plan struct {
-	Pipeline    string         `json:"pipeline"`
-	Source      string         `json:"source,omitempty"` // file the spec came from, for messages
-	Parallelism int            `json:"parallelism"`      // max nodes running at once; >= 1
-	Params      map[string]any `json:"params"`           // every declared param, defaults applied, typed
-	ParamsDigest string        `json:"params_digest"`    // hex sha256 of the canonical JSON of Params
-	Nodes       []PlanNode     `json:"nodes"`            // topological order (stable: file order among ready nodes)
-	OnFailure   []PlanNode     `json:"on_failure,omitempty"`
+	Pipeline     string         `json:"pipeline"`
+	Source       string         `json:"source,omitempty"` // file the spec came from, for messages
+	Parallelism  int            `json:"parallelism"`      // max nodes running at once; >= 1
+	Params       map[string]any `json:"params"`           // every declared param, defaults applied, typed
+	ParamsDigest string         `json:"params_digest"`    // first 16 hex digits of the sha256 of the JSON of Params
+	Nodes        []PlanNode     `json:"nodes"`            // topological order (stable: file order among ready nodes)
+	OnFailure    []PlanNode     `json:"on_failure,omitempty"`
 }
 
 // PlanNode is one node of a Plan with every default resolved.
@@ -23,12 +23,15 @@ type PlanNode struct {
 	Kind      Kind           `json:"kind"`   // how the interpreter runs it
 	Target    string         `json:"target"` // activity or child-workflow type name
 	Needs     []string       `json:"needs,omitempty"`
-	When      string         `json:"when,omitempty"` // expression; empty means always
-	With      map[string]any `json:"with,omitempty"` // may hold ${...} references, resolved at run time
+	When      string         `json:"when,omitempty"`  // expression; empty means always
+	With      map[string]any `json:"with,omitempty"`  // may hold ${...} references, resolved at run time
 	Queue     string         `json:"queue,omitempty"` // task queue; empty means the worker's default queue
 	Retry     RetryPolicy    `json:"retry"`
 	Timeout   time.Duration  `json:"timeout"`   // start-to-close of one attempt
 	Heartbeat time.Duration  `json:"heartbeat"` // heartbeat timeout; 0 disables
+	// Compensates names the node an on_failure node undoes; it runs only if
+	// that node completed. Empty for ordinary nodes.
+	Compensates string `json:"compensates,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

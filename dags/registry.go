@@ -16,8 +16,11 @@ type NodeType struct {
 	Target string // activity or workflow type name; defaults to Name
 	Queue  string // default task queue for nodes of this type ("" = worker default)
 
-	// Fields are the keys `with` accepts. A key not listed is an error.
+	// Fields are the keys `with` accepts. A key not listed is an error,
+	// unless OpenWith is set.
 	Fields []Field
+	// OpenWith accepts any `with` keys (of any type) besides Fields.
+	OpenWith bool
 	// Outputs lists the output keys a node of this type returns, so that a
 	// reference to a misspelt output is caught before the run. Empty means
 	// the type's outputs are dynamic and any key is accepted.
