@@ -1,0 +1,24 @@
+// Package s3store is retrain's access layer to S3-compatible object storage.
+//
+// A [Store] is bound to one location, s3://bucket/prefix, and every key it
+// accepts is relative to that prefix. Keys are validated before any request is
+// made, so a caller can never reach outside the prefix with "..", an absolute
+// key or an empty path segment.
+//
+// The Store offers the few primitives that checkpoints and the model registry
+// are built from:
+//
+//   - streaming uploads (multipart through the SDK's transfer manager) and
+//     downloads, both protected by a full-object CRC32C checksum that the
+//     server validates on write and the Store verifies on read;
+//   - conditional writes: [Store.PutIfAbsent] (If-None-Match: *) and
+//     [Store.PutIfMatch] (compare-and-swap on an ETag), which fail with
+//     [ErrExists] and [ErrETagMismatch] so callers can build lock-free
+//     protocols on top;
+//   - paginated listing and deletion by prefix.
+//
+// Errors returned by a Store are [*Error] values. They never carry the SDK
+// error itself, only a message from which the configured credentials have
+// been removed, so they are safe to log and to record in workflow history.
+// Use errors.Is with the sentinel errors to classify them.
+package s3store
