@@ -5,6 +5,13 @@
 package main
 
 import (
+	_ "github.com/apache/arrow-go/v18/arrow"
+	_ "github.com/apache/iceberg-go"
+	_ "github.com/apache/iceberg-go/catalog/glue"
+	_ "github.com/apache/iceberg-go/catalog/rest"
+	_ "github.com/apache/iceberg-go/catalog/sql"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3"
+	_ "github.com/apache/iceberg-go/table"
 	_ "github.com/aws/aws-sdk-go-v2/config"
 	_ "github.com/aws/aws-sdk-go-v2/credentials"
 	_ "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
