@@ -326,6 +326,28 @@ func TestFailedStepLeavesNothing(t *testing.T) {
 	}
 }
 
+func TestPanickingStepLeavesNothing(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	st := srv.Open(t, "")
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Errorf("recovered %v, want the step's panic", p)
+			}
+		}()
+		checkpoint.Do(t.Context(), st, checkpoint.Key{Pipeline: "p", Run: "r", Node: "n"}, "fp",
+			func(ctx context.Context, w *checkpoint.Writer) (int, error) {
+				d, _ := checkpoint.Create[sample](w, "half", checkpoint.Options{MaxFileRows: 5})
+				d.Write(samples(12))
+				panic("boom")
+			})
+	}()
+	if keys := srv.Keys(t); len(keys) != 0 {
+		t.Errorf("panicking step left %q", keys)
+	}
+}
+
 func TestCorruptionIsDetected(t *testing.T) {
 	t.Parallel()
 	srv := s3test.Start(t)

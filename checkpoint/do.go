@@ -65,7 +65,7 @@ func Do[O any](ctx context.Context, store *s3store.Store, key Key, inputs string
 
 	w := newWriter(ctx, store, key, inputs)
 	w.log.InfoContext(ctx, "checkpoint: miss, running step")
-	result, err := fn(ctx, w)
+	result, err := run(ctx, w, fn)
 	if err != nil {
 		w.abort(err)
 		w.discard()
@@ -126,6 +126,20 @@ func Do[O any](ctx context.Context, store *s3store.Store, key Key, inputs string
 	w.log.InfoContext(ctx, "checkpoint: committed", "datasets", len(datasets), "rows", m.Rows)
 	w.sweep()
 	return out, false, nil
+}
+
+// run calls fn, and cleans up after it if it panics: its uploads would
+// otherwise wait forever for the rest of their files.
+func run[O any](ctx context.Context, w *Writer, fn func(context.Context, *Writer) (O, error)) (O, error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("checkpoint: step panicked: %v", p)
+			w.abort(err)
+			w.discard()
+			panic(p)
+		}
+	}()
+	return fn(ctx, w)
 }
 
 func decodeOutputs[O any](raw json.RawMessage) (O, error) {

@@ -35,6 +35,7 @@ type GCReport struct {
 	DeletedAttempts   int   // stale attempts of kept checkpoints deleted
 	DeletedObjects    int   // objects deleted in all
 	DeletedBytes      int64 // bytes those objects held
+	AbortedUploads    int   // unfinished multipart uploads aborted
 }
 
 // GC deletes checkpoints older than olderThan:
@@ -71,9 +72,16 @@ func GC(ctx context.Context, store *s3store.Store, olderThan time.Duration) (GCR
 	if cur != nil {
 		g.collect(ctx, cur)
 	}
+	// Attempts that died mid-upload leave invisible parts behind.
+	n, err := store.AbortUploads(ctx, root, olderThan)
+	g.report.AbortedUploads = n
+	if err != nil {
+		g.fail(err)
+	}
 	store.Logger().InfoContext(ctx, "checkpoint: gc done", "older_than", olderThan,
 		"deleted_complete", g.report.DeletedComplete, "deleted_incomplete", g.report.DeletedIncomplete,
-		"deleted_attempts", g.report.DeletedAttempts, "objects", g.report.DeletedObjects, "bytes", g.report.DeletedBytes)
+		"deleted_attempts", g.report.DeletedAttempts, "objects", g.report.DeletedObjects, "bytes", g.report.DeletedBytes,
+		"aborted_uploads", g.report.AbortedUploads)
 	return g.report, g.err
 }
 
@@ -172,19 +180,20 @@ func (g *gc) collectAttempts(ctx context.Context, grp *group) {
 
 // deleteAll deletes objs and reports whether all went.
 func (g *gc) deleteAll(ctx context.Context, grp *group, objs []s3store.ObjectInfo) bool {
-	ok := true
-	for _, o := range objs {
-		if err := g.store.Delete(ctx, o.Key); err != nil {
-			g.fail(err)
-			ok = false
-			continue
-		}
+	keys := make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.Key
+	}
+	n, err := g.store.DeleteKeys(ctx, keys)
+	for _, o := range objs[:n] {
 		g.count(o)
 	}
-	if ok {
-		g.store.Logger().DebugContext(ctx, "checkpoint: gc deleted", "dir", grp.dir, "objects", len(objs))
+	if err != nil {
+		g.fail(err)
+		return false
 	}
-	return ok
+	g.store.Logger().DebugContext(ctx, "checkpoint: gc deleted", "dir", grp.dir, "objects", n)
+	return true
 }
 
 func (g *gc) count(o s3store.ObjectInfo) {

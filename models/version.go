@@ -481,6 +481,11 @@ func (r *Registry) Download(ctx context.Context, v Version, dir string) error {
 }
 
 func (r *Registry) download(ctx context.Context, v Version, f Artifact, dir string) error {
+	// model.json is data from the bucket: its paths must not reach
+	// outside dir, whoever wrote it.
+	if err := s3store.ValidateKey(f.Path); err != nil {
+		return fmt.Errorf("models: download %s: artifact path: %w", v.Ref(), err)
+	}
 	dst := filepath.Join(dir, filepath.FromSlash(f.Path))
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("models: download %s: %w", f.Path, err)

@@ -2,8 +2,11 @@ package s3store
 
 import (
 	"context"
+	"errors"
 	"iter"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -86,48 +89,103 @@ func (s *Store) DeleteByPrefix(ctx context.Context, prefix string) (int, error) 
 	if prefix == "" || !strings.HasSuffix(prefix, "/") {
 		return 0, s.invalid(opDeletePrefix, invalidKey(prefix, `prefix must be non-empty and end in "/"`))
 	}
-	full, err := s.listPrefix(opDeletePrefix, prefix)
-	if err != nil {
+	if _, err := s.listPrefix(opDeletePrefix, prefix); err != nil {
 		return 0, err
 	}
 	deleted := 0
-	var batch []types.ObjectIdentifier
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
-			Bucket: aws.String(s.bucket),
-			Delete: &types.Delete{Objects: batch, Quiet: aws.Bool(true)},
-		})
-		if err != nil {
-			return s.wrap(opDeletePrefix, s.path(full), err)
-		}
-		if len(out.Errors) > 0 {
-			e := out.Errors[0]
-			return newError(opDeletePrefix, s.path(aws.ToString(e.Key)), nil,
-				s.redact.String(aws.ToString(e.Code)+": "+aws.ToString(e.Message)))
-		}
-		deleted += len(batch)
-		batch = batch[:0]
-		return nil
-	}
+	var batch []string
 	// Deleting while listing is safe: ListObjectsV2 continues after the
 	// last key it returned, whether or not that key still exists.
 	for o, err := range s.List(ctx, prefix) {
 		if err != nil {
 			return deleted, err
 		}
-		batch = append(batch, types.ObjectIdentifier{Key: aws.String(join(s.prefix, o.Key))})
-		if len(batch) == 1000 {
-			if err := flush(); err != nil {
+		batch = append(batch, o.Key)
+		if len(batch) == maxDeleteBatch {
+			n, err := s.DeleteKeys(ctx, batch)
+			deleted += n
+			if err != nil {
 				return deleted, err
 			}
+			batch = batch[:0]
 		}
 	}
-	if err := flush(); err != nil {
-		return deleted, err
+	n, err := s.DeleteKeys(ctx, batch)
+	deleted += n
+	return deleted, err
+}
+
+// maxDeleteBatch is S3's limit on keys per DeleteObjects request.
+const maxDeleteBatch = 1000
+
+// DeleteKeys deletes the objects at keys, in batches, and returns how many
+// it deleted. Missing objects count as deleted. All keys are validated
+// before anything is deleted.
+func (s *Store) DeleteKeys(ctx context.Context, keys []string) (int, error) {
+	ids := make([]types.ObjectIdentifier, 0, len(keys))
+	for _, k := range keys {
+		full, err := s.objectKey(opDelete, k)
+		if err != nil {
+			return 0, err
+		}
+		ids = append(ids, types.ObjectIdentifier{Key: aws.String(full)})
 	}
-	s.log.DebugContext(ctx, "s3store: deleted prefix", "prefix", full, "objects", deleted)
+	deleted := 0
+	for batch := range slices.Chunk(ids, maxDeleteBatch) {
+		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: aws.String(s.bucket),
+			Delete: &types.Delete{Objects: batch, Quiet: aws.Bool(true)},
+		})
+		if err != nil {
+			return deleted, s.wrap(opDelete, s.path(aws.ToString(batch[0].Key)), err)
+		}
+		if len(out.Errors) > 0 {
+			e := out.Errors[0]
+			return deleted + len(batch) - len(out.Errors), newError(opDelete, s.path(aws.ToString(e.Key)), nil,
+				s.redact.String(aws.ToString(e.Code)+": "+aws.ToString(e.Message)))
+		}
+		deleted += len(batch)
+		s.log.DebugContext(ctx, "s3store: deleted", "objects", len(batch), "first", aws.ToString(batch[0].Key))
+	}
 	return deleted, nil
+}
+
+// AbortUploads aborts the unfinished multipart uploads below prefix that
+// were started more than olderThan ago, and returns how many it aborted.
+// Their parts are invisible but take space; a process that dies mid-upload
+// leaves them behind. Recent uploads are spared: they may still be running.
+func (s *Store) AbortUploads(ctx context.Context, prefix string, olderThan time.Duration) (int, error) {
+	full, err := s.listPrefix(opAbortUploads, prefix)
+	if err != nil {
+		return 0, err
+	}
+	cutoff := time.Now().Add(-olderThan)
+	aborted := 0
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(full)}
+	for {
+		page, err := s.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return aborted, s.wrap(opAbortUploads, s.path(full), err)
+		}
+		for _, u := range page.Uploads {
+			if !aws.ToTime(u.Initiated).Before(cutoff) {
+				continue
+			}
+			_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+				Bucket: aws.String(s.bucket), Key: u.Key, UploadId: u.UploadId,
+			})
+			if err != nil && !errors.Is(s.wrap(opAbortUploads, "", err), ErrNotFound) {
+				return aborted, s.wrap(opAbortUploads, s.path(aws.ToString(u.Key)), err)
+			}
+			aborted++
+		}
+		if !aws.ToBool(page.IsTruncated) {
+			break
+		}
+		in.KeyMarker, in.UploadIdMarker = page.NextKeyMarker, page.NextUploadIdMarker
+	}
+	if aborted > 0 {
+		s.log.InfoContext(ctx, "s3store: aborted stale multipart uploads", "prefix", full, "uploads", aborted)
+	}
+	return aborted, nil
 }

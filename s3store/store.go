@@ -149,6 +149,7 @@ const (
 	opList          = "list"
 	opDeletePrefix  = "delete-prefix"
 	opSetExpiration = "set-expiration"
+	opAbortUploads  = "abort-uploads"
 )
 
 // objectKey validates key and returns the full key it names in the bucket.

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/s3store"
 )
@@ -418,5 +420,63 @@ func TestCanceledContext(t *testing.T) {
 	_, err := st.PutBytes(ctx, "k", []byte("v"))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Put with a canceled context = %v, want context.Canceled", err)
+	}
+}
+
+func TestDeleteKeys(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	st := srv.Open(t, "p")
+	ctx := t.Context()
+	for _, k := range []string{"a", "b/c", "d"} {
+		if _, err := st.PutBytes(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.DeleteKeys(ctx, []string{"a", "../d"}); !errors.Is(err, s3store.ErrInvalidKey) {
+		t.Fatalf("DeleteKeys with an invalid key = %v, want ErrInvalidKey", err)
+	}
+	if keys := srv.Keys(t); len(keys) != 3 {
+		t.Fatalf("a rejected DeleteKeys deleted something: %q", keys)
+	}
+	n, err := st.DeleteKeys(ctx, []string{"a", "b/c", "missing"})
+	if err != nil || n != 3 {
+		t.Fatalf("DeleteKeys = %d, %v", n, err)
+	}
+	if keys := srv.Keys(t); !slices.Equal(keys, []string{"p/d"}) {
+		t.Errorf("left %q", keys)
+	}
+}
+
+func TestAbortUploads(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	st := srv.Open(t, "p")
+	ctx := t.Context()
+	raw := srv.Client()
+	// Uploads started and never finished, as by a process that died.
+	for _, k := range []string{"p/ckpt/a/file", "p/ckpt/b/file", "p/keep/file"} {
+		up, err := raw.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(srv.Bucket), Key: aws.String(k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(srv.Bucket), Key: aws.String(k),
+			UploadId: up.UploadId, PartNumber: aws.Int32(1), Body: bytes.NewReader(randomBytes(1000))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := st.AbortUploads(ctx, "ckpt/", time.Hour); err != nil || n != 0 {
+		t.Fatalf("AbortUploads of recent uploads = %d, %v; want 0", n, err)
+	}
+	time.Sleep(1100 * time.Millisecond) // initiation times have second resolution
+	if n, err := st.AbortUploads(ctx, "ckpt/", time.Second); err != nil || n != 2 {
+		t.Fatalf("AbortUploads = %d, %v; want 2", n, err)
+	}
+	left, err := raw.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(srv.Bucket)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Uploads) != 1 || aws.ToString(left.Uploads[0].Key) != "p/keep/file" {
+		t.Errorf("uploads left: %+v", left.Uploads)
 	}
 }
