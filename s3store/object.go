@@ -153,7 +153,10 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, ObjectInfo,
 		LastModified: aws.ToTime(out.LastModified),
 		CRC32C:       fullObjectCRC(out.ChecksumCRC32C, out.ChecksumType),
 	}
-	r := &verifyingReader{body: out.Body, size: info.Size, want: info.CRC32C, store: s, path: s.path(full)}
+	r := &verifyingReader{body: out.Body, size: -1, want: info.CRC32C, store: s, path: s.path(full)}
+	if out.ContentLength != nil {
+		r.size = info.Size
+	}
 	if r.want != "" {
 		r.hash = crc32.New(castagnoli)
 	}
@@ -228,7 +231,7 @@ type verifyingReader struct {
 	body  io.ReadCloser
 	hash  hash.Hash32 // nil when there is nothing to compare against
 	n     int64
-	size  int64
+	size  int64 // -1 when the response did not say
 	want  string
 	store *Store
 	path  string
@@ -249,10 +252,11 @@ func (r *verifyingReader) Read(p []byte) (int, error) {
 	}
 	// The stream ended, cleanly or not. Our own verdict comes first: the
 	// SDK validates the checksum too, but its error is untyped.
+	complete := err == io.EOF || r.n == r.size
 	switch {
-	case r.n != r.size && (err == io.EOF || r.n > r.size):
+	case r.size >= 0 && r.n != r.size && (err == io.EOF || r.n > r.size):
 		r.err = newError(opGet, r.path, ErrChecksumMismatch, "object is "+strconv.FormatInt(r.size, 10)+" bytes, read "+strconv.FormatInt(r.n, 10))
-	case r.hash != nil && r.n == r.size && encodeCRC(r.hash.Sum32()) != r.want:
+	case r.hash != nil && complete && encodeCRC(r.hash.Sum32()) != r.want:
 		r.err = newError(opGet, r.path, ErrChecksumMismatch,
 			"CRC32C of the bytes read is "+encodeCRC(r.hash.Sum32())+", server recorded "+r.want)
 	case err == io.EOF:

@@ -9,4 +9,9 @@
 // concurrent test binaries wait for it on a file lock instead of building it
 // twice. A server that cannot be started fails the test: tests that need S3
 // are never silently skipped.
+//
+// versitygw's POSIX backend keeps object metadata (ETags, checksums) in user
+// extended attributes. Start checks that the temporary directory supports
+// them and otherwise has versitygw keep metadata in a sidecar directory;
+// S3TEST_METADATA=sidecar forces that mode.
 package s3test
