@@ -1,8 +1,10 @@
 package s3store_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,7 +50,8 @@ func assertNoSecrets(t *testing.T, err error, secrets ...string) {
 // TestErrorsNeverContainCredentials points a Store at a server that echoes
 // the request's credentials (the Authorization header carries the access
 // key, X-Amz-Security-Token the session token) and the secret itself into
-// its error messages, as a misbehaving proxy might.
+// its error messages, as a misbehaving proxy might, and checks the errors
+// and the debug logs.
 func TestErrorsNeverContainCredentials(t *testing.T) {
 	const (
 		access = "AKIAECHOEDACCESSKEY1"
@@ -58,6 +61,9 @@ func TestErrorsNeverContainCredentials(t *testing.T) {
 	for _, status := range []int{http.StatusForbidden, http.StatusBadRequest, http.StatusInternalServerError} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodHead && r.URL.Path == "/echo-bucket" {
+					return // the bucket exists; every later request fails
+				}
 				w.Header().Set("Content-Type", "application/xml")
 				w.WriteHeader(status)
 				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>EchoError</Code><Message>auth=%s token=%s secret=%s</Message><RequestId>r1</RequestId></Error>`,
@@ -73,14 +79,29 @@ func TestErrorsNeverContainCredentials(t *testing.T) {
 				SecretAccessKey: secret,
 				SessionToken:    token,
 			}
-			_, err := s3store.Open(t.Context(), cfg)
-			if err == nil {
-				t.Fatal("Open succeeded against a failing server")
+			var logs bytes.Buffer
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			st, err := s3store.Open(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
+			_, err = st.PutBytes(t.Context(), "k", []byte("v"))
+			if err == nil {
+				t.Fatal("Put succeeded against a failing server")
+			}
+			t.Log(err)
 			assertNoSecrets(t, err, access, secret, token)
 			var e *s3store.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("Open error %T is not an *s3store.Error", err)
+				t.Fatalf("error %T is not an *s3store.Error", err)
+			}
+			if !strings.Contains(err.Error(), "[REDACTED]") {
+				t.Errorf("echoed credentials were not redacted but dropped: %v", err)
+			}
+			for _, secret := range []string{access, secret, token} {
+				if strings.Contains(logs.String(), secret) {
+					t.Errorf("logs contain %q:\n%s", secret, logs.String())
+				}
 			}
 		})
 	}

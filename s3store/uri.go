@@ -25,7 +25,7 @@ func ParseURI(s string) (URI, error) {
 		return URI{}, fmt.Errorf("s3store: parse %q: %w", s, err)
 	}
 	if err := ValidatePrefix(key); err != nil {
-		return URI{}, fmt.Errorf("s3store: parse %q: %w", s, err)
+		return URI{}, fmt.Errorf("%w (in %q)", err, s)
 	}
 	return URI{Bucket: bucket, Key: key}, nil
 }
