@@ -106,11 +106,13 @@ type DatasetWriter[T any] struct {
 	name string
 	opts Options
 
-	schema *parquet.Schema
-	files  []File
-	rows   int64
-	cur    *fileWriter[T]
-	err    error // sticky: once failed, the dataset cannot be completed
+	schema  *parquet.Schema
+	started int // files started, which numbers them
+	files   []File
+	rows    int64
+	cur     *fileWriter[T] // being encoded
+	pending *fileWriter[T] // encoded, upload finishing
+	err     error          // sticky: once failed, the dataset cannot be completed
 }
 
 // fileWriter is one Parquet file being encoded into a pipe that an upload
@@ -210,7 +212,8 @@ func (d *DatasetWriter[T]) maybeRoll() error {
 }
 
 func (d *DatasetWriter[T]) startFile() error {
-	key := fmt.Sprintf("%s%s/%s-%05d.parquet", d.w.dir, d.w.attempt, d.name, len(d.files))
+	key := fmt.Sprintf("%s%s/%s-%05d.parquet", d.w.dir, d.w.attempt, d.name, d.started)
+	d.started++
 	pr, pw := io.Pipe()
 	f := &fileWriter[T]{key: key, pipe: pw, done: make(chan upload, 1)}
 	f.written = &countingWriter{w: pw}
@@ -244,8 +247,9 @@ func (d *DatasetWriter[T]) writerOptions() []parquet.WriterOption {
 	return opts
 }
 
-// finishFile writes the Parquet footer, waits for the upload and records the
-// file.
+// finishFile writes the Parquet footer and leaves the upload to finish
+// while the next file is encoded; at most one upload finishes in the
+// background, which bounds memory.
 func (d *DatasetWriter[T]) finishFile() error {
 	f := d.cur
 	d.cur = nil
@@ -255,6 +259,21 @@ func (d *DatasetWriter[T]) finishFile() error {
 		return fmt.Errorf("checkpoint: encode %s: %w", f.key, err)
 	}
 	f.pipe.Close()
+	if err := d.waitPending(); err != nil {
+		<-f.done
+		return err
+	}
+	d.pending = f
+	return nil
+}
+
+// waitPending waits for the upload of the previous file and records it.
+func (d *DatasetWriter[T]) waitPending() error {
+	f := d.pending
+	if f == nil {
+		return nil
+	}
+	d.pending = nil
 	up := <-f.done
 	if up.err != nil {
 		return fmt.Errorf("checkpoint: upload %s: %w", f.key, up.err)
@@ -270,7 +289,7 @@ func (d *DatasetWriter[T]) Close() (Ref, error) {
 	if d.err != nil {
 		return Ref{}, d.err
 	}
-	if d.cur == nil && len(d.files) == 0 {
+	if d.cur == nil && d.pending == nil && len(d.files) == 0 {
 		if err := d.startFile(); err != nil {
 			return Ref{}, d.fail(err)
 		}
@@ -279,6 +298,9 @@ func (d *DatasetWriter[T]) Close() (Ref, error) {
 		if err := d.finishFile(); err != nil {
 			return Ref{}, d.fail(err)
 		}
+	}
+	if err := d.waitPending(); err != nil {
+		return Ref{}, d.fail(err)
 	}
 	w := d.w
 	w.mu.Lock()
@@ -305,6 +327,10 @@ func (d *DatasetWriter[T]) abort(err error) {
 		// so nothing of this file becomes visible.
 		f.pipe.CloseWithError(err)
 		<-f.done
+	}
+	if f := d.pending; f != nil {
+		d.pending = nil
+		<-f.done // complete already; the attempt's files are discarded
 	}
 }
 
