@@ -1,0 +1,180 @@
+// Package lake opens retrain's Iceberg catalog and holds the table
+// operations the feature backfill needs that iceberg-go v0.7.0 does not
+// offer directly: dynamic partition overwrite, adding files to bucket
+// partitions, moving main to any snapshot, order-independent checksums and
+// per-table commits that are redone (never replayed blindly) on conflict.
+package lake
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/spf13/pflag"
+)
+
+// Catalog types Open understands.
+const (
+	TypeSQL  = "sql"
+	TypeREST = "rest"
+	TypeGlue = "glue"
+)
+
+// DefaultDataDir is where the dev stack keeps its state; the SQL catalog
+// lives in DefaultDataDir/catalog.db and the warehouse in
+// DefaultDataDir/warehouse unless configured otherwise.
+const DefaultDataDir = ".retrain"
+
+// Config says where the catalog and its warehouse are. The zero value plus
+// a DataDir is the dev stack's catalog: SQLite under the data dir and a
+// warehouse on local disk. Production sets Type, URI and Warehouse (and S3
+// settings, or leaves them to the AWS environment).
+type Config struct {
+	Type      string // sql (default), rest or glue
+	Name      string // catalog name recorded in the catalog; default "retrain"
+	URI       string // sql: database URI; rest: server URL; glue: unused
+	Warehouse string // file:///path or s3://bucket/prefix
+	// DataDir fills URI and Warehouse of a sql catalog that sets neither.
+	DataDir string
+	S3      S3Config
+	// Props are further catalog properties (for example rest credentials
+	// or glue settings), passed through as they are.
+	Props map[string]string
+}
+
+// S3Config reaches the warehouse's S3 store. Empty fields fall back to the
+// AWS environment (AWS_REGION, AWS_ACCESS_KEY_ID, ..., AWS_S3_ENDPOINT).
+type S3Config struct {
+	Endpoint        string
+	Region          string
+	AccessKeyID     string
+	SecretAccessKey string
+	SessionToken    string
+}
+
+// AddFlags registers the catalog flags, defaulting from the environment.
+// The data dir flag is separate (AddDataDirFlag) because commands such as
+// `retrain dev` already have one of their own.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Type, "catalog-type", os.Getenv("RETRAIN_CATALOG_TYPE"), "Iceberg catalog: sql, rest or glue (env RETRAIN_CATALOG_TYPE; default sql under the data dir)")
+	fs.StringVar(&c.URI, "catalog-uri", os.Getenv("RETRAIN_CATALOG_URI"), "catalog URI: a SQLite file URI for sql, the server URL for rest (env RETRAIN_CATALOG_URI)")
+	fs.StringVar(&c.Warehouse, "warehouse", os.Getenv("RETRAIN_WAREHOUSE"), "warehouse location, file:///path or s3://bucket/prefix (env RETRAIN_WAREHOUSE)")
+	fs.StringToStringVar(&c.Props, "catalog-prop", nil, "extra catalog property key=value (repeatable)")
+	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", os.Getenv("RETRAIN_S3_ENDPOINT"), "S3 endpoint for the warehouse (env RETRAIN_S3_ENDPOINT; default: AWS)")
+	fs.StringVar(&c.S3.Region, "s3-region", os.Getenv("RETRAIN_S3_REGION"), "S3 region (env RETRAIN_S3_REGION; default: the AWS environment)")
+}
+
+// AddDataDirFlag registers --data-dir for commands that have none.
+func (c *Config) AddDataDirFlag(fs *pflag.FlagSet) {
+	def := os.Getenv("RETRAIN_DATA_DIR")
+	if def == "" {
+		def = DefaultDataDir
+	}
+	fs.StringVar(&c.DataDir, "data-dir", def, "dev stack data dir: its catalog.db and warehouse/ are the lake unless --catalog-uri is set (env RETRAIN_DATA_DIR)")
+}
+
+// Configured reports whether the config names a catalog at all.
+func (c Config) Configured() bool {
+	return c.URI != "" || c.DataDir != "" || (c.Type != "" && c.Type != TypeSQL)
+}
+
+// Resolved returns the config with defaults applied: the catalog type, its
+// name, and for a sql catalog under a data dir the database and warehouse
+// paths (absolute, so a worker and a CLI in different directories agree).
+func (c Config) Resolved() (Config, error) {
+	if c.Type == "" {
+		c.Type = TypeSQL
+	}
+	c.Type = strings.ToLower(c.Type)
+	if c.Name == "" {
+		c.Name = "retrain"
+	}
+	switch c.Type {
+	case TypeSQL:
+		if c.URI == "" || c.Warehouse == "" {
+			if c.DataDir == "" {
+				return c, errors.New("lake: no catalog configured: set a data dir, or --catalog-uri and --warehouse")
+			}
+			dir, err := filepath.Abs(c.DataDir)
+			if err != nil {
+				return c, fmt.Errorf("lake: data dir: %w", err)
+			}
+			if c.URI == "" {
+				c.URI = sqliteURI(filepath.Join(dir, "catalog.db"))
+			}
+			if c.Warehouse == "" {
+				c.Warehouse = "file://" + filepath.ToSlash(filepath.Join(dir, "warehouse"))
+			}
+		}
+	case TypeREST:
+		if c.URI == "" {
+			return c, errors.New("lake: a rest catalog needs --catalog-uri")
+		}
+	case TypeGlue:
+	default:
+		return c, fmt.Errorf("lake: unknown catalog type %q (want sql, rest or glue)", c.Type)
+	}
+	return c, nil
+}
+
+// sqliteURI is the modernc.org/sqlite DSN of a catalog database. WAL and a
+// busy timeout let a worker and CLI commands share the file: the catalog's
+// commits are short compare-and-swap updates, so waiting is always right.
+func sqliteURI(path string) string {
+	return "file:" + filepath.ToSlash(path) + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+}
+
+// Properties are the iceberg-go catalog properties of a resolved config.
+// Catalog properties flow on to every table's IO, which is how the S3
+// settings reach the warehouse.
+func (c Config) Properties() iceberg.Properties {
+	p := iceberg.Properties{"type": c.Type}
+	if c.URI != "" {
+		p["uri"] = c.URI
+	}
+	if c.Warehouse != "" {
+		p["warehouse"] = c.Warehouse
+	}
+	if c.Type == TypeSQL {
+		p["sql.driver"] = "sqlite"
+		p["sql.dialect"] = "sqlite"
+		p["init_catalog_tables"] = "true"
+	}
+	set := func(key, val string) {
+		if val != "" {
+			p[key] = val
+		}
+	}
+	set(icebergio.S3EndpointURL, c.S3.Endpoint)
+	set(icebergio.S3Region, c.S3.Region)
+	set(icebergio.S3AccessKeyID, c.S3.AccessKeyID)
+	set(icebergio.S3SecretAccessKey, c.S3.SecretAccessKey)
+	set(icebergio.S3SessionToken, c.S3.SessionToken)
+	keys := make([]string, 0, len(c.Props))
+	for k := range c.Props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p[k] = c.Props[k]
+	}
+	return p
+}
+
+// String describes the catalog without secrets, for logs and messages.
+func (c Config) String() string {
+	r, err := c.Resolved()
+	if err != nil {
+		return "unconfigured lake"
+	}
+	uri := r.URI
+	if i := strings.IndexByte(uri, '?'); i >= 0 {
+		uri = uri[:i]
+	}
+	return fmt.Sprintf("%s catalog %s, warehouse %s", r.Type, uri, r.Warehouse)
+}
