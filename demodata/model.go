@@ -27,9 +27,9 @@ type UserFeatures struct {
 // AdFeatures are an ad's features for one day, as written to
 // features.ad_daily.
 type AdFeatures struct {
-	Quality  float64 // the ad's quality that day
-	CTR7d    float64 // exponentially smoothed click rate of the ad
-	AgeDays  float64 // days since the ad was created
+	Quality float64 // the ad's quality that day
+	CTR7d   float64 // exponentially smoothed click rate of the ad
+	AgeDays float64 // days since the ad was created
 }
 
 // Model is the logistic model the labels are drawn from: an impression on
