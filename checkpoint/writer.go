@@ -87,13 +87,15 @@ type Options struct {
 	// MaxFileRows starts a new file after this many rows. Default unlimited.
 	MaxFileRows int64
 	// RowGroupBytes bounds the uncompressed size of a row group, which is
-	// what a writer holds in memory. Default 32 MiB.
+	// what a writer holds in memory. A row group is only written out when
+	// complete, so smaller ones let the upload start sooner and overlap
+	// the encoding more. Default 8 MiB.
 	RowGroupBytes int64
 }
 
 const (
 	defaultMaxFileBytes  = 128 << 20
-	defaultRowGroupBytes = 32 << 20
+	defaultRowGroupBytes = 8 << 20
 	// writeChunk is how many rows are handed to Parquet between size checks.
 	writeChunk = 4096
 )
