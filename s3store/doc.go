@@ -10,7 +10,11 @@
 //
 //   - streaming uploads (multipart through the SDK's transfer manager) and
 //     downloads, both protected by a full-object CRC32C checksum that the
-//     server validates on write and the Store verifies on read;
+//     server validates on write and the Store verifies on read. CRC32C
+//     rather than SHA-256 because S3 can combine the CRC32C checksums of
+//     parts into one for the whole object (checksum type FULL_OBJECT),
+//     which it cannot do for SHA-256: so every object, multipart or not,
+//     can be verified by a plain GET;
 //   - conditional writes: [Store.PutIfAbsent] (If-None-Match: *) and
 //     [Store.PutIfMatch] (compare-and-swap on an ETag), which fail with
 //     [ErrExists] and [ErrETagMismatch] so callers can build lock-free
