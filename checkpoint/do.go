@@ -78,6 +78,7 @@ func Do[O any](ctx context.Context, store *s3store.Store, key Key, inputs string
 		return out, false, fmt.Errorf("checkpoint: encode outputs of %s: %w", key, err)
 	}
 	if out, err = decodeOutputs[O](raw); err != nil {
+		w.abort(err)
 		w.discard()
 		return out, false, err
 	}
