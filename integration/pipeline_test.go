@@ -16,7 +16,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/retrain-ml/retrain/cmd/internal/cli"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/workflows"
 )

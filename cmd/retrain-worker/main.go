@@ -4,7 +4,7 @@
 package main
 
 import (
-	"github.com/retrain-ml/retrain/cmd/internal/cli"
+	"github.com/retrain-ml/retrain/internal/cli"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/retrain-ml/retrain/bench"
-	"github.com/retrain-ml/retrain/cmd/internal/cli"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/devstack"
 	"github.com/retrain-ml/retrain/worker"
 )

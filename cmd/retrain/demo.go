@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retrain-ml/retrain/cmd/internal/cli"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/devstack"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
@@ -24,6 +24,9 @@ func newDemoCommand(app *cli.App) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if !cmd.Flags().Changed("log-level") {
+				app.LogLevel = "warn" // the demo's output is its summary; --log-level info shows node output
+			}
 			log := app.Logger()
 			if dataDir == "" {
 				dir, err := os.MkdirTemp("", "retrain-demo-")
