@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/retrain-ml/retrain/backfill"
+	"github.com/retrain-ml/retrain/colstats"
 	"github.com/retrain-ml/retrain/demodata"
 	"github.com/retrain-ml/retrain/features"
 	"github.com/retrain-ml/retrain/lake"
@@ -121,11 +122,6 @@ type featKey struct {
 // training rows of days [from, to]: nested loops over plain maps.
 func expectedStage(t *testing.T, cat *lake.Catalog, align backfill.Alignment, from, to int64) map[int64]any {
 	train := rowsOf(t, cat, "ml.training", "request_id", "user_id", "date", "event_ts")
-	users, err := cat.Load(context.Background(), "features.user_daily")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = users
 	type frow struct {
 		user, day, ts int64
 		ctr           any
@@ -217,4 +213,48 @@ func TestStageMatchesReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStatsThresholds profiles a staging table, then fails a threshold on
+// a deliberately broken feature, naming the column and its null rate.
+func TestStatsThresholds(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	cat, err := lake.Open(ctx, lake.Config{DataDir: dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	cfg := demodata.Config{Rows: 1500, Days: 2, Seed: 5, Users: 200, Ads: 30, Broken: demodata.Broken{Feature: "sessions", Mode: "nulls"}}
+	if _, err := demodata.Write(ctx, cat, cfg, demodata.DefaultTables, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := features.Stage(ctx, cat, features.StageSpec{
+		Training: "ml.training", Feature: "features.user_daily", Keys: []string{"user_id"},
+		StartDate: demodata.DefaultStart.String(), EndDate: (demodata.DefaultStart + 1).String(), Alignment: "as_of",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := features.Stats(ctx, cat, features.StatsSpec{Table: st.Staging}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != 1500 || len(res.Columns) != 6 {
+		t.Errorf("stats %+v", res)
+	}
+	for _, uri := range []string{res.ReportURI, res.HTMLURI} {
+		if _, err := os.Stat(strings.TrimPrefix(uri, "file://")); err != nil {
+			t.Errorf("report %s: %v", uri, err)
+		}
+	}
+	limit := 0.05
+	_, err = features.Stats(ctx, cat, features.StatsSpec{Table: st.Staging, Thresholds: colstatsThresholds(limit)}, nil)
+	if !features.IsCheckFailed(err) || !strings.Contains(err.Error(), "column sessions: null rate 1.0000 exceeds max_null_rate 0.0500") {
+		t.Errorf("threshold: %v", err)
+	}
+}
+
+func colstatsThresholds(maxNull float64) colstats.Thresholds {
+	return colstats.Thresholds{MaxNullRate: &maxNull}
 }
