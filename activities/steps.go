@@ -7,11 +7,22 @@ import (
 	"log/slog"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/lake"
 )
 
 // Deps are what the steps need from the worker process.
 type Deps struct {
 	Logger *slog.Logger
+	// Lake is the Iceberg catalog the lake steps use, opened on first use;
+	// nil on a worker without one (those steps then fail as bad input).
+	Lake *lake.Lazy
+}
+
+func (d Deps) logger() *slog.Logger {
+	if d.Logger == nil {
+		return slog.Default()
+	}
+	return d.Logger
 }
 
 // Steps returns every node type retrain knows with its implementation. It is
@@ -21,9 +32,14 @@ func Steps(deps Deps) []Step {
 		deps.Logger = slog.Default()
 	}
 	cmd := &Command{Logger: deps.Logger}
+	lk := &Lake{Catalog: deps.Lake, Logger: deps.Logger}
 	return []Step{
 		{Type: CommandType, Run: cmd.Run},
 		{Type: NoopType, Run: noop},
+		{Type: StageFeaturesType, Run: lk.Stage},
+		{Type: FeatureStatsType, Run: lk.Stats},
+		{Type: PromoteFeaturesType}, // a child workflow: workflows.PromoteFeatures
+		{Type: RollbackTableType, Run: lk.Rollback},
 	}
 }
 

@@ -213,6 +213,9 @@ type Lazy struct {
 // NewLazy returns a Lazy for cfg.
 func NewLazy(cfg Config, log *slog.Logger) *Lazy { return &Lazy{cfg: cfg, log: log} }
 
+// Configured reports whether there is a catalog to open at all.
+func (l *Lazy) Configured() bool { return l != nil && l.cfg.Configured() }
+
 // Catalog opens the catalog if it is not open yet.
 func (l *Lazy) Catalog(ctx context.Context) (*Catalog, error) {
 	if l == nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/lake"
 	"github.com/retrain-ml/retrain/workflows"
 )
 
@@ -43,6 +44,8 @@ type Config struct {
 	// empty, Pipelines is used (retrain dev embeds the examples).
 	PipelinesDir string
 	Pipelines    fs.FS
+	// Lake is the Iceberg catalog of the lake steps (opened on first use).
+	Lake lake.Config
 }
 
 // AddFlags registers the worker flags.
@@ -54,12 +57,14 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxConcurrentActivities, "max-concurrent-activities", 0, "steps run at once on the default queue (0 = SDK default)")
 	fs.IntVar(&c.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 0, "workflow tasks run at once (0 = SDK default)")
 	fs.StringVar(&c.PipelinesDir, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "folder of pipeline YAML files that runs may name (env RETRAIN_PIPELINES)")
+	c.Lake.AddFlags(fs)
 }
 
 // Worker is a running set of Temporal workers.
 type Worker struct {
 	workers []sdkworker.Worker
 	logger  *slog.Logger
+	lake    *lake.Lazy
 }
 
 // New registers the Pipeline workflow, the resolver and every node type.
@@ -84,7 +89,8 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		lib = dags.NewLibrary(cfg.Pipelines)
 	}
 
-	steps := activities.Steps(activities.Deps{Logger: logger})
+	deps := activities.Deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake"))}
+	steps := activities.Steps(deps)
 	resolver := &activities.Resolver{
 		Library:          lib,
 		Registry:         activities.Types(),
@@ -98,7 +104,10 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	workflows.Register(main)
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: workflows.ResolveActivity})
 	registerSteps(main, steps)
-	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger}
+	for name, fn := range activities.WorkflowActivities(deps) {
+		main.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: deps.Lake}
 
 	if cfg.GPU {
 		if cfg.GPUQueue == "" {
@@ -143,6 +152,9 @@ func (w *Worker) Start() error {
 func (w *Worker) Stop() {
 	for _, sw := range w.workers {
 		sw.Stop()
+	}
+	if err := w.lake.Close(); err != nil {
+		w.logger.Warn("close lake catalog", "error", err)
 	}
 }
 

@@ -42,6 +42,9 @@ func startLocal(ctx context.Context, app *cli.App, opts devstack.Options, cfg wo
 	if cfg.PipelinesDir == "" {
 		cfg.Pipelines = examples.FS
 	}
+	if !cfg.Lake.Configured() {
+		cfg.Lake.DataDir = opts.DataDir // the lake lives with the stack: DATA/catalog.db, DATA/warehouse
+	}
 	if s.worker, err = worker.New(ctx, s.client, srv.Namespace(), cfg, log.With("component", "worker")); err != nil {
 		s.close()
 		return nil, err

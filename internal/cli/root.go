@@ -59,6 +59,7 @@ func NewRoot(app *App, use string) *cobra.Command {
 	}
 	app.AddGlobalFlags(root)
 	root.AddCommand(NewRunCommand(app), NewStatusCommand(app), NewDAGCommand(app), NewWorkerCommand(app))
+	root.AddCommand(NewTableCommand(app), NewDataCommand(app))
 	return root
 }
 

@@ -32,5 +32,6 @@ func NewWorkerCommand(app *App) *cobra.Command {
 		},
 	}
 	cfg.AddFlags(cmd.Flags())
+	cfg.Lake.AddDataDirFlag(cmd.Flags())
 	return cmd
 }

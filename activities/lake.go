@@ -1,0 +1,348 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/retrain-ml/retrain/backfill"
+	"github.com/retrain-ml/retrain/colstats"
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/features"
+	"github.com/retrain-ml/retrain/lake"
+)
+
+// Error types of the lake steps. Both are non-retryable: the input or the
+// data is wrong and a retry would fail the same way.
+const (
+	ErrBadInput    = "BadInput"
+	ErrCheckFailed = "CheckFailed"
+)
+
+// Names of the activities the promote_features workflow runs.
+const (
+	PromotePlanActivity    = "PromoteFeaturesPlan"
+	PromoteBucketsActivity = "PromoteFeaturesBuckets"
+	PromoteCommitActivity  = "PromoteFeaturesCommit"
+	PromoteWorkflow        = "PromoteFeatures"
+)
+
+// Lake runs the steps that read and write the Iceberg lake.
+type Lake struct {
+	Catalog *lake.Lazy
+	Logger  *slog.Logger
+}
+
+func (l *Lake) open(ctx context.Context) (*lake.Catalog, error) {
+	cat, err := l.Catalog.Catalog(ctx)
+	if err != nil {
+		// Not configured is a setup error no retry will fix.
+		if !l.configured() {
+			return nil, Permanent(ErrBadInput, "%v", err)
+		}
+		return nil, err
+	}
+	return cat, nil
+}
+
+func (l *Lake) configured() bool { return l.Catalog.Configured() }
+
+// lakeError maps the features package's error kinds to Temporal errors.
+func lakeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case features.IsBadInput(err), errors.Is(err, lake.ErrNoSuchSnapshot), errors.Is(err, lake.ErrNoSuchTable):
+		return Permanent(ErrBadInput, "%v", err)
+	case features.IsCheckFailed(err):
+		return Permanent(ErrCheckFailed, "%v", err)
+	}
+	return err
+}
+
+// isRef reports whether a `with` value holds a ${...} reference, which
+// is only known at run time.
+func isRef(v any) bool {
+	s, ok := v.(string)
+	return ok && strings.Contains(s, "${")
+}
+
+// checkDates validates literal start_date/end_date values.
+func checkDates(with map[string]any) error {
+	start, sok := with["start_date"].(string)
+	end, eok := with["end_date"].(string)
+	if sok && !isRef(start) {
+		if _, err := backfill.ParseDay(start); err != nil {
+			return fmt.Errorf("start_date: %w", err)
+		}
+	}
+	if eok && !isRef(end) {
+		if _, err := backfill.ParseDay(end); err != nil {
+			return fmt.Errorf("end_date: %w", err)
+		}
+	}
+	if sok && eok && !isRef(start) && !isRef(end) {
+		if _, err := backfill.ParseDateRange(start, end); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StageFeaturesType is the `stage_features` node type.
+var StageFeaturesType = dags.NodeType{
+	Name: "stage_features",
+	Doc:  "Stage 1 of a feature backfill: join feature columns onto the training table's keys for a date range into a staging table (same partitioning, replaced on rerun).",
+	Fields: []dags.Field{
+		{Name: "training_table", Type: dags.FieldString, Required: true, Doc: "namespace.table of the training data"},
+		{Name: "feature_table", Type: dags.FieldString, Required: true, Doc: "namespace.table of the feature group"},
+		{Name: "keys", Type: dags.FieldStringList, Required: true, Doc: "entity key column(s), in both tables"},
+		{Name: "start_date", Type: dags.FieldString, Required: true, Doc: "first training date, YYYY-MM-DD"},
+		{Name: "end_date", Type: dags.FieldString, Required: true, Doc: "last training date, inclusive"},
+		{Name: "alignment", Type: dags.FieldString, Required: true, Doc: "same_day, previous_day or as_of"},
+		{Name: "features", Type: dags.FieldStringList, Doc: "feature columns (default: all but keys and time columns)"},
+		{Name: "prefix", Type: dags.FieldString, Doc: "prefix for the staged column names"},
+		{Name: "staging_table", Type: dags.FieldString, Doc: "output table (default: <ns>.<training>__stage__<feature table>)"},
+		{Name: "date_column", Type: dags.FieldString, Doc: "date column (default date)"},
+		{Name: "event_time_column", Type: dags.FieldString, Doc: "training event time, for as_of (default event_ts)"},
+		{Name: "feature_time_column", Type: dags.FieldString, Doc: "feature row time, for as_of (default ts)"},
+		{Name: "lookback_days", Type: dags.FieldInt, Doc: "as_of: how far back a feature row may be (default 7)"},
+	},
+	Outputs: []string{"staging_table", "snapshot_id", "rows", "matched", "feature_columns", "location"},
+	Check: func(with map[string]any) error {
+		if a, ok := with["alignment"].(string); ok && !isRef(a) {
+			if _, err := backfill.ParseAlignment(a); err != nil {
+				return err
+			}
+		}
+		return checkDates(with)
+	},
+}
+
+// Stage runs a stage_features node.
+func (l *Lake) Stage(ctx context.Context, in NodeInput) (map[string]any, error) {
+	var spec features.StageSpec
+	if err := decodeWith(in.With, &spec); err != nil {
+		return nil, Permanent(ErrBadInput, "%v", err)
+	}
+	cat, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := features.Stage(ctx, cat, spec, l.log(in))
+	if err != nil {
+		return nil, lakeError(err)
+	}
+	return map[string]any{
+		"staging_table": res.Staging, "snapshot_id": strconv.FormatInt(res.SnapshotID, 10),
+		"rows": res.Rows, "matched": res.Matched, "feature_columns": res.Features, "location": res.Location,
+	}, nil
+}
+
+// FeatureStatsType is the `feature_stats` node type.
+var FeatureStatsType = dags.NodeType{
+	Name: "feature_stats",
+	Doc:  "Profile feature columns (count, null rate, mean, std, min/max, p50/p99, distinct) into a JSON and HTML report next to the table; optional thresholds fail the node.",
+	Fields: []dags.Field{
+		{Name: "table", Type: dags.FieldString, Required: true, Doc: "namespace.table to profile (a staging table)"},
+		{Name: "columns", Type: dags.FieldStringList, Doc: "columns (default: the staged features)"},
+		{Name: "start_date", Type: dags.FieldString, Doc: "only rows from this date"},
+		{Name: "end_date", Type: dags.FieldString, Doc: "only rows up to this date"},
+		{Name: "date_column", Type: dags.FieldString, Doc: "date column for the range (default date)"},
+		{Name: "max_null_rate", Type: dags.FieldNumber, Doc: "fail if a column's null rate is above this (0..1)"},
+		{Name: "min_distinct", Type: dags.FieldInt, Doc: "fail if a column has fewer distinct values"},
+		{Name: "min_std", Type: dags.FieldNumber, Doc: "fail if a numeric column's standard deviation is below this"},
+	},
+	Outputs: []string{"report_uri", "html_uri", "rows", "columns", "snapshot_id"},
+	Check: func(with map[string]any) error {
+		if r, ok := with["max_null_rate"].(float64); ok && (r < 0 || r > 1) {
+			return fmt.Errorf("max_null_rate %v is not between 0 and 1", r)
+		}
+		return checkDates(with)
+	},
+}
+
+type statsWith struct {
+	features.StatsSpec
+	MaxNullRate *float64 `json:"max_null_rate"`
+	MinDistinct *int64   `json:"min_distinct"`
+	MinStd      *float64 `json:"min_std"`
+}
+
+// Stats runs a feature_stats node.
+func (l *Lake) Stats(ctx context.Context, in NodeInput) (map[string]any, error) {
+	var w statsWith
+	if err := decodeWith(in.With, &w); err != nil {
+		return nil, Permanent(ErrBadInput, "%v", err)
+	}
+	w.StatsSpec.Thresholds = colstats.Thresholds{MaxNullRate: w.MaxNullRate, MinDistinct: w.MinDistinct, MinStd: w.MinStd}
+	cat, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := features.Stats(ctx, cat, w.StatsSpec, l.log(in))
+	if err != nil {
+		return nil, lakeError(err)
+	}
+	return map[string]any{
+		"report_uri": res.ReportURI, "html_uri": res.HTMLURI, "rows": res.Rows,
+		"columns": res.Columns, "snapshot_id": strconv.FormatInt(res.Snapshot, 10),
+	}, nil
+}
+
+// PromoteFeaturesType is the `promote_features` node type: a child
+// workflow that fans out one activity per group of buckets.
+var PromoteFeaturesType = dags.NodeType{
+	Name:   "promote_features",
+	Doc:    "Stage 2 of a feature backfill: join staging tables into the training table bucket by bucket (one activity per bucket group) and commit one snapshot replacing the affected partitions; redone if another commit lands first.",
+	Kind:   dags.KindWorkflow,
+	Target: PromoteWorkflow,
+	Fields: []dags.Field{
+		{Name: "training_table", Type: dags.FieldString, Required: true, Doc: "namespace.table to promote into"},
+		{Name: "staging_tables", Type: dags.FieldStringList, Required: true, Doc: "staging tables whose feature columns are promoted"},
+		{Name: "start_date", Type: dags.FieldString, Required: true, Doc: "first date, YYYY-MM-DD"},
+		{Name: "end_date", Type: dags.FieldString, Required: true, Doc: "last date, inclusive"},
+		{Name: "date_column", Type: dags.FieldString, Doc: "date column (default date)"},
+		{Name: "bucket_groups", Type: dags.FieldInt, Doc: "activities to fan out to (default: one per bucket)"},
+	},
+	Outputs: []string{"previous_snapshot_id", "snapshot_id", "rows", "matched", "columns", "partitions", "files", "rounds"},
+	Check:   checkDates,
+}
+
+// PromotePlanInput starts one round of a promotion.
+type PromotePlanInput struct {
+	With map[string]any `json:"with"`
+	ID   string         `json:"promotion_id"`
+}
+
+// PromoteBucketsInput is one bucket group of a round.
+type PromoteBucketsInput struct {
+	Plan    *features.PromotionPlan `json:"plan"`
+	Buckets []int                   `json:"buckets"`
+}
+
+// PromoteCommitInput ends a round.
+type PromoteCommitInput struct {
+	Plan    *features.PromotionPlan `json:"plan"`
+	Results []features.BucketResult `json:"results"`
+}
+
+// PromotePlan checks and plans a round of a promotion.
+func (l *Lake) PromotePlan(ctx context.Context, in PromotePlanInput) (*features.PromotionPlan, error) {
+	var spec features.PromoteSpec
+	if err := decodeWith(in.With, &spec); err != nil {
+		return nil, Permanent(ErrBadInput, "%v", err)
+	}
+	cat, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := features.PlanPromotion(ctx, cat, spec, in.ID)
+	return plan, lakeError(err)
+}
+
+// PromoteBuckets writes one bucket group's files.
+func (l *Lake) PromoteBuckets(ctx context.Context, in PromoteBucketsInput) (features.BucketResult, error) {
+	cat, err := l.open(ctx)
+	if err != nil {
+		return features.BucketResult{}, err
+	}
+	stop := keepAlive(ctx, activity.GetInfo(ctx).HeartbeatTimeout)
+	defer stop()
+	res, err := features.PromoteBuckets(ctx, cat, in.Plan, in.Buckets, l.Logger)
+	return res, lakeError(err)
+}
+
+// PromoteCommit lands a round, or reports that it lost a race.
+func (l *Lake) PromoteCommit(ctx context.Context, in PromoteCommitInput) (features.CommitResult, error) {
+	cat, err := l.open(ctx)
+	if err != nil {
+		return features.CommitResult{}, err
+	}
+	res, err := features.CommitPromotion(ctx, cat, in.Plan, in.Results, l.Logger)
+	return res, lakeError(err)
+}
+
+// RollbackTableType is the `rollback_table` node type.
+var RollbackTableType = dags.NodeType{
+	Name: "rollback_table",
+	Doc:  "Move a table's main branch to a snapshot (and its schema back), rewriting metadata only; the compensation of promote_features.",
+	Fields: []dags.Field{
+		{Name: "table", Type: dags.FieldString, Required: true, Doc: "namespace.table"},
+		{Name: "to", Type: dags.FieldAny, Required: true, Doc: "snapshot id (a string: ids are 64-bit), e.g. ${nodes.promote.outputs.previous_snapshot_id}"},
+	},
+	Outputs: []string{"table", "from_snapshot_id", "to_snapshot_id", "ancestor", "schema_restored", "noop"},
+	Check: func(with map[string]any) error {
+		if v, ok := with["to"]; ok && !isRef(v) {
+			_, err := snapshotID(v)
+			return err
+		}
+		return nil
+	},
+}
+
+// snapshotID reads a snapshot id given as a string or an exact integer.
+func snapshotID(v any) (int64, error) {
+	switch x := v.(type) {
+	case string:
+		id, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("to: %q is not a snapshot id", x)
+		}
+		return id, nil
+	case float64:
+		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+			return 0, fmt.Errorf("to: %v cannot be an exact snapshot id as a number; pass it as a string", x)
+		}
+		return int64(x), nil
+	case int:
+		return int64(x), nil
+	case int64:
+		return x, nil
+	default:
+		return 0, fmt.Errorf("to: want a snapshot id, got %T", v)
+	}
+}
+
+// Rollback runs a rollback_table node.
+func (l *Lake) Rollback(ctx context.Context, in NodeInput) (map[string]any, error) {
+	name, _ := in.With["table"].(string)
+	to, err := snapshotID(in.With["to"])
+	if err != nil {
+		return nil, Permanent(ErrBadInput, "%v", err)
+	}
+	cat, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := cat.Rollback(ctx, name, to)
+	if err != nil {
+		return nil, lakeError(err)
+	}
+	l.log(in).Info("rolled back", "table", name, "from", res.From, "to", res.To, "schema_restored", res.Schema)
+	return map[string]any{
+		"table": res.Table, "from_snapshot_id": strconv.FormatInt(res.From, 10), "to_snapshot_id": strconv.FormatInt(res.To, 10),
+		"ancestor": res.Ancestor, "schema_restored": res.Schema, "noop": res.NoOp,
+	}, nil
+}
+
+func (l *Lake) log(in NodeInput) *slog.Logger {
+	return l.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
+}
+
+// WorkflowActivities are activities that node types' child workflows call
+// (not node types themselves), by name.
+func WorkflowActivities(deps Deps) map[string]any {
+	l := &Lake{Catalog: deps.Lake, Logger: deps.logger()}
+	return map[string]any{
+		PromotePlanActivity:    l.PromotePlan,
+		PromoteBucketsActivity: l.PromoteBuckets,
+		PromoteCommitActivity:  l.PromoteCommit,
+	}
+}

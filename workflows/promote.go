@@ -1,0 +1,100 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/features"
+)
+
+// PromoteFeatures runs a promote_features node: plan the promotion on the
+// training table as it is, join bucket groups in parallel (one activity
+// each, each writing data files without committing), then commit them in
+// one snapshot. If another commit landed on the table in the meantime the
+// commit changes nothing and says so, and the promotion is planned and run
+// again on the fresh table. Only URIs and ids pass through here.
+func PromoteFeatures(ctx workflow.Context, in activities.NodeInput) (activities.NodeResult, error) {
+	started := workflow.Now(ctx)
+	info := workflow.GetInfo(ctx)
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Hour,
+		HeartbeatTimeout:    2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			BackoffCoefficient:     2,
+			MaximumInterval:        time.Minute,
+			MaximumAttempts:        5,
+			NonRetryableErrorTypes: []string{activities.ErrBadInput, activities.ErrCheckFailed},
+		},
+	})
+	log := workflow.GetLogger(ctx)
+	for round := 1; round <= features.MaxRounds; round++ {
+		// The promotion id is the commit's idempotency key: unique to this
+		// execution and round, stable across activity retries.
+		id := fmt.Sprintf("%s/%s/%s/%d", in.RunID, in.Node, info.WorkflowExecution.RunID, round)
+		var plan features.PromotionPlan
+		if err := workflow.ExecuteActivity(ctx, activities.PromotePlanActivity, activities.PromotePlanInput{With: in.With, ID: id}).Get(ctx, &plan); err != nil {
+			return activities.NodeResult{}, stepError("plan", err)
+		}
+		futures := make([]workflow.Future, len(plan.Groups))
+		for i, g := range plan.Groups {
+			futures[i] = workflow.ExecuteActivity(ctx, activities.PromoteBucketsActivity, activities.PromoteBucketsInput{Plan: &plan, Buckets: g})
+		}
+		results := make([]features.BucketResult, len(plan.Groups))
+		var firstErr error
+		for i, f := range futures {
+			if err := f.Get(ctx, &results[i]); err != nil && firstErr == nil {
+				firstErr = stepError(fmt.Sprintf("buckets %v", plan.Groups[i]), err)
+			}
+		}
+		if firstErr != nil {
+			return activities.NodeResult{}, firstErr
+		}
+		var commit features.CommitResult
+		if err := workflow.ExecuteActivity(ctx, activities.PromoteCommitActivity, activities.PromoteCommitInput{Plan: &plan, Results: results}).Get(ctx, &commit); err != nil {
+			return activities.NodeResult{}, stepError("commit", err)
+		}
+		if commit.Conflict {
+			log.Info("promotion lost a race; redoing it on the fresh table", "round", round, "reason", commit.Reason)
+			continue
+		}
+		var rows, matched int64
+		for _, r := range results {
+			rows += r.Rows
+			matched += r.Matched
+		}
+		return activities.NodeResult{
+			Outputs: map[string]any{
+				"previous_snapshot_id": fmt.Sprint(commit.PreviousSnapshot),
+				"snapshot_id":          fmt.Sprint(commit.Snapshot),
+				"rows":                 rows,
+				"matched":              matched,
+				"columns":              plan.Columns,
+				"partitions":           plan.Partitions,
+				"files":                commit.Files,
+				"rounds":               round,
+			},
+			Attempt:   info.Attempt,
+			StartedAt: started,
+			EndedAt:   workflow.Now(ctx),
+		}, nil
+	}
+	return activities.NodeResult{}, temporal.NewApplicationError(
+		fmt.Sprintf("promotion lost the race for the table %d times in a row", features.MaxRounds), "PromotionContended")
+}
+
+// stepError reports a failed activity under the step's name, keeping its
+// error type and retryability so a bad input fails the node for good.
+func stepError(step string, err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: %s", step, appErr.Error()), appErr.Type(),
+			temporal.ApplicationErrorOptions{NonRetryable: appErr.NonRetryable()})
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}
