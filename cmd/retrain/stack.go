@@ -7,9 +7,9 @@ import (
 
 	"go.temporal.io/sdk/client"
 
-	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/devstack"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"
 )
