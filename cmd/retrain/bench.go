@@ -8,8 +8,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/retrain-ml/retrain/bench"
-	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/devstack"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/worker"
 )
 

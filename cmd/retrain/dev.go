@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/devstack"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/worker"
 )
 
