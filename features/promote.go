@@ -415,16 +415,61 @@ type bucketJoin struct {
 	res          *BucketResult
 }
 
-// stagingSide is one staging table's rows of one partition, indexed.
+// stagingSide is one staging table's rows of one partition.
 type stagingSide struct {
+	names []string      // the promoted columns it brings
+	keys  []arrow.Array // its primary key columns
+	cols  []arrow.Array // its promoted columns, in names order
+	all   []arrow.Array // everything read, to release
 	index *backfill.KeyIndex
-	cols  map[string]arrow.Array // feature column -> values
-	all   []arrow.Array
+	// Staging rows are written in the training table's order (stage 1
+	// reads the training partition in file order), so while the keys of
+	// the two sides line up row for row the join is a zip: no hashing, no
+	// gather, the staged columns are sliced. pos is how far they lined up;
+	// aligned turns false at the first mismatch, and the rest of the
+	// partition is joined through the hash index.
+	pos     int
+	aligned bool
+}
+
+// match says how one batch of training rows gets a side's columns: by
+// slicing the staged columns (aligned) or by index (-1: no staged row).
+type match struct {
+	slices []arrow.Array // owned
+	idx    []int32
+}
+
+// columnsOf lists the promoted columns staging table i brings.
+func (j *bucketJoin) columnsOf(i int) []string {
+	var names []string
+	for _, c := range j.s.checked.Columns {
+		if c.Staging == i {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// readSide reads staging table i's rows of a partition.
+func (j *bucketJoin) readSide(ctx context.Context, i int, p lake.Partition) (*stagingSide, error) {
+	sp, ok := j.stagingParts[i][p.Key]
+	if !ok {
+		return nil, nil // no staged rows here: the features are null
+	}
+	pk := j.s.checked.PrimaryKey
+	names := j.columnsOf(i)
+	arrs, n, err := readTasks(ctx, j.mem, j.stagingScans[i], sp.Tasks, append(slices.Clone(pk), names...))
+	if err != nil {
+		return nil, fmt.Errorf("read staging %s partition %s: %w", j.plan.Spec.Staging[i], p.Key, err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return &stagingSide{names: names, keys: arrs[:len(pk)], cols: arrs[len(pk):], all: arrs, aligned: true}, nil
 }
 
 func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		pk := j.s.checked.PrimaryKey
 		for _, p := range parts {
 			sides := make([]*stagingSide, len(j.s.staging))
 			cleanup := func() {
@@ -435,35 +480,11 @@ func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.S
 				}
 			}
 			for i := range j.s.staging {
-				sp, ok := j.stagingParts[i][p.Key]
-				if !ok {
-					continue // no staged rows here: the features are null
-				}
-				var names []string
-				for _, c := range j.s.checked.Columns {
-					if c.Staging == i {
-						names = append(names, c.Name)
-					}
-				}
-				arrs, n, err := readTasks(ctx, j.mem, j.stagingScans[i], sp.Tasks, append(slices.Clone(pk), names...))
+				sd, err := j.readSide(ctx, i, p)
 				if err != nil {
 					cleanup()
-					yield(nil, fmt.Errorf("read staging %s partition %s: %w", j.plan.Spec.Staging[i], p.Key, err))
+					yield(nil, err)
 					return
-				}
-				if n == 0 {
-					continue
-				}
-				ix, err := backfill.NewKeyIndex(pk, arrs[:len(pk)])
-				if err != nil {
-					release(arrs)
-					cleanup()
-					yield(nil, badInput("staging table %s partition %s: %v", j.plan.Spec.Staging[i], p.Key, err))
-					return
-				}
-				sd := &stagingSide{index: ix, cols: map[string]arrow.Array{}, all: arrs}
-				for k, name := range names {
-					sd.cols[name] = arrs[len(pk)+k]
 				}
 				sides[i] = sd
 			}
@@ -496,6 +517,39 @@ func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.S
 	}
 }
 
+// matchSide finds the staged rows of one batch of training rows.
+func (j *bucketJoin) matchSide(sd *stagingSide, keys []arrow.Array) (match, error) {
+	n := keys[0].Len()
+	if sd.aligned && sd.pos+n <= sd.keys[0].Len() {
+		same := true
+		for k := range keys {
+			if !arrow.TypeEqual(keys[k].DataType(), sd.keys[k].DataType()) ||
+				!array.SliceEqual(keys[k], 0, int64(n), sd.keys[k], int64(sd.pos), int64(sd.pos+n)) {
+				same = false
+				break
+			}
+		}
+		if same {
+			m := match{slices: make([]arrow.Array, len(sd.cols))}
+			for c, col := range sd.cols {
+				m.slices[c] = array.NewSlice(col, int64(sd.pos), int64(sd.pos+n))
+			}
+			sd.pos += n
+			return m, nil
+		}
+	}
+	sd.aligned = false
+	if sd.index == nil {
+		ix, err := backfill.NewKeyIndex(j.s.checked.PrimaryKey, sd.keys)
+		if err != nil {
+			return match{}, badInput("staging table: %v", err)
+		}
+		sd.index = ix
+	}
+	idx, err := sd.index.Lookup(keys)
+	return match{idx: idx}, err
+}
+
 // join attaches the promoted columns to one batch of training rows.
 func (j *bucketJoin) join(ctx context.Context, rec arrow.RecordBatch, sides []*stagingSide) (arrow.RecordBatch, error) {
 	n := int(rec.NumRows())
@@ -511,42 +565,41 @@ func (j *bucketJoin) join(ctx context.Context, rec arrow.RecordBatch, sides []*s
 	}()
 	hit := make([]bool, n)
 	for i, sd := range sides {
-		var names []string
-		for _, c := range j.s.checked.Columns {
-			if c.Staging == i {
-				names = append(names, c.Name)
-			}
-		}
 		if sd == nil {
-			for _, name := range names {
+			for _, name := range j.columnsOf(i) {
 				f, _ := j.out.FieldsByName(name)
 				promoted[name] = array.MakeArrayOfNull(j.mem, f[0].Type, n)
 			}
 			continue
 		}
-		idx, err := sd.index.Lookup(keys)
+		m, err := j.matchSide(sd, keys)
 		if err != nil {
 			return nil, err
 		}
-		for r, v := range idx {
+		if m.idx == nil {
+			for r := range hit {
+				hit[r] = true
+			}
+			for k, name := range sd.names {
+				promoted[name] = m.slices[k]
+			}
+			continue
+		}
+		for r, v := range m.idx {
 			if v >= 0 {
 				hit[r] = true
 			}
 		}
-		cols := make([]arrow.Array, len(names))
-		for k, name := range names {
-			cols[k] = sd.cols[name]
-		}
-		taken, err := backfill.Take(ctx, j.mem, cols, idx)
+		taken, err := backfill.Take(ctx, j.mem, sd.cols, m.idx)
 		if err != nil {
 			return nil, err
 		}
-		for k, name := range names {
+		for k, name := range sd.names {
 			promoted[name] = taken[k]
 		}
 	}
-	for _, a := range hit {
-		if a {
+	for _, h := range hit {
+		if h {
 			j.res.Matched++
 		}
 	}

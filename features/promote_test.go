@@ -6,6 +6,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/retrain-ml/retrain/backfill"
 	"github.com/retrain-ml/retrain/features"
 	"github.com/retrain-ml/retrain/lake"
 )
@@ -231,3 +236,74 @@ func TestCommitIsIdempotent(t *testing.T) {
 		t.Errorf("%d snapshots, want 2", n)
 	}
 }
+
+// TestPromoteUnalignedStaging promotes a staging table whose rows are in
+// another order than the training files and miss every third row: the
+// join must fall back from zipping to hashing and leave missing rows null.
+func TestPromoteUnalignedStaging(t *testing.T) {
+	e := newEnv(t, 1500, 2)
+	ctx := context.Background()
+	e.stage(t, "features.user_daily", "ml.s_user", []string{"user_id"}, "u_", 0, 1)
+	base := rowsOf(t, e.cat, "ml.training", "request_id", "user_id", "ad_id", "event_ts", "date", "label")
+
+	src, err := e.cat.Load(ctx, "ml.s_user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shuffled, err := e.cat.CreateTable(ctx, "ml.s_shuffled", src.Schema(), lake.TableSpec{Partition: ptr(src.Spec())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, recs, err := src.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches []arrow.RecordBatch
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches = append(batches, rec)
+	}
+	var all []arrow.Array
+	for c := range schema.NumFields() {
+		var chunks []arrow.Array
+		for _, b := range batches {
+			chunks = append(chunks, b.Column(c))
+		}
+		col, err := array.Concatenate(chunks, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, col)
+	}
+	rows := all[0].Len()
+	var idx []int32
+	for i := rows - 1; i >= 0; i-- {
+		if i%3 != 0 {
+			idx = append(idx, int32(i))
+		}
+	}
+	cols, err := backfill.Take(ctx, memory.DefaultAllocator, all, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := array.NewRecordBatch(schema, cols, int64(len(idx)))
+	files, err := lake.WriteFiles(ctx, shuffled, schema, func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cat.AddFiles(ctx, "ml.s_shuffled", files, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := features.Promote(ctx, e.cat, features.PromoteSpec{Training: "ml.training", Staging: []string{"ml.s_shuffled"}, StartDate: e.day(0), EndDate: e.day(1)}, "shuffled", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Matched != int64(len(idx)) || res.Rows != 1500 {
+		t.Errorf("matched %d of %d rows, want %d", res.Matched, res.Rows, len(idx))
+	}
+	e.checkPromoted(t, "ml.s_shuffled", []string{"u_ctr_7d", "u_recent_ads", "u_sessions"}, base)
+}
+
+func ptr[T any](v T) *T { return &v }
