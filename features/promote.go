@@ -67,6 +67,9 @@ type BucketResult struct {
 	Files      int    `json:"files"`
 	Partitions int    `json:"partitions"`
 	Stale      bool   `json:"stale,omitempty"` // the table moved past the plan's base: nothing written
+	// JoinTime is the time spent reading the staging side and joining,
+	// without reading the training rows or writing the result.
+	JoinTime time.Duration `json:"join_time"`
 }
 
 // pending is the object a bucket activity leaves for the commit.
@@ -383,7 +386,8 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 		}
 	}
 	j := &bucketJoin{plan: plan, s: s, mem: mem, out: outSchema, trainScan: trainScan, stagingScans: stagingScans, stagingParts: stagingParts, res: &res}
-	files, err := lake.WriteFiles(ctx, s.target.Table, outSchema, j.records(ctx, mine))
+	// Rows come partition by partition, so one file is open at a time.
+	files, err := lake.WriteFiles(ctx, s.target.Table, outSchema, j.records(ctx, mine), table.WithClusteredWrite())
 	if err != nil {
 		return res, err
 	}
@@ -391,16 +395,20 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 	if err != nil {
 		return res, err
 	}
-	obj, err := json.Marshal(pending{Promotion: plan.ID, Buckets: buckets, Replaced: replaced, Added: encoded})
-	if err != nil {
-		return res, err
-	}
 	res.URI = fmt.Sprintf("%s/buckets-%d.json", plan.PendingDir, buckets[0])
-	if err := lake.WriteObject(ctx, s.target.Table, res.URI, obj); err != nil {
+	if err := writePending(ctx, s.target.Table, res.URI, pending{Promotion: plan.ID, Buckets: buckets, Replaced: replaced, Added: encoded}); err != nil {
 		return res, err
 	}
 	res.Files, res.Partitions = len(files), len(mine)
 	return res, nil
+}
+
+func writePending(ctx context.Context, tbl *table.Table, uri string, p pending) error {
+	obj, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return lake.WriteObject(ctx, tbl, uri, obj)
 }
 
 // bucketJoin streams the joined rows of a bucket group.
@@ -479,6 +487,7 @@ func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.S
 					}
 				}
 			}
+			t0 := time.Now()
 			for i := range j.s.staging {
 				sd, err := j.readSide(ctx, i, p)
 				if err != nil {
@@ -488,6 +497,7 @@ func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.S
 				}
 				sides[i] = sd
 			}
+			j.res.JoinTime += time.Since(t0)
 			_, recs, err := j.trainScan.ReadTasks(ctx, p.Tasks)
 			if err != nil {
 				cleanup()
@@ -500,7 +510,9 @@ func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.S
 					yield(nil, fmt.Errorf("read training partition %s: %w", p.Key, err))
 					return
 				}
+				t0 := time.Now()
 				joined, err := j.join(ctx, rec, sides)
+				j.res.JoinTime += time.Since(t0)
 				rec.Release()
 				if err != nil {
 					cleanup()
@@ -778,6 +790,7 @@ type PromoteResult struct {
 	Files            int           `json:"files"`
 	Rounds           int           `json:"rounds"`
 	Elapsed          time.Duration `json:"elapsed"`
+	JoinTime         time.Duration `json:"join_time"` // summed over bucket groups
 }
 
 // MaxRounds bounds how often a promotion is redone after losing a race.
@@ -815,6 +828,7 @@ func Promote(ctx context.Context, cat *lake.Catalog, spec PromoteSpec, id string
 		for _, r := range results {
 			res.Rows += r.Rows
 			res.Matched += r.Matched
+			res.JoinTime += r.JoinTime
 		}
 		res.Elapsed = time.Since(started)
 		return res, nil
