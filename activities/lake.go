@@ -313,6 +313,9 @@ func snapshotID(v any) (int64, error) {
 // Rollback runs a rollback_table node.
 func (l *Lake) Rollback(ctx context.Context, in NodeInput) (map[string]any, error) {
 	name, _ := in.With["table"].(string)
+	if _, err := lake.Ident(name); err != nil {
+		return nil, Permanent(ErrBadInput, "table: %v", err)
+	}
 	to, err := snapshotID(in.With["to"])
 	if err != nil {
 		return nil, Permanent(ErrBadInput, "%v", err)
