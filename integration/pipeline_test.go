@@ -15,6 +15,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
@@ -40,6 +41,52 @@ func TestHelloByName(t *testing.T) {
 	if n := node(t, res, "long_greeting"); n.Status != workflows.NodeSucceeded {
 		t.Errorf("long_greeting: %s", n.Status)
 	}
+
+	// The run is findable in the UI by pipeline and params digest.
+	query := fmt.Sprintf("RetrainPipeline = 'hello' AND RetrainParamsDigest = '%s'", res.ParamsDigest)
+	waitFor(t, 15*time.Second, func() bool {
+		resp, err := tclient.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: server.Namespace(), Query: query})
+		if err != nil {
+			t.Fatalf("list %q: %v", query, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if e.GetExecution().GetWorkflowId() == run.ID {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestTimeoutKillsProcessGroup lets a node run past its timeout and checks
+// the attempt fails and every process it started is gone.
+func TestTimeoutKillsProcessGroup(t *testing.T) {
+	queue := newQueue(t)
+	startWorker(t, queue)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	res := runSpec(t, queue, fmt.Sprintf(`
+name: timeout
+nodes:
+  - id: stuck
+    type: command
+    timeout: 2s
+    retry: {max_attempts: 1}
+    with: {argv: ["sh", "-c", "sleep 300 & echo $! > %s; wait"]}
+`, pidFile), nil)
+	wantStatus(t, res, workflows.StatusFailed)
+	n := node(t, res, "stuck")
+	if n.Status != workflows.NodeFailed || !strings.Contains(strings.ToLower(n.Error), "timeout") {
+		t.Errorf("stuck: %s %q", n.Status, n.Error)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
 // TestBranchesRunConcurrently checks two independent branches overlap in
@@ -348,5 +395,26 @@ nodes:
 	}
 	if !strings.Contains(errOut.String(), "b ") || !strings.Contains(errOut.String(), "succeeded") {
 		t.Errorf("no live progress on stderr:\n%s", errOut.String())
+	}
+
+	// `retrain status RUN_ID --json` reports the same run.
+	var id struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &id); err != nil || id.ID == "" {
+		t.Fatalf("result has no run id: %v", err)
+	}
+	out.Reset()
+	root = cli.NewRoot(app, "retrain")
+	root.SetArgs([]string{"status", id.ID, "--json", "--address", server.FrontendAddress(), "--namespace", server.Namespace()})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var st workflows.Result
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatalf("status output is not JSON: %v\n%s", err, out.String())
+	}
+	if st.ID != id.ID || st.Status != workflows.StatusSucceeded || len(st.Nodes) != 2 {
+		t.Errorf("status = %+v", st)
 	}
 }
