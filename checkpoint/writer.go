@@ -108,8 +108,9 @@ type DatasetWriter[T any] struct {
 	name string
 	opts Options
 
-	schema  *parquet.Schema
-	started int // files started, which numbers them
+	schema   *parquet.Schema
+	explicit bool // schema given, not derived from T: pass it to the writer
+	started  int  // files started, which numbers them
 	files   []File
 	rows    int64
 	cur     *fileWriter[T] // being encoded
@@ -133,9 +134,28 @@ type upload struct {
 	err  error
 }
 
-// Create starts the dataset called name in w. Names are single path
-// segments, unique within a checkpoint.
+// Create starts the dataset called name in w, with rows of Go type T (a
+// struct). Names are single path segments, unique within a checkpoint.
 func Create[T any](w *Writer, name string, opts ...Options) (*DatasetWriter[T], error) {
+	return create[T](w, name, parquet.SchemaOf(new(T)), false, opts)
+}
+
+// RowWriter writes a dataset whose schema is only known at run time (the
+// columns of a CSV file, the schema of a Parquet file) with
+// [DatasetWriter.WriteRows].
+type RowWriter = DatasetWriter[any]
+
+// CreateRows starts the dataset called name in w with the given schema.
+// Its rows are written as parquet.Row values with [DatasetWriter.WriteRows]
+// and must follow the schema's column order.
+func CreateRows(w *Writer, name string, schema *parquet.Schema, opts ...Options) (*RowWriter, error) {
+	if schema == nil || len(schema.Columns()) == 0 {
+		return nil, fmt.Errorf("checkpoint: dataset %q: schema has no columns", name)
+	}
+	return create[any](w, name, schema, true, opts)
+}
+
+func create[T any](w *Writer, name string, schema *parquet.Schema, explicit bool, opts []Options) (*DatasetWriter[T], error) {
 	if err := validateSegment(name); err != nil {
 		return nil, fmt.Errorf("checkpoint: dataset name: %w", err)
 	}
@@ -163,13 +183,29 @@ func Create[T any](w *Writer, name string, opts ...Options) (*DatasetWriter[T], 
 	if _, dup := w.open[name]; dup {
 		return nil, fmt.Errorf("checkpoint: dataset %q already being written", name)
 	}
-	d := &DatasetWriter[T]{w: w, name: name, opts: o, schema: parquet.SchemaOf(new(T))}
+	d := &DatasetWriter[T]{w: w, name: name, opts: o, schema: schema, explicit: explicit}
 	w.open[name] = d
 	return d, nil
 }
 
+// Schema returns the dataset's Parquet schema.
+func (d *DatasetWriter[T]) Schema() *parquet.Schema { return d.schema }
+
 // Write appends rows to the dataset.
 func (d *DatasetWriter[T]) Write(rows []T) (int, error) {
+	return write(d, rows, (*parquet.GenericWriter[T]).Write)
+}
+
+// WriteRows appends rows given as parquet.Row values in the dataset's
+// schema; it is how a [RowWriter] is written.
+func (d *DatasetWriter[T]) WriteRows(rows []parquet.Row) (int, error) {
+	return write(d, rows, (*parquet.GenericWriter[T]).WriteRows)
+}
+
+// write hands rows to the current file's encoder in chunks, starting and
+// finishing files as they fill up. encode is a method expression because
+// the current file's encoder changes between chunks.
+func write[T, R any](d *DatasetWriter[T], rows []R, encode func(*parquet.GenericWriter[T], []R) (int, error)) (int, error) {
 	if d.err != nil {
 		return 0, d.err
 	}
@@ -184,7 +220,7 @@ func (d *DatasetWriter[T]) Write(rows []T) (int, error) {
 		if d.opts.MaxFileRows > 0 {
 			chunk = chunk[:min(int64(len(chunk)), d.opts.MaxFileRows-d.cur.rows)]
 		}
-		n, err := d.cur.pw.Write(chunk)
+		n, err := encode(d.cur.pw, chunk)
 		d.cur.rows += int64(n)
 		d.rows += int64(n)
 		written += n
@@ -245,6 +281,9 @@ func (d *DatasetWriter[T]) writerOptions() []parquet.WriterOption {
 	}
 	for _, path := range d.schema.Columns() {
 		opts = append(opts, parquet.SkipPageBounds(path...))
+	}
+	if d.explicit {
+		opts = append(opts, d.schema)
 	}
 	return opts
 }

@@ -99,6 +99,35 @@ func (r *Registry) Rollback(ctx context.Context, name, alias string, by Actor, r
 	})
 }
 
+// Revert undoes one particular move: it points alias back at version to,
+// as a "rollback" move, provided the alias still names from, the version
+// that move set. This is what compensates a deploy: unlike [Rollback],
+// which undoes whatever move came last, Revert never undoes a later move
+// by someone else. If the alias already names to, Revert succeeds without
+// a new history entry (so a retried Revert is harmless); if it names
+// another version, it fails with [ErrConcurrentMove] and changes nothing.
+// An empty from reverts whatever the alias names.
+func (r *Registry) Revert(ctx context.Context, name, alias, from, to string, by Actor, reason string) (Move, error) {
+	if err := validateAlias(name, alias); err != nil {
+		return Move{}, err
+	}
+	if _, err := r.Get(ctx, name, to); err != nil {
+		return Move{}, fmt.Errorf("models: revert %s of %s to %s: %w", alias, name, to, err)
+	}
+	// Losing the race for the next history entry is retried: the
+	// condition is checked again against the alias as the winner left it.
+	return r.move(ctx, name, alias, "rollback", by, reason, true, func(cur aliasState) (string, error) {
+		if cur.etag == "" {
+			return "", fmt.Errorf("%w: alias %s of %s is not set", ErrNotFound, alias, name)
+		}
+		if cur.Version != to && from != "" && cur.Version != from {
+			return "", fmt.Errorf("%w: %s of %s names %s (move #%d), not %s: a later move is not undone",
+				ErrConcurrentMove, alias, name, cur.Version, cur.Seq, from)
+		}
+		return to, nil
+	})
+}
+
 // move records and applies one move of alias to the version decide picks
 // from the alias's current state.
 func (r *Registry) move(ctx context.Context, name, alias, kind string, by Actor, reason string, retry bool,

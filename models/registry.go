@@ -21,7 +21,16 @@ var (
 	ErrConcurrentMove = errors.New("models: alias moved concurrently")
 	// ErrNoPrevious: the alias has no earlier version to roll back to.
 	ErrNoPrevious = errors.New("models: no previous version")
+	// ErrInvalidName: a model, version or alias name breaks the naming
+	// rules. Nothing was read or written.
+	ErrInvalidName = errors.New("models: invalid name")
 )
+
+// nameError is a naming rule violation; it is an ErrInvalidName.
+type nameError struct{ msg string }
+
+func (e *nameError) Error() string        { return e.msg }
+func (e *nameError) Is(target error) bool { return target == ErrInvalidName }
 
 // Registry reads and writes models in a Store. It is safe for concurrent
 // use, also from several processes.
@@ -66,13 +75,24 @@ func historyKey(name, alias string, seq int64) string {
 // key segments and cannot contain '@', which separates them in references.
 func validateName(what, s string) error {
 	if s == "" || len(s) > 128 {
-		return fmt.Errorf("models: %s name %q must be 1 to 128 characters", what, s)
+		return &nameError{fmt.Sprintf("models: %s name %q must be 1 to 128 characters", what, s)}
 	}
 	for i, r := range s {
 		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 		if !alnum && (i == 0 || r != '.' && r != '_' && r != '-') {
-			return fmt.Errorf("models: %s name %q: only letters, digits, '.', '_' and '-' are allowed, starting with a letter or digit", what, s)
+			return &nameError{fmt.Sprintf("models: %s name %q: only letters, digits, '.', '_' and '-' are allowed, starting with a letter or digit", what, s)}
 		}
 	}
 	return nil
+}
+
+// ValidateName checks a model, version or alias name (what says which, for
+// the message) against the naming rules, so callers can reject bad input
+// before doing any work. The error is an [ErrInvalidName].
+func ValidateName(what, s string) error { return validateName(what, s) }
+
+// URI returns where the artifact files of v are stored, for systems that
+// read them directly.
+func (r *Registry) URI(v Version) s3store.URI {
+	return r.store.URI().Join(versionDir(v.Name, v.Version) + "files/")
 }
