@@ -5,6 +5,9 @@
 package main
 
 import (
+	_ "github.com/NVIDIA/go-nvml/pkg/nvml"
+	_ "github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	_ "github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	_ "github.com/apache/arrow-go/v18/arrow"
 	_ "github.com/apache/iceberg-go"
 	_ "github.com/apache/iceberg-go/catalog/glue"
