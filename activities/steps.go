@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/s3store"
 )
 
 // Deps are what the steps need from the worker process.
@@ -16,6 +17,10 @@ type Deps struct {
 	// Lake is the Iceberg catalog the lake steps use, opened on first use;
 	// nil on a worker without one (those steps then fail as bad input).
 	Lake *lake.Lazy
+	// Store holds checkpoints and the model registry; nil on a worker
+	// without one (those steps then fail as bad input). The worker opens
+	// it at startup, so an unreachable store stops the worker there.
+	Store *s3store.Store
 }
 
 func (d Deps) logger() *slog.Logger {
@@ -33,6 +38,8 @@ func Steps(deps Deps) []Step {
 	}
 	cmd := &Command{Logger: deps.Logger}
 	lk := &Lake{Catalog: deps.Lake, Logger: deps.Logger}
+	ms := &Models{Store: deps.Store, Logger: deps.Logger}
+	cp := &Checkpoints{Store: deps.Store, Logger: deps.Logger}
 	return []Step{
 		{Type: CommandType, Run: cmd.Run},
 		{Type: NoopType, Run: noop},
@@ -40,6 +47,9 @@ func Steps(deps Deps) []Step {
 		{Type: FeatureStatsType, Run: lk.Stats},
 		{Type: PromoteFeaturesType}, // a child workflow: workflows.PromoteFeatures
 		{Type: RollbackTableType, Run: lk.Rollback},
+		{Type: CheckpointType, Run: cp.Run},
+		{Type: DeployType, Run: ms.Deploy},
+		{Type: RollbackModelType, Run: ms.RollbackModel},
 	}
 }
 

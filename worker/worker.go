@@ -17,8 +17,11 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/s3store"
+	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/workflows"
 )
 
@@ -46,6 +49,10 @@ type Config struct {
 	Pipelines    fs.FS
 	// Lake is the Iceberg catalog of the lake steps (opened on first use).
 	Lake lake.Config
+	// Store is where checkpoints and models live. When configured it is
+	// opened, and checked, by New: a worker that cannot reach it does not
+	// start.
+	Store storage.Config
 }
 
 // AddFlags registers the worker flags.
@@ -58,6 +65,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 0, "workflow tasks run at once (0 = SDK default)")
 	fs.StringVar(&c.PipelinesDir, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "folder of pipeline YAML files that runs may name (env RETRAIN_PIPELINES)")
 	c.Lake.AddFlags(fs)
+	c.Store.AddFlags(fs) // after the lake's: they share --s3-endpoint and --s3-region
 }
 
 // Worker is a running set of Temporal workers.
@@ -89,7 +97,11 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		lib = dags.NewLibrary(cfg.Pipelines)
 	}
 
-	deps := activities.Deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake"))}
+	store, err := openStore(ctx, cfg.Store, logger)
+	if err != nil {
+		return nil, err
+	}
+	deps := activities.Deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store}
 	steps := activities.Steps(deps)
 	resolver := &activities.Resolver{
 		Library:          lib,
@@ -120,6 +132,28 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		w.workers = append(w.workers, gpu)
 	}
 	return w, nil
+}
+
+// openStore opens the object store if one is configured, so that a wrong
+// endpoint or bad credentials stop the worker at startup rather than fail
+// its first checkpoint or deploy. It also asks the server to expire old
+// checkpoints; servers without lifecycle rules leave that to `retrain gc`.
+func openStore(ctx context.Context, cfg storage.Config, logger *slog.Logger) (*s3store.Store, error) {
+	store, err := storage.Open(ctx, cfg, logger.With("component", "s3"))
+	if errors.Is(err, storage.ErrNotConfigured) {
+		logger.Info("no object store configured; checkpoint, deploy and rollback_model steps will fail")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("object store for checkpoints and models: %w", err)
+	}
+	if cfg.RetentionDays > 0 {
+		if _, err := checkpoint.SetRetention(ctx, store, cfg.RetentionDays); err != nil {
+			logger.Warn("cannot set checkpoint expiration; run `retrain gc` to expire checkpoints", "error", err)
+		}
+	}
+	logger.Info("object store ready", "uri", store.URI().String())
+	return store, nil
 }
 
 func registerSteps(w sdkworker.Worker, steps []activities.Step) {

@@ -60,6 +60,7 @@ func NewRoot(app *App, use string) *cobra.Command {
 	app.AddGlobalFlags(root)
 	root.AddCommand(NewRunCommand(app), NewStatusCommand(app), NewDAGCommand(app), NewWorkerCommand(app))
 	root.AddCommand(NewTableCommand(app), NewDataCommand(app))
+	root.AddCommand(NewModelCommand(app), NewGCCommand(app))
 	return root
 }
 

@@ -33,5 +33,6 @@ func NewWorkerCommand(app *App) *cobra.Command {
 	}
 	cfg.AddFlags(cmd.Flags())
 	cfg.Lake.AddDataDirFlag(cmd.Flags())
+	cfg.Store.AddDataDirFlag(cmd.Flags()) // shares the lake's --data-dir
 	return cmd
 }
