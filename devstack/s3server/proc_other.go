@@ -1,0 +1,7 @@
+//go:build !unix
+
+package s3server
+
+import "os/exec"
+
+func detach(*exec.Cmd) {}
