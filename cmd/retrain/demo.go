@@ -38,7 +38,7 @@ func newDemoCommand(app *cli.App) *cobra.Command {
 					defer os.RemoveAll(dir)
 				}
 			}
-			s, err := startLocal(ctx, app, devstack.Options{DataDir: dataDir, Headless: true}, worker.Config{}, log)
+			s, err := startLocal(ctx, app, devstack.Options{DataDir: dataDir, Headless: true}, 0, worker.Config{}, log)
 			if err != nil {
 				return err
 			}

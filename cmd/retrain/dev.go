@@ -7,13 +7,15 @@ import (
 
 	"github.com/retrain-ml/retrain/devstack"
 	"github.com/retrain-ml/retrain/internal/cli"
+	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/worker"
 )
 
 func newDevCommand(app *cli.App) *cobra.Command {
 	var (
-		opts devstack.Options
-		cfg  worker.Config
+		opts   devstack.Options
+		cfg    worker.Config
+		s3Port int
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -22,7 +24,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := app.Logger()
-			s, err := startLocal(ctx, app, opts, cfg, log)
+			s, err := startLocal(ctx, app, opts, s3Port, cfg, log)
 			if err != nil {
 				return err
 			}
@@ -32,6 +34,10 @@ func newDevCommand(app *cli.App) *cobra.Command {
 			fmt.Fprintf(out, "  Temporal:  %s (namespace %s)\n", s.server.FrontendAddress(), s.server.Namespace())
 			if ui := s.server.UIAddress(); ui != "" {
 				fmt.Fprintf(out, "  Web UI:    %s\n", ui)
+			}
+			if s.s3 != nil {
+				fmt.Fprintf(out, "  S3:        %s (bucket %s; objects are files under %s, credentials in %s)\n",
+					s.s3.Endpoint(), s.s3.Bucket(), s.s3.Root(), storage.DevConnectionPath(opts.DataDir))
 			}
 			fmt.Fprintf(out, "  Data:      %s\n", opts.DataDir)
 			fmt.Fprintf(out, "  Worker:    task queue %s\n", cfg.TaskQueue)
@@ -49,6 +55,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 	f.BoolVar(&opts.Headless, "headless", false, "do not serve the Web UI")
 	f.IntVar(&opts.Port, "port", 7233, "Temporal frontend gRPC port")
 	f.IntVar(&opts.UIPort, "ui-port", 8233, "Web UI port")
+	f.IntVar(&s3Port, "s3-port", 7070, "S3 server port (checkpoints and models; 0 picks a free one)")
 	cfg.AddFlags(f)
 	return cmd
 }

@@ -4,10 +4,12 @@
 package main
 
 import (
+	"github.com/retrain-ml/retrain/devstack/s3server"
 	"github.com/retrain-ml/retrain/internal/cli"
 )
 
 func main() {
+	s3server.Main() // the dev stack's S3 server runs as this program started again
 	app := &cli.App{}
 	root := cli.NewRoot(app, "retrain")
 	root.AddCommand(newDevCommand(app), newDemoCommand(app), newBenchCommand(app))

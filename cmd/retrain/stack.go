@@ -9,21 +9,27 @@ import (
 
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/devstack"
+	"github.com/retrain-ml/retrain/devstack/s3server"
 	"github.com/retrain-ml/retrain/internal/cli"
+	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"
 )
 
-// localStack is the embedded server, a client and a worker in this process.
+// localStack is the embedded server, a client and a worker in this process,
+// and the S3 server in a child process.
 type localStack struct {
 	server *devstack.Server
+	s3     *s3server.Server // nil when the worker uses an S3 of its own (--s3-uri)
 	client client.Client
 	worker *worker.Worker
 }
 
 // startLocal starts the dev stack and a worker polling it. The worker knows
-// the embedded example pipelines unless cfg names a folder.
-func startLocal(ctx context.Context, app *cli.App, opts devstack.Options, cfg worker.Config, log *slog.Logger) (*localStack, error) {
+// the embedded example pipelines unless cfg names a folder, and keeps
+// checkpoints and models in the stack's S3 server (on s3Port, 0 for any)
+// unless cfg names an S3 store.
+func startLocal(ctx context.Context, app *cli.App, opts devstack.Options, s3Port int, cfg worker.Config, log *slog.Logger) (*localStack, error) {
 	opts.SearchAttributes = workflows.SearchAttributes()
 	opts.Logger = log
 	srv, err := devstack.Start(ctx, opts)
@@ -31,6 +37,13 @@ func startLocal(ctx context.Context, app *cli.App, opts devstack.Options, cfg wo
 		return nil, fmt.Errorf("start dev stack: %w", err)
 	}
 	s := &localStack{server: srv}
+	if cfg.Store.S3.URI == "" {
+		if s.s3, err = s3server.Start(ctx, s3server.Options{DataDir: opts.DataDir, Port: s3Port, Logger: log.With("component", "s3")}); err != nil {
+			s.close()
+			return nil, fmt.Errorf("start dev stack S3 server: %w", err)
+		}
+		cfg.Store = storage.Config{S3: s.s3.StoreConfig(""), RetentionDays: cfg.Store.RetentionDays}
+	}
 	app.Conn.Address, app.Conn.Namespace = srv.FrontendAddress(), srv.Namespace()
 	if srv.UIAddress() != "" {
 		app.UIAddress = srv.UIAddress()
@@ -63,6 +76,11 @@ func (s *localStack) close() {
 	}
 	if s.client != nil {
 		s.client.Close()
+	}
+	if s.s3 != nil {
+		if err := s.s3.Stop(); err != nil {
+			slog.Warn("stop dev stack S3 server", "error", err)
+		}
 	}
 	if err := s.server.Stop(); err != nil {
 		slog.Warn("stop dev stack", "error", err)
