@@ -1,0 +1,214 @@
+package gate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ParseConfig decodes the `with` block of a gate node, as YAML or JSON
+// decoders produce it (numbers as float64, int, json.Number and so on;
+// numeric strings are accepted too, since templating yields text), and
+// validates it. Unknown keys are errors, so a typo such as "relatve" is
+// caught rather than silently dropping a check. Errors name the metric and
+// key, and wrap ErrInvalidConfig.
+func ParseConfig(with map[string]any) (Config, error) {
+	var (
+		cfg  Config
+		errs []error
+		// badMetrics is set when metrics were given but some failed to
+		// parse: an empty result is then not "no thresholds configured".
+		badMetrics bool
+	)
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+
+	for _, key := range sortedKeys(with) {
+		v := with[key]
+		switch key {
+		case "metrics":
+			metrics, ok := asMap(v)
+			if !ok {
+				fail("metrics: want a map of metric name to checks, got %s", describe(v))
+				badMetrics = true
+				continue
+			}
+			cfg.Metrics = make(map[string]Threshold, len(metrics))
+			for _, name := range sortedKeys(metrics) {
+				t, err := parseThreshold(name, metrics[name])
+				if err != nil {
+					errs = append(errs, err)
+					badMetrics = true
+					continue
+				}
+				cfg.Metrics[name] = t
+			}
+		case "no_baseline":
+			s, ok := v.(string)
+			if !ok {
+				fail("no_baseline: want a string, got %s", describe(v))
+				continue
+			}
+			cfg.NoBaseline = NoBaseline(s)
+		case "zero_baseline":
+			s, ok := v.(string)
+			if !ok {
+				fail("zero_baseline: want a string, got %s", describe(v))
+				continue
+			}
+			cfg.ZeroBaseline = ZeroBaseline(s)
+		default:
+			fail("unknown key %q (want metrics, no_baseline or zero_baseline)", key)
+		}
+	}
+	// Report what is wrong with the parts that did parse too, so one round
+	// of edits fixes the spec; a metric that failed to parse is left out
+	// rather than reported again as having no checks.
+	errs = append(errs, cfg.validate(badMetrics)...)
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+func parseThreshold(name string, v any) (Threshold, error) {
+	var (
+		t    Threshold
+		errs []error
+	)
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: metrics.%s"+format, append([]any{ErrInvalidConfig, name}, args...)...))
+	}
+	if v == nil {
+		// "auc:" with nothing under it; Validate would say the same, but
+		// here we know it is the spec that is empty.
+		fail(": no checks (set min, max, absolute or relative)")
+		return t, errors.Join(errs...)
+	}
+	m, ok := asMap(v)
+	if !ok {
+		fail(": want a map of checks, got %s", describe(v))
+		return t, errors.Join(errs...)
+	}
+	for _, key := range sortedKeys(m) {
+		val := m[key]
+		var dst **float64
+		switch key {
+		case "direction":
+			s, ok := val.(string)
+			if !ok {
+				fail(".direction: want a string, got %s", describe(val))
+				continue
+			}
+			t.Direction = Direction(s)
+			continue
+		case "min":
+			dst = &t.Min
+		case "max":
+			dst = &t.Max
+		case "absolute":
+			dst = &t.Absolute
+		case "relative":
+			dst = &t.Relative
+		default:
+			fail(": unknown key %q (want direction, min, max, absolute or relative)", key)
+			continue
+		}
+		f, err := toFloat(val)
+		if err != nil {
+			fail(".%s: %v", key, err)
+			continue
+		}
+		*dst = &f
+	}
+	return t, errors.Join(errs...)
+}
+
+// asMap accepts the map types YAML and JSON decoders produce.
+func asMap(v any) (map[string]any, bool) {
+	switch m := v.(type) {
+	case map[string]any:
+		return m, true
+	case map[any]any:
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			s, ok := k.(string)
+			if !ok {
+				return nil, false
+			}
+			out[s] = v
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// toFloat converts a decoded number to float64. Non-finite values convert
+// without error; Validate rejects them with the metric and key.
+func toFloat(v any) (float64, error) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case float32:
+		return float64(x), nil
+	case int:
+		return float64(x), nil
+	case int8:
+		return float64(x), nil
+	case int16:
+		return float64(x), nil
+	case int32:
+		return float64(x), nil
+	case int64:
+		return float64(x), nil
+	case uint:
+		return float64(x), nil
+	case uint8:
+		return float64(x), nil
+	case uint16:
+		return float64(x), nil
+	case uint32:
+		return float64(x), nil
+	case uint64:
+		return float64(x), nil
+	case json.Number:
+		return parseNumber(string(x))
+	case string:
+		return parseNumber(x)
+	}
+	return 0, fmt.Errorf("want a number, got %s", describe(v))
+}
+
+func parseNumber(s string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("%q is out of range", s)
+		}
+		return 0, fmt.Errorf("want a number, got %q", s)
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is not a finite number", s)
+	}
+	return f, nil
+}
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("string %q", x)
+	case bool:
+		return fmt.Sprintf("bool %v", x)
+	case []any:
+		return "a list"
+	case map[string]any, map[any]any:
+		return "a map"
+	}
+	return fmt.Sprintf("%T", v)
+}
