@@ -1,0 +1,239 @@
+package trainer
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// Environment variables a command trainer is started with.
+const (
+	// EnvTrainData locates the training data (a Parquet file, a directory
+	// of them, or an s3:// prefix).
+	EnvTrainData = "RETRAIN_TRAIN_DATA"
+	// EnvEvalData locates held-out data, like EnvTrainData.
+	EnvEvalData = "RETRAIN_EVAL_DATA"
+	// EnvCheckpointURI is where the trainer writes checkpoints (a local
+	// directory or an s3:// prefix); it prints each one's URI.
+	EnvCheckpointURI = "RETRAIN_CHECKPOINT_URI"
+	// EnvResumeFrom, when set, is the URI of the checkpoint to resume from:
+	// the last one the trainer printed before an earlier attempt ended.
+	EnvResumeFrom = "RETRAIN_RESUME_FROM"
+	// EnvModelOut is where the trainer writes the final model.
+	EnvModelOut = "RETRAIN_MODEL_OUT"
+)
+
+// Env is a command trainer's environment.
+type Env struct {
+	TrainData     string
+	EvalData      string
+	CheckpointURI string
+	ResumeFrom    string
+	ModelOut      string
+}
+
+// Environ returns e as NAME=value entries, for exec.Cmd.Env; empty values
+// are left out, so a first attempt has no RETRAIN_RESUME_FROM at all.
+func (e Env) Environ() []string {
+	var env []string
+	for _, kv := range [...][2]string{
+		{EnvTrainData, e.TrainData},
+		{EnvEvalData, e.EvalData},
+		{EnvCheckpointURI, e.CheckpointURI},
+		{EnvResumeFrom, e.ResumeFrom},
+		{EnvModelOut, e.ModelOut},
+	} {
+		if kv[1] != "" {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	return env
+}
+
+// Progress is a training progress record: the builtin trainer reports one
+// per step (or every ProgressEvery steps), and a command trainer prints them
+// as JSON lines with these field names.
+type Progress struct {
+	Step           int64   `json:"step"`                 // steps completed
+	Loss           float64 `json:"loss"`                 // mean training loss of the step's batch
+	EmbMaxNorm     float64 `json:"emb_max_norm"`         // largest L2 norm of an embedding row updated since the last record
+	ExamplesPerSec float64 `json:"examples_per_sec"`     // throughput since the last record
+	CheckpointURI  string  `json:"checkpoint,omitempty"` // checkpoint written at this step, if any
+}
+
+// EventKind tells a progress record from a log line.
+type EventKind uint8
+
+const (
+	LogLine EventKind = iota
+	ProgressEvent
+)
+
+// Field is a set of the optional fields of a progress line.
+type Field uint8
+
+const (
+	FieldLoss Field = 1 << iota
+	FieldEmbMaxNorm
+	FieldExamplesPerSec
+	FieldCheckpoint
+)
+
+// Event is one line of a command trainer's output.
+type Event struct {
+	Kind     EventKind
+	Line     string   // the line as printed, without its line ending
+	Progress Progress // for a ProgressEvent
+	Fields   Field    // the fields the line set, besides step
+}
+
+// Has reports whether the line set field f.
+func (e Event) Has(f Field) bool { return e.Fields&f != 0 }
+
+// ParseLine parses one line of a command trainer's output. A line is a
+// progress record when it is a JSON object with an integer "step"; any other
+// line, JSON or not, is a log line. The numbers may be NaN, Infinity or
+// -Infinity, bare as Python's json.dumps prints them or quoted, so that a
+// diverging trainer's record is read, not mistaken for a log line.
+func ParseLine(line string) Event {
+	e := Event{Kind: LogLine, Line: line}
+	b := bytes.TrimSpace([]byte(line))
+	if len(b) < 2 || b[0] != '{' {
+		return e
+	}
+	var rec struct {
+		Step           json.RawMessage `json:"step"`
+		Loss           json.RawMessage `json:"loss"`
+		EmbMaxNorm     json.RawMessage `json:"emb_max_norm"`
+		ExamplesPerSec json.RawMessage `json:"examples_per_sec"`
+		Checkpoint     *string         `json:"checkpoint"`
+	}
+	if json.Unmarshal(quoteNonFinite(b), &rec) != nil {
+		return e
+	}
+	step, ok := parseNumber(rec.Step)
+	if !ok || step != float64(int64(step)) {
+		return e
+	}
+	e.Progress.Step = int64(step)
+	for _, f := range []struct {
+		raw   json.RawMessage
+		dst   *float64
+		field Field
+	}{
+		{rec.Loss, &e.Progress.Loss, FieldLoss},
+		{rec.EmbMaxNorm, &e.Progress.EmbMaxNorm, FieldEmbMaxNorm},
+		{rec.ExamplesPerSec, &e.Progress.ExamplesPerSec, FieldExamplesPerSec},
+	} {
+		if v, ok := parseNumber(f.raw); ok {
+			*f.dst = v
+			e.Fields |= f.field
+		}
+	}
+	if rec.Checkpoint != nil && *rec.Checkpoint != "" {
+		e.Progress.CheckpointURI = *rec.Checkpoint
+		e.Fields |= FieldCheckpoint
+	}
+	e.Kind = ProgressEvent
+	return e
+}
+
+// parseNumber reads a JSON number, or a string strconv reads as a float
+// ("NaN", "Infinity", "-inf", "1e3"); null and anything else are absent.
+func parseNumber(raw json.RawMessage) (float64, bool) {
+	if len(raw) == 0 {
+		return 0, false
+	}
+	s := string(raw)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
+}
+
+// quoteNonFinite quotes the bare NaN, Infinity and -Infinity tokens Python
+// writes for non-finite floats, which are not JSON, leaving strings alone.
+func quoteNonFinite(b []byte) []byte {
+	if !bytes.Contains(b, []byte("NaN")) && !bytes.Contains(b, []byte("Infinity")) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+8)
+	inString, escaped := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			out = append(out, c)
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if c == '"' {
+			inString = true
+			out = append(out, c)
+			continue
+		}
+		for _, tok := range []string{"NaN", "-Infinity", "Infinity"} {
+			if bytes.HasPrefix(b[i:], []byte(tok)) {
+				out = append(out, '"')
+				out = append(out, tok...)
+				out = append(out, '"')
+				i += len(tok) - 1
+				c = 0
+				break
+			}
+		}
+		if c != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// MaxLine is the longest line ReadEvents passes on whole; the rest of a
+// longer line is dropped, so that a trainer printing a huge line can neither
+// exhaust memory nor stop the stream.
+const MaxLine = 64 << 10
+
+// ReadEvents reads a command trainer's output line by line and calls fn with
+// each line's event, until r ends (it returns nil) or fails or fn returns an
+// error (it returns that error). The caller typically applies a [Guard] and
+// heartbeats in fn, and kills the trainer when fn fails.
+func ReadEvents(r io.Reader, fn func(Event) error) error {
+	br := bufio.NewReaderSize(r, MaxLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// Keep the first MaxLine bytes, drop the rest of the line.
+			kept := string(line)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			line = []byte(kept)
+		}
+		if len(line) > 0 {
+			line = bytes.TrimSuffix(line, []byte("\n"))
+			line = bytes.TrimSuffix(line, []byte("\r"))
+			if ferr := fn(ParseLine(string(line))); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
