@@ -7,8 +7,8 @@ import (
 	"slices"
 )
 
-// LogLossEpsilon clips predictions to [ε, 1-ε] in log loss, so that one
-// confident mistake costs about 34.5 rather than infinity.
+// LogLossEpsilon is the least probability log loss gives the true label, so
+// that one confident mistake costs -log(ε) ≈ 34.5 rather than infinity.
 const LogLossEpsilon = 1e-15
 
 // Metrics are a model's figures on labelled data.
@@ -19,8 +19,8 @@ type Metrics struct {
 	// positive scores above a random negative, ties counting half. NaN when
 	// the data has a single class, for which it is undefined.
 	AUC float64 `json:"auc"`
-	// LogLoss is the mean negative log likelihood, predictions clipped to
-	// [LogLossEpsilon, 1-LogLossEpsilon].
+	// LogLoss is the mean negative log likelihood, the probability of each
+	// true label clipped below at LogLossEpsilon.
 	LogLoss float64 `json:"log_loss"`
 	// Accuracy is the share of examples whose label is 1 exactly when the
 	// prediction is at least 0.5.
@@ -54,13 +54,13 @@ func Evaluate(preds []float64, labels []float32) (Metrics, error) {
 		if !(p >= 0 && p <= 1) {
 			return Metrics{}, fmt.Errorf("trainer: prediction %v of example %d: want 0 to 1", p, i)
 		}
-		pc := min(max(p, LogLossEpsilon), 1-LogLossEpsilon)
+		q := p // the probability of the true label
 		if y == 1 {
 			m.Positives++
-			sumLoss -= math.Log(pc)
 		} else {
-			sumLoss -= math.Log1p(-pc)
+			q = 1 - p
 		}
+		sumLoss -= math.Log(max(q, LogLossEpsilon))
 		if (p >= 0.5) == (y == 1) {
 			correct++
 		}
