@@ -298,4 +298,3 @@ func article(t Type) string {
 	}
 	return "a " + string(t)
 }
-
