@@ -78,8 +78,8 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
-	case c.Workers < 1, c.Shards < 1, c.BatchSize < 1:
-		return fmt.Errorf("trainer: workers %d, shards %d, batch size %d: want at least 1", c.Workers, c.Shards, c.BatchSize)
+	case c.Workers < 1, c.Shards < 1, c.Shards > maxShards, c.BatchSize < 1:
+		return fmt.Errorf("trainer: workers %d, shards %d, batch size %d: want at least 1 (shards at most %d)", c.Workers, c.Shards, c.BatchSize, maxShards)
 	case c.Steps < 0, c.CheckpointEvery < 0, c.ProgressEvery < 1:
 		return fmt.Errorf("trainer: steps %d, checkpoint every %d, progress every %d: want steps >= 0", c.Steps, c.CheckpointEvery, c.ProgressEvery)
 	case !(c.LearningRate > 0), !(c.InitialAccumulator > 0), !(c.L2 >= 0), !(c.InitStd >= 0):
@@ -518,68 +518,89 @@ const (
 	phaseUpdate
 )
 
-// pool runs the two phases of a step on the trainer's workers: worker 0 is
-// the calling goroutine, the others wait on their start channel. Tasks
-// (chunks, partitions) are handed out by an atomic counter, so a worker
-// slowed by other load on the machine takes fewer; which worker computes a
-// task never changes its result.
+// pool runs the two phases of a step on the trainer's workers. Worker 0 is
+// the calling goroutine; the others sleep until woken for a phase.
+//
+// Tasks (chunks, partitions) are handed out through one atomic word, so a
+// phase ends when its tasks are done, not when every worker has checked in:
+// on a loaded machine a worker the OS has not scheduled yet only misses the
+// tasks the others took meanwhile, instead of stalling the step until it
+// wakes. Which worker computes a task never changes its result.
 type pool struct {
-	t     *Trainer
-	start []chan struct{}
-	done  chan struct{}
-	wg    sync.WaitGroup
-	next  atomic.Int64
-	phase int
-	tasks int
+	t        *Trainer
+	wake     []chan struct{} // per sleeping worker, one pending wake-up at most
+	finished chan struct{}   // a worker finished a phase's last task
+	wg       sync.WaitGroup
+	gen      uint64
+	// state is the current phase: generation<<40 | phase<<32 | tasks<<16 |
+	// next task. Taking a task is a compare-and-swap of the whole word, so a
+	// worker holding a stale word can never take a task of a newer phase.
+	state atomic.Uint64
+	done  atomic.Int32 // tasks of the current phase completed
 }
 
+// maxShards bounds Config.Shards: the task counts must fit pool.state.
+const maxShards = 1<<16 - 1
+
 func (t *Trainer) startPool() *pool {
-	p := &pool{t: t, start: make([]chan struct{}, t.cfg.Workers-1), done: make(chan struct{}, t.cfg.Workers)}
-	for i := range p.start {
-		p.start[i] = make(chan struct{}, 1)
+	p := &pool{t: t, wake: make([]chan struct{}, t.cfg.Workers-1), finished: make(chan struct{}, 1)}
+	for i := range p.wake {
+		p.wake[i] = make(chan struct{}, 1)
 		p.wg.Add(1)
-		go func(w int, start <-chan struct{}) {
+		go func(w int, wake <-chan struct{}) {
 			defer p.wg.Done()
-			for range start {
-				p.work(w)
-				p.done <- struct{}{}
+			for range wake {
+				if p.drain(w) {
+					p.finished <- struct{}{}
+				}
 			}
-		}(i+1, p.start[i])
+		}(i+1, p.wake[i])
 	}
 	return p
 }
 
-// run runs a phase to completion: it returns after every worker has
-// finished, which is the barrier between phases.
+// run runs a phase to completion, which is the barrier between phases.
 func (p *pool) run(phase, tasks int) {
-	p.phase, p.tasks = phase, tasks
-	p.next.Store(0)
-	for _, c := range p.start {
-		c <- struct{}{}
+	p.gen++
+	p.done.Store(0)
+	p.state.Store(p.gen<<40 | uint64(phase)<<32 | uint64(tasks)<<16)
+	for _, c := range p.wake {
+		select {
+		case c <- struct{}{}:
+		default: // already has a wake-up pending
+		}
 	}
-	p.work(0)
-	for range p.start {
-		<-p.done
+	if !p.drain(0) {
+		<-p.finished
 	}
 }
 
-func (p *pool) work(w int) {
+// drain runs tasks of the current phase until none is left to take, and
+// reports whether it completed the phase's last task.
+func (p *pool) drain(w int) bool {
 	for {
-		i := int(p.next.Add(1) - 1)
-		if i >= p.tasks {
-			return
+		s := p.state.Load()
+		next, tasks := int(s&0xffff), int(s>>16&0xffff)
+		if next >= tasks {
+			return false
 		}
-		switch p.phase {
+		if !p.state.CompareAndSwap(s, s+1) {
+			continue
+		}
+		switch s >> 32 & 0xff {
 		case phaseGrad:
-			p.t.gradChunk(w, i)
+			p.t.gradChunk(w, next)
 		case phaseUpdate:
-			p.t.updatePartition(i)
+			p.t.updatePartition(next)
+		}
+		if p.done.Add(1) == int32(tasks) {
+			return true
 		}
 	}
 }
 
 func (p *pool) stop() {
-	for _, c := range p.start {
+	for _, c := range p.wake {
 		close(c)
 	}
 	p.wg.Wait()
