@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"testing"
@@ -174,25 +176,30 @@ func BenchmarkPromote(b *testing.B) {
 	spec := PromoteSpec{Training: "ml.training", Staging: staging, StartDate: e.start, EndDate: e.end}
 	var bucketed, naive, bucketedJoin, naiveJoin time.Duration
 	var rows int64
+	var bucketedPeak, naivePeak uint64
 	for i := range b.N {
+		stop := peakHeap()
 		start := time.Now()
 		res, err := Promote(ctx, e.cat, spec, fmt.Sprintf("bench/%d/%d", time.Now().UnixNano(), i), 2, benchLog)
 		if err != nil {
 			b.Fatal(err)
 		}
 		bucketed += time.Since(start)
+		bucketedPeak = max(bucketedPeak, stop())
 		bucketedJoin += res.JoinTime
 		rows += res.Rows
 		b.StopTimer()
 		e.rollback(b, res.PreviousSnapshot)
 		b.StartTimer()
 
+		stop = peakHeap()
 		start = time.Now()
 		prev, n, join, err := promoteNaive(ctx, e.cat, spec, fmt.Sprintf("naive/%d/%d", time.Now().UnixNano(), i))
 		if err != nil {
 			b.Fatal(err)
 		}
 		naive += time.Since(start)
+		naivePeak = max(naivePeak, stop())
 		naiveJoin += join
 		if n != res.Rows {
 			b.Fatalf("naive join promoted %d rows, bucketed %d", n, res.Rows)
@@ -206,8 +213,35 @@ func BenchmarkPromote(b *testing.B) {
 	b.ReportMetric(naive.Seconds()/bucketed.Seconds(), "speedup_x")
 	// Time in the join itself (staging read, index or zip, gather); the
 	// bucketed figure is summed over bucket groups that ran concurrently.
+	b.ReportMetric(float64(bucketedPeak)/(1<<20), "bucketed_peak_heap_MiB")
+	b.ReportMetric(float64(naivePeak)/(1<<20), "naive_peak_heap_MiB")
 	b.ReportMetric(bucketedJoin.Seconds(), "bucketed_join_s")
 	b.ReportMetric(naiveJoin.Seconds(), "naive_join_s")
+}
+
+// peakHeap samples the live heap every 50ms until the returned function
+// is called, which returns the highest sample.
+func peakHeap() func() uint64 {
+	runtime.GC()
+	done := make(chan struct{})
+	result := make(chan uint64)
+	go func() {
+		var peak uint64
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			peak = max(peak, sample[0].Value.Uint64())
+			select {
+			case <-done:
+				result <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 { close(done); return <-result }
 }
 
 // promoteNaive promotes like PromoteBuckets but without buckets: the whole
