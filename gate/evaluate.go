@@ -19,14 +19,14 @@ const (
 
 // Candidate is the evaluation of the model being gated.
 type Candidate struct {
-	ID      string
-	Metrics map[string]float64
+	ID      string             `json:"id"`
+	Metrics map[string]float64 `json:"metrics"`
 }
 
 // Baseline is the evaluation of the model in production, on the same data.
 type Baseline struct {
-	Version string
-	Metrics map[string]float64
+	Version string             `json:"version"`
+	Metrics map[string]float64 `json:"metrics"`
 }
 
 // Comparison is the outcome of one check of one metric.

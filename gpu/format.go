@@ -29,7 +29,7 @@ func Format(w io.Writer, inv Inventory) error {
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "IDX\tUUID\tNAME\tMEMORY\tGPU\tMEM\tTEMP\tPOWER\tECC\tPROCS\tHEALTH")
+	fmt.Fprintln(tw, "IDX\tUUID\tNAME\tMEMORY\tUTIL\tMEM-UTIL\tTEMP\tPOWER\tECC\tPROCS\tHEALTH")
 	for _, d := range inv.Devices {
 		cell := func(field, s string) string {
 			if _, ok := d.Unavailable[field]; ok {

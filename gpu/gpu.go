@@ -137,11 +137,10 @@ type Option func(*options)
 type config struct {
 	xidPollTimeout time.Duration
 	ignoredXIDs    map[uint64]bool
-	now            func() time.Time
 }
 
 func defaultConfig() config {
-	c := config{xidPollTimeout: 500 * time.Millisecond, now: time.Now}
+	c := config{xidPollTimeout: 500 * time.Millisecond}
 	c.ignoredXIDs = make(map[uint64]bool, len(defaultIgnoredXIDs))
 	for _, x := range defaultIgnoredXIDs {
 		c.ignoredXIDs[x] = true

@@ -20,7 +20,6 @@ type xidWatcher struct {
 	set       nvml.EventSet
 	timeoutMS uint32
 	ignored   map[uint64]bool
-	now       func() time.Time
 
 	quit chan struct{}
 	done chan struct{}
@@ -76,7 +75,6 @@ func startXIDWatcher(lib nvml.Interface, devices []*device, cfg config) *xidWatc
 		set:       set,
 		timeoutMS: uint32(cfg.xidPollTimeout.Milliseconds()),
 		ignored:   cfg.ignoredXIDs,
-		now:       cfg.now,
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		byUUID:    make(map[string][]XIDEvent),
@@ -108,7 +106,7 @@ func (w *xidWatcher) run() {
 		if e.EventType&nvml.EventTypeXidCriticalError == 0 {
 			continue
 		}
-		ev := XIDEvent{XID: e.EventData, At: w.now()}
+		ev := XIDEvent{XID: e.EventData, At: time.Now()}
 		uuid := ""
 		if e.Device != nil {
 			if u, ret := e.Device.GetUUID(); ret == nvml.SUCCESS {
