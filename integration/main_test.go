@@ -21,6 +21,7 @@ import (
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/devstack"
 	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/temporalconn"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"
@@ -87,7 +88,7 @@ func runChildWorker(queue string) int {
 		return 1
 	}
 	defer c.Close()
-	w, err := worker.New(ctx, c, conn.Namespace, worker.Config{TaskQueue: queue, Pipelines: examples.FS}, log)
+	w, err := worker.New(ctx, c, conn.Namespace, worker.Config{TaskQueue: queue, Pipelines: examples.FS, Store: storage.FromEnv()}, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
