@@ -277,7 +277,12 @@ func (t *Trainer) readState(r io.Reader, want int64) error {
 }
 
 func sameShape(a, b ModelConfig) bool {
-	return a.Buckets == b.Buckets && a.Dim == b.Dim && slices.Equal(a.Dense, b.Dense) && slices.Equal(a.Sparse, b.Sparse)
+	ta := make([]Transform, len(a.Dense))
+	tb := make([]Transform, len(b.Dense))
+	copy(ta, a.Transforms)
+	copy(tb, b.Transforms)
+	return a.Buckets == b.Buckets && a.Dim == b.Dim && slices.Equal(a.Dense, b.Dense) &&
+		slices.Equal(ta, tb) && slices.Equal(a.Sparse, b.Sparse)
 }
 
 // restoreLatest restores ck's latest checkpoint if it is ahead of the

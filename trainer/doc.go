@@ -32,9 +32,10 @@
 // needs an MLP per tower for the same effect and is built for retrieval rather
 // than calibrated ranking. Dim = 0 turns the pairwise term off and the model
 // is logistic regression with hashed id weights. Dense features enter
-// linearly only; transforms (log, logit of a rate) are the data layer's job. A
-// NaN dense value is read as missing and contributes nothing, so a null
-// feature does not poison training.
+// linearly, after an optional per-feature [Transform] (log of a scale, logit
+// of a rate) that is part of the model, so training and every later scoring
+// apply the same one. A NaN dense value is read as missing and contributes
+// nothing, so a null feature does not poison training.
 //
 // # Optimizer and data parallelism
 //

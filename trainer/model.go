@@ -18,12 +18,73 @@ const MaxDim = 1024
 
 // ModelConfig is the shape of a [Model].
 type ModelConfig struct {
-	Dense   []string // dense feature names, the order of Example.Dense
-	Sparse  []string // sparse (id) feature names, the order of Example.Sparse
-	Buckets int      // rows of the hashed table; 0 means DefaultBuckets
+	Dense []string // dense feature names, the order of Example.Dense
+	// Transforms, parallel to Dense, transform dense features before the
+	// model sees them; missing entries are Identity.
+	Transforms []Transform
+	Sparse     []string // sparse (id) feature names, the order of Example.Sparse
+	Buckets    int      // rows of the hashed table; 0 means DefaultBuckets
 	// Dim is the embedding dimension of the pairwise term; 0 makes the
 	// model logistic regression with hashed id weights.
 	Dim int
+}
+
+// Transform maps a dense feature's raw value to what the model is linear
+// in. It is part of the model, applied alike in training and in Predict, so
+// that whoever scores the model cannot forget it or apply another.
+type Transform uint8
+
+const (
+	Identity Transform = iota
+	Log                // log(max(x, 1e-6)), for counts and positive scales such as activity
+	Log1p              // log(1 + max(x, 0)), for counts that may be 0
+	Logit              // log(p/(1-p)), p = x clipped to [1e-4, 1-1e-4], for rates such as a CTR
+)
+
+var transformNames = [...]string{Identity: "identity", Log: "log", Log1p: "log1p", Logit: "logit"}
+
+func (t Transform) String() string {
+	if int(t) < len(transformNames) {
+		return transformNames[t]
+	}
+	return fmt.Sprintf("Transform(%d)", uint8(t))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (t Transform) MarshalText() ([]byte, error) {
+	if int(t) >= len(transformNames) {
+		return nil, fmt.Errorf("trainer: unknown transform %d", uint8(t))
+	}
+	return []byte(t.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler: identity (or empty),
+// log, log1p or logit.
+func (t *Transform) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*t = Identity
+		return nil
+	}
+	for i, name := range transformNames {
+		if string(b) == name {
+			*t = Transform(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("trainer: transform %q: want identity, log, log1p or logit", b)
+}
+
+func (t Transform) apply(x float32) float32 {
+	switch t {
+	case Log:
+		return float32(math.Log(max(float64(x), 1e-6)))
+	case Log1p:
+		return float32(math.Log1p(max(float64(x), 0)))
+	case Logit:
+		p := min(max(float64(x), 1e-4), 1-1e-4)
+		return float32(math.Log(p / (1 - p)))
+	}
+	return x
 }
 
 func (c ModelConfig) withDefaults() ModelConfig {
@@ -39,6 +100,14 @@ func (c ModelConfig) validate() error {
 	}
 	if c.Dim < 0 || c.Dim > MaxDim {
 		return fmt.Errorf("trainer: dim %d: want 0 to %d", c.Dim, MaxDim)
+	}
+	if len(c.Transforms) > len(c.Dense) {
+		return fmt.Errorf("trainer: %d transforms for %d dense features", len(c.Transforms), len(c.Dense))
+	}
+	for _, t := range c.Transforms {
+		if int(t) >= len(transformNames) {
+			return fmt.Errorf("trainer: unknown transform %d", uint8(t))
+		}
 	}
 	seen := make(map[string]bool)
 	for _, name := range slices.Concat(c.Dense, c.Sparse) {
@@ -57,10 +126,11 @@ func (c ModelConfig) validate() error {
 // plus linear dense features (see the package documentation). Its methods
 // may be called concurrently.
 type Model struct {
-	cfg   ModelConfig
-	width int       // floats per table row: 1 + Dim
-	dense []float32 // dense weights, then the bias
-	emb   []float32 // Buckets rows of width floats: [w, v_1..v_Dim]
+	cfg        ModelConfig
+	transforms []Transform // one per dense feature
+	width      int         // floats per table row: 1 + Dim
+	dense      []float32   // dense weights, then the bias
+	emb        []float32   // Buckets rows of width floats: [w, v_1..v_Dim]
 }
 
 func newModel(cfg ModelConfig) (*Model, error) {
@@ -70,12 +140,16 @@ func newModel(cfg ModelConfig) (*Model, error) {
 	}
 	cfg.Dense = slices.Clone(cfg.Dense)
 	cfg.Sparse = slices.Clone(cfg.Sparse)
+	cfg.Transforms = slices.Clone(cfg.Transforms)
+	transforms := make([]Transform, len(cfg.Dense))
+	copy(transforms, cfg.Transforms)
 	w := 1 + cfg.Dim
 	return &Model{
-		cfg:   cfg,
-		width: w,
-		dense: make([]float32, len(cfg.Dense)+1),
-		emb:   make([]float32, cfg.Buckets*w),
+		cfg:        cfg,
+		transforms: transforms,
+		width:      w,
+		dense:      make([]float32, len(cfg.Dense)+1),
+		emb:        make([]float32, cfg.Buckets*w),
 	}, nil
 }
 
@@ -101,6 +175,7 @@ func (m *Model) Config() ModelConfig {
 	c := m.cfg
 	c.Dense = slices.Clone(c.Dense)
 	c.Sparse = slices.Clone(c.Sparse)
+	c.Transforms = slices.Clone(c.Transforms)
 	return c
 }
 
@@ -132,22 +207,30 @@ func (m *Model) row(r int) []float32 {
 }
 
 // scratchLen is the scratch forward needs: the pooled row of each sparse
-// feature, and the sum of their embeddings.
-func (m *Model) scratchLen() int { return len(m.cfg.Sparse)*m.width + m.cfg.Dim }
+// feature, the sum of their embeddings, the transformed dense features.
+func (m *Model) scratchLen() int { return len(m.cfg.Sparse)*m.width + m.cfg.Dim + len(m.cfg.Dense) }
 
 // forward returns the score (log-odds) of ex, leaving in scratch what the
-// gradient needs: each sparse feature's pooled row, then Σ_f v_f. Dense
-// values beyond the configured ones are ignored, missing ones are missing.
+// gradient needs: each sparse feature's pooled row, then Σ_f v_f, then the
+// transformed dense features (0 when missing). Dense values beyond the
+// configured ones are ignored, missing ones are missing.
 func (m *Model) forward(ex *Example, scratch []float32) float32 {
-	nd := len(m.cfg.Dense)
-	s := m.dense[nd] // bias
-	for j, x := range ex.Dense[:min(len(ex.Dense), nd)] {
-		if x == x { // NaN is missing
-			s += m.dense[j] * x
-		}
-	}
 	w := m.width
 	nf := len(m.cfg.Sparse)
+	nd := len(m.cfg.Dense)
+	xs := scratch[nf*w+m.cfg.Dim : nf*w+m.cfg.Dim+nd]
+	clear(xs)
+	s := m.dense[nd] // bias
+	for j, x := range ex.Dense[:min(len(ex.Dense), nd)] {
+		if x != x { // NaN is missing
+			continue
+		}
+		if t := m.transforms[j]; t != Identity {
+			x = t.apply(x)
+		}
+		xs[j] = x
+		s += m.dense[j] * x
+	}
 	sum := scratch[nf*w : nf*w+m.cfg.Dim]
 	clear(sum)
 	var sq float32 // Σ_f ‖v_f‖²
@@ -280,6 +363,11 @@ func (m *Model) encode(e *encoder) {
 	e.u32(uint32(m.cfg.Buckets))
 	e.u32(uint32(m.cfg.Dim))
 	e.strs(m.cfg.Dense)
+	tb := make([]byte, len(m.transforms))
+	for i, t := range m.transforms {
+		tb[i] = byte(t)
+	}
+	e.bytes(tb)
 	e.strs(m.cfg.Sparse)
 	e.f32s(m.dense)
 	e.f32s(m.emb)
@@ -310,6 +398,9 @@ func decodeModel(d *decoder) (*Model, error) {
 	cfg.Buckets = int(d.u32())
 	cfg.Dim = int(d.u32())
 	cfg.Dense = d.strs()
+	for _, b := range d.bytes(len(cfg.Dense)) {
+		cfg.Transforms = append(cfg.Transforms, Transform(b))
+	}
 	cfg.Sparse = d.strs()
 	if d.err != nil {
 		return nil, d.err

@@ -126,3 +126,57 @@ func TestModelRoundTrip(t *testing.T) {
 		t.Error("read a model with a flipped bit")
 	}
 }
+
+func TestTransforms(t *testing.T) {
+	m, err := newModel(ModelConfig{
+		Dense:      []string{"activity", "ctr", "count", "raw"},
+		Transforms: []Transform{Log, Logit, Log1p}, // raw: Identity
+		Buckets:    8,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.dense = []float32{1, 1, 1, 1, 0}
+	for _, tc := range []struct {
+		x    []float32
+		want float64
+	}{
+		{[]float32{math.E, 0.5, 0, 2}, 1 + 0 + 0 + 2},
+		{[]float32{1, 0.8, math.E - 1, -1}, 0 + math.Log(4) + 1 - 1},
+		{[]float32{0, 1, -5, 0}, math.Log(1e-6) + math.Log((1-1e-4)/1e-4)}, // clipped
+		{[]float32{float32(math.NaN()), 0.5, 0, 0}, 0},                     // missing
+	} {
+		if got := m.Predict(Example{Dense: tc.x}); math.Abs(got-sigmoid(tc.want)) > 1e-6 {
+			t.Errorf("Predict(%v) = %v, want sigmoid(%v) = %v", tc.x, got, tc.want, sigmoid(tc.want))
+		}
+	}
+
+	var b bytes.Buffer
+	if _, err := m.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	read, err := ReadModel(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read.Config().Transforms; len(got) != 4 || got[0] != Log || got[1] != Logit || got[2] != Log1p || got[3] != Identity {
+		t.Errorf("transforms read back: %v", got)
+	}
+
+	for _, name := range []string{"identity", "log", "log1p", "logit"} {
+		var tr Transform
+		if err := tr.UnmarshalText([]byte(name)); err != nil {
+			t.Fatal(err)
+		}
+		if text, _ := tr.MarshalText(); string(text) != name {
+			t.Errorf("%s reads back as %s", name, text)
+		}
+	}
+	var tr Transform
+	if err := tr.UnmarshalText([]byte("sqrt")); err == nil {
+		t.Error("transform sqrt accepted")
+	}
+	if _, err := newModel(ModelConfig{Dense: []string{"a"}, Transforms: []Transform{Log, Log}}); err == nil {
+		t.Error("more transforms than dense features accepted")
+	}
+}

@@ -360,6 +360,7 @@ func (t *Trainer) gradChunk(w, c int) {
 	nd, nf, width := len(m.cfg.Dense), len(m.cfg.Sparse), m.width
 	scratch := t.scratch[w]
 	sum := scratch[nf*width : nf*width+m.cfg.Dim]
+	xs := scratch[nf*width+m.cfg.Dim : nf*width+m.cfg.Dim+nd]
 	gv := scratch[len(scratch)-width:]
 	for i := lo; i < hi; i++ {
 		ex := &t.batch[i]
@@ -372,10 +373,8 @@ func (t *Trainer) gradChunk(w, c int) {
 		ch.loss += logLoss(float64(z), y)
 		g := float32(sigmoid(float64(z)) - y) // d loss / d score
 
-		for j, x := range ex.Dense {
-			if x == x {
-				ch.dense[j] += g * x
-			}
+		for j, x := range xs { // transformed, 0 when missing
+			ch.dense[j] += g * x
 		}
 		ch.dense[nd] += g
 		for f, ids := range ex.Sparse {

@@ -194,7 +194,7 @@ func TestBadExample(t *testing.T) {
 // central differences, for every weight it touches.
 func TestGradient(t *testing.T) {
 	cfg := Config{
-		Model:     ModelConfig{Dense: []string{"a", "b"}, Sparse: []string{"u", "ad", "list"}, Buckets: 64, Dim: 3},
+		Model:     ModelConfig{Dense: []string{"a", "b"}, Transforms: []Transform{Log1p}, Sparse: []string{"u", "ad", "list"}, Buckets: 64, Dim: 3},
 		Workers:   1,
 		Shards:    1,
 		BatchSize: 1,
