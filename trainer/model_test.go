@@ -180,3 +180,12 @@ func TestTransforms(t *testing.T) {
 		t.Error("more transforms than dense features accepted")
 	}
 }
+
+func TestPredictAllocs(t *testing.T) {
+	exs, _ := newSynth(1, 100, 10).sample(2, 10)
+	tr, _ := New(testConfig(1))
+	m := tr.Model()
+	if a := testing.AllocsPerRun(100, func() { m.Predict(exs[3]) }); a != 0 {
+		t.Errorf("Predict: %v allocations", a)
+	}
+}

@@ -93,7 +93,7 @@ func (c Config) validate() error {
 
 // Trainer trains a [Model] by synchronous data-parallel Adagrad. It holds
 // the whole training state: weights, optimizer state, step and data
-// position.
+// position. It is not safe for concurrent use.
 type Trainer struct {
 	cfg      Config
 	model    *Model
@@ -205,8 +205,7 @@ func (t *Trainer) Run(ctx context.Context, src Source, ck Checkpointer, progress
 	var (
 		since      = time.Now()
 		sinceEx    int64
-		sinceNorm  float64
-		normIsSet  bool
+		sinceNorm  float64 // norms are >= 0, and a NaN one stops training
 		pendingURI string
 	)
 	for t.cfg.Steps == 0 || t.step < t.cfg.Steps {
@@ -229,9 +228,7 @@ func (t *Trainer) Run(ctx context.Context, src Source, ck Checkpointer, progress
 		res.Examples += int64(n)
 		res.Loss = loss
 		sinceEx += int64(n)
-		if !normIsSet || norm > sinceNorm {
-			sinceNorm, normIsSet = norm, true
-		}
+		sinceNorm = max(sinceNorm, norm)
 		last := end || t.step == t.cfg.Steps
 		if ck != nil && (last || t.cfg.CheckpointEvery > 0 && t.step%t.cfg.CheckpointEvery == 0) {
 			if err := save(); err != nil {
@@ -248,7 +245,7 @@ func (t *Trainer) Run(ctx context.Context, src Source, ck Checkpointer, progress
 				ExamplesPerSec: float64(sinceEx) / max(now.Sub(since).Seconds(), 1e-9),
 				CheckpointURI:  pendingURI,
 			})
-			since, sinceEx, sinceNorm, normIsSet, pendingURI = now, 0, 0, false, ""
+			since, sinceEx, sinceNorm, pendingURI = now, 0, 0, ""
 		}
 		if end {
 			break
