@@ -452,3 +452,45 @@ nodes:
 		t.Fatalf("train printed %q", out)
 	}
 }
+
+// TestShipExample runs the shipped example pipeline twice: a deploy, then
+// one whose smoke test fails and is rolled back.
+func TestShipExample(t *testing.T) {
+	srv := s3test.Start(t)
+	reg := models.New(srv.Open(t, ""))
+	t.Setenv("TMPDIR", t.TempDir()) // where its train step writes models
+	queue := newQueue(t)
+	startStoreWorker(t, queue, srv)
+	run := func(params map[string]any) *workflows.Result {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		r, err := runs.Start(ctx, tclient, runs.Request{Pipeline: "ship", Params: params, TaskQueue: queue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := runs.Wait(ctx, tclient, r.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := run(map[string]any{"rows": 500})
+	wantStatus(t, res, workflows.StatusSucceeded)
+	if out := node(t, res, "data").Outputs; out["rows"] != float64(500) {
+		t.Fatalf("data outputs %v", out)
+	}
+	res = run(map[string]any{"rows": 500, "fail_smoke": true})
+	wantStatus(t, res, workflows.StatusFailed)
+	if len(res.Compensations) != 1 || res.Compensations[0].Status != workflows.NodeSucceeded {
+		t.Fatalf("compensations %+v", res.Compensations)
+	}
+	v, err := reg.Resolve(context.Background(), "ctr")
+	if err != nil || v.Version != "v1" || v.Metrics["auc"] != 0.71 || len(v.DataSnapshots) != 1 {
+		t.Fatalf("production = %+v, %v", v, err)
+	}
+	want := []string{"promote:->v1", "promote:v1->v2", "rollback:v2->v1"}
+	if got := moves(t, reg); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("history %v, want %v", got, want)
+	}
+}
