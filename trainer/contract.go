@@ -68,13 +68,15 @@ type Progress struct {
 type EventKind uint8
 
 const (
-	LogLine EventKind = iota
-	ProgressEvent
+	LogLine       EventKind = iota // any line that is not a progress record
+	ProgressEvent                  // a JSON object with an integer "step"
 )
 
 // Field is a set of the optional fields of a progress line.
 type Field uint8
 
+// The optional fields of a progress line, by their JSON names: loss,
+// emb_max_norm, examples_per_sec, checkpoint.
 const (
 	FieldLoss Field = 1 << iota
 	FieldEmbMaxNorm
