@@ -111,11 +111,11 @@ type DatasetWriter[T any] struct {
 	schema   *parquet.Schema
 	explicit bool // schema given, not derived from T: pass it to the writer
 	started  int  // files started, which numbers them
-	files   []File
-	rows    int64
-	cur     *fileWriter[T] // being encoded
-	pending *fileWriter[T] // encoded, upload finishing
-	err     error          // sticky: once failed, the dataset cannot be completed
+	files    []File
+	rows     int64
+	cur      *fileWriter[T] // being encoded
+	pending  *fileWriter[T] // encoded, upload finishing
+	err      error          // sticky: once failed, the dataset cannot be completed
 }
 
 // fileWriter is one Parquet file being encoded into a pipe that an upload
