@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,7 +46,10 @@ var (
 	benchRows = envInt("RETRAIN_BENCH_ROWS", 10_000_000)
 	benchDays = int(envInt("RETRAIN_BENCH_DAYS", 30))
 	benchLog  = slog.New(slog.NewTextHandler(io.Discard, nil))
-	benchTmp  string // removed by TestMain
+	// benchWorkers is how many bucket groups run at once, as activities
+	// would on one worker (RETRAIN_BENCH_WORKERS, default one per core).
+	benchWorkers = int(envInt("RETRAIN_BENCH_WORKERS", int64(runtime.NumCPU())))
+	benchTmp     string // removed by TestMain
 )
 
 func TestMain(m *testing.M) {
@@ -180,7 +184,7 @@ func BenchmarkPromote(b *testing.B) {
 	for i := range b.N {
 		stop := peakHeap()
 		start := time.Now()
-		res, err := Promote(ctx, e.cat, spec, fmt.Sprintf("bench/%d/%d", time.Now().UnixNano(), i), 2, benchLog)
+		res, err := Promote(ctx, e.cat, spec, fmt.Sprintf("bench/%d/%d", time.Now().UnixNano(), i), benchWorkers, benchLog)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -439,7 +443,7 @@ func BenchmarkFileSize(b *testing.B) {
 		b.ReportMetric(float64(sorted)/float64(shuffled), "sorted/unsorted")
 
 		// With the user features promoted into both.
-		var promoted [2]int64
+		var promoted, features [2]int64
 		for i, t := range []string{"ml.training", "unsorted.training"} {
 			st, err := Stage(ctx, e.cat, StageSpec{Training: t, Feature: "features.user_daily", Keys: []string{"user_id"},
 				StartDate: e.start, EndDate: e.end, Alignment: "previous_day", Prefix: "u_", Staging: t + "_size_s_user"}, benchLog)
@@ -453,6 +457,9 @@ func BenchmarkFileSize(b *testing.B) {
 			if promoted[i], err = tableBytes(ctx, e.cat, t); err != nil {
 				b.Fatal(err)
 			}
+			if features[i], err = columnBytes(ctx, e.cat, t, "u_"); err != nil {
+				b.Fatal(err)
+			}
 			if _, err := e.cat.Rollback(ctx, t, res.PreviousSnapshot); err != nil {
 				b.Fatal(err)
 			}
@@ -460,7 +467,33 @@ func BenchmarkFileSize(b *testing.B) {
 		b.ReportMetric(float64(promoted[0])/(1<<20), "sorted_promoted_MiB")
 		b.ReportMetric(float64(promoted[1])/(1<<20), "unsorted_promoted_MiB")
 		b.ReportMetric(float64(promoted[0])/float64(promoted[1]), "promoted_sorted/unsorted")
+		// The promoted user features alone: one value per user and day,
+		// repeated for each of the user's rows, which sorting by user turns
+		// into runs.
+		b.ReportMetric(float64(features[0])/float64(features[1]), "user_features_sorted/unsorted")
 	}
+}
+
+// columnBytes sums the compressed bytes of the columns whose names start
+// with prefix, from the data files' column statistics.
+func columnBytes(ctx context.Context, cat *lake.Catalog, name, prefix string) (int64, error) {
+	tbl, err := cat.Load(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	files, err := lake.FilesOf(ctx, tbl.Scan())
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, f := range files {
+		for id, size := range f.ColumnSizes() {
+			if col, ok := tbl.Schema().FindColumnName(id); ok && strings.HasPrefix(col, prefix) {
+				n += size
+			}
+		}
+	}
+	return n, nil
 }
 
 func tableBytes(ctx context.Context, cat *lake.Catalog, name string) (int64, error) {
