@@ -343,11 +343,14 @@ func Stage(ctx context.Context, cat *lake.Catalog, spec StageSpec, log *slog.Log
 		"retrain.stage.rows":      strconv.FormatInt(res.Rows, 10),
 	}
 	committed, err := cat.Update(ctx, spec.Staging, func(ctx context.Context, tbl *table.Table, tx *table.Transaction) error {
+		// Replace the job's own output: every file of the date range,
+		// as the table is now (a redo after a conflict sees the winner's).
 		var del []iceberg.DataFile
 		if tbl.CurrentSnapshot() != nil {
-			del, err = lake.FilesOf(ctx, tbl.Scan(table.WithRowFilter(lake.DateRange(spec.DateColumn, int32(j.rng.Start), int32(j.rng.End)))))
-			if err != nil {
-				return err
+			var ferr error
+			del, ferr = lake.FilesOf(ctx, tbl.Scan(table.WithRowFilter(lake.DateRange(spec.DateColumn, int32(j.rng.Start), int32(j.rng.End)))))
+			if ferr != nil {
+				return ferr
 			}
 		}
 		return lake.ReplaceFiles(ctx, tx, del, files, props)
