@@ -132,6 +132,12 @@ func (c *Checkpoints) Run(ctx context.Context, in NodeInput) (map[string]any, er
 	if c.Store == nil {
 		return nil, noStore()
 	}
+	for _, seg := range []string{in.Pipeline, in.RunID, in.Node} {
+		// Each is one folder of the checkpoint's key.
+		if err := s3store.ValidateKey(seg); err != nil || strings.Contains(seg, "/") {
+			return nil, Permanent(ErrBadInput, "cannot checkpoint pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
+		}
+	}
 	fingerprint, err := inputsFingerprint(in.With, files)
 	if err != nil {
 		return nil, Permanent(ErrBadInput, "%v", err)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -25,13 +24,18 @@ import (
 
 // storeFlags adds the object store flags (the same the worker takes, plus
 // --data-dir) to a command and its subcommands, and returns a function
-// that opens the store they name.
-func storeFlags(app *App, cmd *cobra.Command) func(context.Context) (*s3store.Store, error) {
+// that opens the store they name. The commands print what they did, so
+// the store and registry log only warnings unless --log-level says
+// otherwise.
+func storeFlags(app *App, cmd *cobra.Command) func(*cobra.Command) (*s3store.Store, error) {
 	var cfg storage.Config
 	cfg.AddFlags(cmd.PersistentFlags())
 	cfg.AddDataDirFlag(cmd.PersistentFlags())
-	return func(ctx context.Context) (*s3store.Store, error) {
-		return storage.Open(ctx, cfg, app.Logger())
+	return func(cmd *cobra.Command) (*s3store.Store, error) {
+		if f := cmd.Flag("log-level"); f != nil && !f.Changed {
+			app.LogLevel = "warn"
+		}
+		return storage.Open(cmd.Context(), cfg, app.Logger())
 	}
 }
 
@@ -46,8 +50,8 @@ the alias history. The store is the worker's: --s3-uri for S3, or the dev stack'
 S3 server under --data-dir.`,
 	}
 	open := storeFlags(app, cmd)
-	registry := func(ctx context.Context) (*models.Registry, error) {
-		st, err := open(ctx)
+	registry := func(cmd *cobra.Command) (*models.Registry, error) {
+		st, err := open(cmd)
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +93,7 @@ S3 server under --data-dir.`,
 			if len(artifacts) == 0 {
 				return fmt.Errorf("%s holds no files", args[1])
 			}
-			reg, err := registry(cmd.Context())
+			reg, err := registry(cmd)
 			if err != nil {
 				return err
 			}
@@ -114,7 +118,7 @@ S3 server under --data-dir.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			reg, err := registry(ctx)
+			reg, err := registry(cmd)
 			if err != nil {
 				return err
 			}
@@ -155,7 +159,7 @@ S3 server under --data-dir.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			reg, err := registry(ctx)
+			reg, err := registry(cmd)
 			if err != nil {
 				return err
 			}
@@ -197,7 +201,7 @@ S3 server under --data-dir.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			reg, err := registry(ctx)
+			reg, err := registry(cmd)
 			if err != nil {
 				return err
 			}
@@ -227,7 +231,7 @@ S3 server under --data-dir.`,
 		Short: "Point the alias (production) at VERSION",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, err := registry(cmd.Context())
+			reg, err := registry(cmd)
 			if err != nil {
 				return err
 			}
@@ -245,7 +249,7 @@ S3 server under --data-dir.`,
 		Short: "Point the alias (production) back at the version it named before its latest move",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, err := registry(cmd.Context())
+			reg, err := registry(cmd)
 			if err != nil {
 				return err
 			}
@@ -282,7 +286,7 @@ not expire them with a lifecycle rule (versitygw, the dev stack's server, has no
 		if err != nil {
 			return fmt.Errorf("--older-than: %w", err)
 		}
-		st, err := open(cmd.Context())
+		st, err := open(cmd)
 		if err != nil {
 			return err
 		}
