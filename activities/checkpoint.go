@@ -502,11 +502,14 @@ func (c *Checkpoints) fromCommand(ctx context.Context, cw *checkpoint.Writer, in
 	if ctx.Err() != nil {
 		return checkpoint.Ref{}, ctx.Err()
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 0 && readErr == nil {
-		if code < 0 {
-			return checkpoint.Ref{}, fmt.Errorf("%s: %v; stderr: %s", w.Command[0], waitErr, lastLines(stderr.tail(), 5))
-		}
+	// A command that failed by itself is reported as such (and retried),
+	// even if what it printed was also unreadable; one killed because its
+	// output was unreadable is reported by what was wrong with the output.
+	switch code := cmd.ProcessState.ExitCode(); {
+	case code > 0:
 		return checkpoint.Ref{}, fmt.Errorf("%s exited with code %d; stderr: %s", w.Command[0], code, lastLines(stderr.tail(), 5))
+	case code < 0 && readErr == nil:
+		return checkpoint.Ref{}, fmt.Errorf("%s: %v; stderr: %s", w.Command[0], waitErr, lastLines(stderr.tail(), 5))
 	}
 	if readErr != nil {
 		if isTabular(readErr) {
