@@ -38,6 +38,8 @@ func newDevCommand(app *cli.App) *cobra.Command {
 			if s.s3 != nil {
 				fmt.Fprintf(out, "  S3:        %s (bucket %s; objects are files under %s, credentials in %s)\n",
 					s.s3.Endpoint(), s.s3.Bucket(), s.s3.Root(), storage.DevConnectionPath(opts.DataDir))
+			} else {
+				fmt.Fprintf(out, "  S3:        %s (--s3-uri)\n", cfg.Store.S3.URI)
 			}
 			fmt.Fprintf(out, "  Data:      %s\n", opts.DataDir)
 			fmt.Fprintf(out, "  Worker:    task queue %s\n", cfg.TaskQueue)
