@@ -83,8 +83,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	env := FromEnv()
 	c.PathStyle = env.PathStyle
 	fs.StringVar(&c.S3.URI, "s3-uri", env.S3.URI, "where checkpoints and models live, s3://bucket/prefix (env RETRAIN_S3_URI; default: the dev stack's S3 server under --data-dir)")
-	bindString(fs, "s3-endpoint", &c.S3.Endpoint, env.S3.Endpoint, "S3 endpoint URL for S3-compatible servers (env RETRAIN_S3_ENDPOINT; default: AWS)")
-	bindString(fs, "s3-region", &c.S3.Region, env.S3.Region, "S3 region (env RETRAIN_S3_REGION; default: the AWS environment)")
+	bindString(fs, "s3-endpoint", &c.S3.Endpoint, env.S3.Endpoint, "S3 endpoint URL for S3-compatible servers (env RETRAIN_S3_ENDPOINT; default: AWS)",
+		"also of the store of checkpoints and models")
+	bindString(fs, "s3-region", &c.S3.Region, env.S3.Region, "S3 region (env RETRAIN_S3_REGION; default: the AWS environment)",
+		"also of the store of checkpoints and models")
 	fs.Var(&optionalBool{&c.PathStyle}, "s3-path-style", "address buckets as endpoint/bucket (env RETRAIN_S3_PATH_STYLE; default: when --s3-endpoint is set)")
 	fs.Lookup("s3-path-style").NoOptDefVal = "true"
 	fs.IntVar(&c.RetentionDays, "checkpoint-retention-days", env.RetentionDays, "expire checkpoints after this many days with a bucket lifecycle rule where the server supports one; 0 sets none (env RETRAIN_CHECKPOINT_RETENTION_DAYS)")
@@ -98,7 +100,8 @@ func (c *Config) AddDataDirFlag(fs *pflag.FlagSet) {
 	if def == "" {
 		def = ".retrain"
 	}
-	bindString(fs, "data-dir", &c.DataDir, def, "dev stack data dir: its S3 server holds checkpoints and models unless --s3-uri is set (env RETRAIN_DATA_DIR)")
+	bindString(fs, "data-dir", &c.DataDir, def, "dev stack data dir: its S3 server holds checkpoints and models unless --s3-uri is set (env RETRAIN_DATA_DIR)",
+		"its S3 server holds checkpoints and models unless --s3-uri is set")
 }
 
 // Resolve returns the s3store configuration c names. With no URI it reads
@@ -218,8 +221,8 @@ func ReadDevConnection(dataDir string) (s3store.Config, error) {
 }
 
 // bindString registers a string flag, or, when fs already has a flag of
-// that name, makes setting that flag set p too.
-func bindString(fs *pflag.FlagSet, name string, p *string, def, usage string) {
+// that name, makes setting that flag set p too and adds also to its usage.
+func bindString(fs *pflag.FlagSet, name string, p *string, def, usage, also string) {
 	f := fs.Lookup(name)
 	if f == nil {
 		fs.StringVar(p, name, def, usage)
@@ -227,6 +230,7 @@ func bindString(fs *pflag.FlagSet, name string, p *string, def, usage string) {
 	}
 	*p = f.Value.String()
 	f.Value = &teeValue{Value: f.Value, also: p}
+	f.Usage += "; " + also
 }
 
 // teeValue is a flag value that also stores what it is set to in another
