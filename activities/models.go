@@ -368,7 +368,7 @@ func (m *Models) RollbackModel(ctx context.Context, in NodeInput) (map[string]an
 	_, hasTo := in.With["to"]
 	if hasTo && w.To == "" {
 		// The usual cause: the deploy being undone was the alias's first.
-		return nil, Permanent(ErrBadInput, "to is empty: %s of %s named no version before %s, so there is nothing to move it back to", w.Alias, w.Model, cmpOr(w.From, "this deploy"))
+		return nil, Permanent(ErrBadInput, "to is empty: %s of %s named no version before %s, so it cannot be moved back and still names it", w.Alias, w.Model, cmpOr(w.From, "this deploy"))
 	}
 	if hasFrom && !hasTo {
 		return nil, Permanent(ErrBadInput, "from needs to: the version to move back to")
