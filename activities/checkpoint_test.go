@@ -18,8 +18,8 @@ import (
 	"github.com/retrain-ml/retrain/s3store"
 )
 
-// scored is the shape of the test tables, read back from checkpoints.
-type scored struct {
+// csvRow is the shape of the test tables, read back from checkpoints.
+type csvRow struct {
 	ID    *int64   `parquet:"id,optional"`
 	Score *float64 `parquet:"score,optional"`
 	Name  *string  `parquet:"name,optional"`
@@ -50,9 +50,9 @@ func countLines(t *testing.T, path string) int {
 
 // readBack reads a checkpoint node's dataset back, verifying it against
 // its manifest on the way.
-func readBack(t *testing.T, st *s3store.Store, out map[string]any) []scored {
+func readBack(t *testing.T, st *s3store.Store, out map[string]any) []csvRow {
 	t.Helper()
-	rows, err := checkpoint.ReadAll[scored](context.Background(), st, checkpoint.Ref{Manifest: out["manifest"].(string), Dataset: out["dataset"].(string)})
+	rows, err := checkpoint.ReadAll[csvRow](context.Background(), st, checkpoint.Ref{Manifest: out["manifest"].(string), Dataset: out["dataset"].(string)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,12 +223,12 @@ func TestCheckpointSources(t *testing.T) {
 
 	// Parquet in, the same schema and rows out.
 	pq := filepath.Join(dir, "in.parquet")
-	rows := []scored{{ID: ptr(int64(1)), Name: ptr("p")}, {ID: ptr(int64(2)), Score: ptr(2.5)}}
+	rows := []csvRow{{ID: ptr(int64(1)), Name: ptr("p")}, {ID: ptr(int64(2)), Score: ptr(2.5)}}
 	if err := parquet.WriteFile(pq, rows); err != nil {
 		t.Fatal(err)
 	}
-	out, err = c.Run(ctx, checkpointInput("run-pq", map[string]any{"source": pq, "dataset": "scored"}))
-	if err != nil || out["rows"] != int64(2) || out["dataset"] != "scored" {
+	out, err = c.Run(ctx, checkpointInput("run-pq", map[string]any{"source": pq, "dataset": "csvRow"}))
+	if err != nil || out["rows"] != int64(2) || out["dataset"] != "csvRow" {
 		t.Fatalf("parquet outputs %v, %v", out, err)
 	}
 	if got := readBack(t, st, out); *got[0].Name != "p" || *got[1].Score != 2.5 || got[1].Name != nil {
