@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/lake"
 	"github.com/retrain-ml/retrain/s3store"
 )
@@ -21,6 +22,10 @@ type Deps struct {
 	// without one (those steps then fail as bad input). The worker opens
 	// it at startup, so an unreachable store stops the worker there.
 	Store *s3store.Store
+	// GPUs leases this worker's healthy GPUs to train nodes, and
+	// GPUMonitor samples their utilization; both nil without GPUs.
+	GPUs       *gpu.Allocator
+	GPUMonitor gpu.UtilizationReader
 }
 
 func (d Deps) logger() *slog.Logger {
@@ -40,6 +45,9 @@ func Steps(deps Deps) []Step {
 	lk := &Lake{Catalog: deps.Lake, Logger: deps.Logger}
 	ms := &Models{Store: deps.Store, Logger: deps.Logger}
 	cp := &Checkpoints{Store: deps.Store, Logger: deps.Logger}
+	sp := &Splits{Catalog: deps.Lake, Store: deps.Store, Logger: deps.Logger}
+	tr := &Trainers{Store: deps.Store, Logger: deps.Logger, GPUs: deps.GPUs, Monitor: deps.GPUMonitor}
+	ev := &Evaluator{Store: deps.Store, Logger: deps.Logger}
 	return []Step{
 		{Type: CommandType, Run: cmd.Run},
 		{Type: NoopType, Run: noop},
@@ -50,6 +58,10 @@ func Steps(deps Deps) []Step {
 		{Type: CheckpointType, Run: cp.Run},
 		{Type: DeployType, Run: ms.Deploy},
 		{Type: RollbackModelType, Run: ms.RollbackModel},
+		{Type: SplitType, Run: sp.Run},
+		{Type: TrainType, Run: tr.Run},
+		{Type: EvaluateType, Run: ev.Run},
+		{Type: GateType}, // a child workflow: workflows.Gate
 	}
 }
 

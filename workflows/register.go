@@ -15,4 +15,5 @@ type Registry interface {
 func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(Pipeline, workflow.RegisterOptions{Name: PipelineWorkflow})
 	r.RegisterWorkflowWithOptions(PromoteFeatures, workflow.RegisterOptions{Name: activities.PromoteWorkflow})
+	r.RegisterWorkflowWithOptions(Gate, workflow.RegisterOptions{Name: activities.GateWorkflow})
 }

@@ -1,0 +1,148 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/retrain-ml/retrain/s3store"
+)
+
+// storeKey turns a URI a node was given (s3://bucket/prefix/key, or a key
+// relative to the store's prefix) into a key of store. A URI outside the
+// store's bucket and prefix is bad input: this worker could not read it.
+func storeKey(store *s3store.Store, uri string) (string, error) {
+	if !strings.HasPrefix(uri, "s3://") {
+		key := strings.TrimPrefix(uri, "/")
+		return key, s3store.ValidateKey(strings.TrimSuffix(key, "/"))
+	}
+	u, err := s3store.ParseURI(uri)
+	if err != nil {
+		return "", err
+	}
+	root := store.URI()
+	prefix := strings.TrimSuffix(root.Key, "/")
+	if prefix != "" {
+		prefix += "/"
+	}
+	if u.Bucket != root.Bucket || !strings.HasPrefix(u.Key, prefix) {
+		return "", fmt.Errorf("%s is outside this worker's object store %s", uri, root)
+	}
+	return strings.TrimPrefix(u.Key, prefix), nil
+}
+
+// keyURI is the s3:// URI of a key of store.
+func keyURI(store *s3store.Store, key string) string { return store.URI().Join(key).String() }
+
+// putJSON stores v as indented JSON at key.
+func putJSON(ctx context.Context, store *s3store.Store, key string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	_, err = store.PutBytes(ctx, key, b)
+	return err
+}
+
+// getJSON reads the JSON at key into v.
+func getJSON(ctx context.Context, store *s3store.Store, key string, v any) error {
+	b, _, err := store.GetBytes(ctx, key)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// uploadDir copies the regular files below dir to prefix (a folder key
+// ending in /), keeping their relative paths.
+func uploadDir(ctx context.Context, store *s3store.Store, dir, prefix string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, err := store.Put(ctx, prefix+filepath.ToSlash(rel), f); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// downloadPrefix copies every object below prefix (a folder key ending in
+// /) into dir, keeping the paths below the prefix.
+func downloadPrefix(ctx context.Context, store *s3store.Store, prefix, dir string) (int, error) {
+	n := 0
+	for o, err := range store.List(ctx, prefix) {
+		if err != nil {
+			return n, err
+		}
+		rel := strings.TrimPrefix(o.Key, prefix)
+		if rel == "" || strings.HasSuffix(rel, "/") {
+			continue
+		}
+		if err := downloadFile(ctx, store, o.Key, filepath.Join(dir, filepath.FromSlash(rel))); err != nil {
+			return n, err
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: nothing below %s", s3store.ErrNotFound, keyURI(store, prefix))
+	}
+	return n, nil
+}
+
+func downloadFile(ctx context.Context, store *s3store.Store, key, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	body, _, err := store.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// readObject reads a whole (small) object.
+func readObject(ctx context.Context, store *s3store.Store, key string) ([]byte, error) {
+	b, _, err := store.GetBytes(ctx, key)
+	return b, err
+}
+
+// storeError classifies an object store error: a missing object or a bad
+// key will not appear on retry; anything else (the network, the server) may
+// go away.
+func storeError(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, s3store.ErrNotFound) || errors.Is(err, s3store.ErrInvalidKey) {
+		return Permanent(ErrBadInput, "%s: %v", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,71 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"path/filepath"
+
+	"github.com/retrain-ml/retrain/checkpoint"
+	"github.com/retrain-ml/retrain/dataset"
+	"github.com/retrain-ml/retrain/s3store"
+)
+
+// splitRef is a split checkpoint as train and evaluate nodes read it.
+type splitRef struct {
+	ManifestKey string
+	Manifest    checkpoint.Manifest
+	Outputs     splitOutputs
+}
+
+// openSplit reads the manifest of the split at uri (a split node's `uri`
+// output) and the schema recorded with it.
+func openSplit(ctx context.Context, store *s3store.Store, uri string) (*splitRef, error) {
+	if uri == "" {
+		return nil, Permanent(ErrBadInput, "data: give the split to read, e.g. ${nodes.split.outputs.uri}")
+	}
+	key, err := storeKey(store, uri)
+	if err != nil {
+		return nil, Permanent(ErrBadInput, "data: %v", err)
+	}
+	var s splitRef
+	s.ManifestKey = key
+	if err := getJSON(ctx, store, key, &s.Manifest); err != nil {
+		return nil, storeError("data: read the split's manifest", err)
+	}
+	if err := json.Unmarshal(s.Manifest.Outputs, &s.Outputs); err != nil || len(s.Outputs.Schema.Columns) == 0 {
+		return nil, Permanent(ErrBadInput, "data: %s is not the checkpoint of a split node", uri)
+	}
+	for _, name := range []string{TrainDataset, EvalDataset} {
+		if _, ok := s.Manifest.Dataset(name); !ok {
+			return nil, Permanent(ErrBadInput, "data: the split at %s has no %s dataset", uri, name)
+		}
+	}
+	return &s, nil
+}
+
+// load reads one dataset of the split into columns.
+func (s *splitRef) load(ctx context.Context, store *s3store.Store, name string) (*dataset.Data, error) {
+	rows, err := checkpoint.ReadAll[any](ctx, store, checkpoint.Ref{Manifest: s.ManifestKey, Dataset: name})
+	if err != nil {
+		return nil, fmt.Errorf("read the %s data: %w", name, err)
+	}
+	d, err := dataset.Load(s.Outputs.Schema, rows)
+	if err != nil {
+		return nil, Permanent(ErrBadInput, "%s data: %v", name, err)
+	}
+	return d, nil
+}
+
+// download copies one dataset's Parquet files into dir, for a trainer
+// program that reads local files.
+func (s *splitRef) download(ctx context.Context, store *s3store.Store, name, dir string) error {
+	ds, _ := s.Manifest.Dataset(name)
+	for _, f := range ds.Files {
+		if err := downloadFile(ctx, store, f.Key, filepath.Join(dir, path.Base(f.Key))); err != nil {
+			return fmt.Errorf("download the %s data: %w", name, err)
+		}
+	}
+	return nil
+}
