@@ -766,6 +766,13 @@ func CommitPromotion(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan
 		return out, err
 	}
 	out.Snapshot = tbl.CurrentSnapshot().SnapshotID
+	// The pending lists have served; a retried commit finds the snapshot
+	// by its promotion id, not through them.
+	for _, r := range results {
+		if err := lake.RemoveObject(ctx, tbl, r.URI); err != nil {
+			log.Debug("promote: cannot remove pending list", "uri", r.URI, "error", err)
+		}
+	}
 	log.Info("promote: committed", "table", plan.Spec.Training, "previous", out.PreviousSnapshot, "snapshot", out.Snapshot, "files", out.Files, "replaced", out.Replaced)
 	return out, nil
 }

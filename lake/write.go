@@ -207,6 +207,15 @@ func WriteObject(ctx context.Context, tbl *table.Table, location string, data []
 	return nil
 }
 
+// RemoveObject removes an object written by WriteObject.
+func RemoveObject(ctx context.Context, tbl *table.Table, location string) error {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return err
+	}
+	return fs.Remove(location)
+}
+
 // ReadObject reads an object written by WriteObject.
 func ReadObject(ctx context.Context, tbl *table.Table, location string) ([]byte, error) {
 	fs, err := tbl.FS(ctx)
