@@ -146,3 +146,30 @@ func storeError(what string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// localDir returns a local folder holding the files of dir: dir itself,
+// or, for an s3:// folder of the store (a train node's model_uri), a
+// temporary copy that cleanup removes. Registration then hashes the same
+// bytes wherever the folder came from.
+func localDir(ctx context.Context, store *s3store.Store, dir string) (string, func(), error) {
+	if !strings.HasPrefix(dir, "s3://") {
+		return dir, func() {}, nil
+	}
+	if store == nil {
+		return "", nil, noStore()
+	}
+	key, err := storeKey(store, dir)
+	if err != nil {
+		return "", nil, Permanent(ErrBadInput, "dir: %v", err)
+	}
+	tmp, err := os.MkdirTemp("", "retrain-deploy-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(tmp) }
+	if _, err := downloadPrefix(ctx, store, strings.TrimSuffix(key, "/")+"/", tmp); err != nil {
+		cleanup()
+		return "", nil, storeError("dir "+dir, err)
+	}
+	return tmp, cleanup, nil
+}

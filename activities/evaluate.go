@@ -25,7 +25,7 @@ var EvaluateType = dags.NodeType{
 	Name: "evaluate",
 	Doc: "Score a candidate model and the model behind an alias of the registry (production: the baseline) on the held-out split: " +
 		"AUC, log loss, accuracy, calibration (mean prediction / mean label), optionally per slice. Writes the metrics as JSON to the object " +
-		"store; outputs the headline figures, the baseline's version and ${nodes.ID.outputs.evaluation} for a gate node.",
+		"store; outputs the candidate's headline figures (auc, log_loss, accuracy, calibration), the baseline's version and ${nodes.ID.outputs.evaluation} for a gate node.",
 	Fields: []dags.Field{
 		{Name: "candidate", Type: dags.FieldString, Required: true, Doc: "the candidate's folder, ${nodes.train.outputs.model_uri}"},
 		{Name: "data", Type: dags.FieldString, Required: true, Doc: "the split, ${nodes.split.outputs.uri}"},
@@ -35,7 +35,8 @@ var EvaluateType = dags.NodeType{
 		{Name: "slices", Type: dags.FieldBool, Doc: "also score each value of the split's slice column"},
 		{Name: "max_slices", Type: dags.FieldInt, Doc: "keep the largest N slices (default 20)"},
 	},
-	Outputs: []string{"evaluation", "candidate", "baseline", "baseline_version", "candidate_id", "has_baseline", "metrics_uri", "rows"},
+	Outputs: []string{"evaluation", "candidate", "baseline", "baseline_version", "candidate_id", "has_baseline", "metrics_uri", "rows",
+		MetricAUC, MetricLogLoss, MetricAccuracy, MetricCalibration},
 	Check: func(with map[string]any) error {
 		if err := checkNames(with, "model"); err != nil {
 			return err
@@ -235,6 +236,10 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 		out["baseline"] = evaluation["baseline"]
 	}
 	out["evaluation"] = evaluation
+	// The candidate's headline figures, for a deploy's metrics.
+	for _, k := range []string{MetricAUC, MetricLogLoss, MetricAccuracy, MetricCalibration} {
+		out[k] = finiteOrNil(c.metrics[k])
+	}
 	log.Info("evaluated", "rows", data.Len(), "candidate_auc", c.metrics[MetricAUC], "baseline", baselineVersion)
 	return out, nil
 }

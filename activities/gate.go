@@ -295,17 +295,16 @@ func GateOutputs(r gate.Result, waited bool) map[string]any {
 	}
 }
 
-// RejectionMessage says why a gate rejected a candidate, naming each
-// failed check with its figures.
+// RejectionMessage says why a gate rejected a candidate; the gate's
+// reason names each failed check with its figures.
 func RejectionMessage(r gate.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gate rejected candidate %s", r.CandidateID)
 	if r.HasBaseline {
 		fmt.Fprintf(&b, " against baseline %s", r.BaselineVersion)
+	} else {
+		b.WriteString(" (no baseline)")
 	}
 	fmt.Fprintf(&b, ": %s", r.Reason)
-	for _, c := range r.Failed() {
-		fmt.Fprintf(&b, "; %s %s: %s", c.Metric, c.Check, c.Reason)
-	}
 	return b.String()
 }

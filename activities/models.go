@@ -46,7 +46,7 @@ var DeployType = dags.NodeType{
 		"A failed webhook is retried and reported in the outputs; it does not undo the deploy.",
 	Fields: []dags.Field{
 		{Name: "model", Type: dags.FieldString, Required: true, Doc: "model name"},
-		{Name: "dir", Type: dags.FieldString, Doc: "local folder of the candidate's artifact files, registered unless the same files are already a version"},
+		{Name: "dir", Type: dags.FieldString, Doc: "folder of the candidate's artifact files, local or s3:// in the object store (a train node's model_uri), registered unless the same files are already a version"},
 		{Name: "version", Type: dags.FieldString, Doc: "version name to register the files as (default: the next vN), or, without dir, the registered version to deploy"},
 		{Name: "alias", Type: dags.FieldString, Doc: "alias to move (default production)"},
 		{Name: "metrics", Type: dags.FieldAny, Doc: "map of metric name to number, recorded with a new version"},
@@ -197,7 +197,12 @@ func (m *Models) Deploy(ctx context.Context, in NodeInput) (map[string]any, erro
 
 	var v models.Version
 	if w.Dir != "" {
-		artifacts, err := models.DirArtifacts(w.Dir)
+		dir, cleanup, err := localDir(ctx, m.Store, w.Dir)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		artifacts, err := models.DirArtifacts(dir)
 		if err != nil {
 			return nil, Permanent(ErrBadInput, "dir: %v", err)
 		}

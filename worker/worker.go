@@ -19,6 +19,7 @@ import (
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/lake"
 	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/storage"
@@ -35,12 +36,16 @@ const (
 type Config struct {
 	TaskQueue string
 	GPUQueue  string
-	GPU       bool // also poll GPUQueue
+	GPU       bool // also poll GPUQueue; needs a healthy GPU
 	// MaxConcurrentActivities bounds activities running at once on the
 	// default queue (0 = the SDK default, 1000).
 	MaxConcurrentActivities int
-	// GPUSlots bounds activities running at once on the GPU queue.
+	// GPUSlots bounds activities running at once on the GPU queue; 0
+	// means one per healthy GPU, and more than that is capped to it.
 	GPUSlots int
+	// OpenGPUs opens the host's GPUs; nil means NVML (gpu.Open). Tests
+	// inject go-nvml's mocks or a host without a driver.
+	OpenGPUs func() (GPUHost, error)
 	// MaxConcurrentWorkflowTasks bounds workflow tasks (0 = SDK default).
 	MaxConcurrentWorkflowTasks int
 	// PipelinesDir is the folder of YAML pipelines runs may name. When
@@ -60,7 +65,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TaskQueue, "task-queue", DefaultTaskQueue, "task queue for pipelines and CPU steps")
 	fs.StringVar(&c.GPUQueue, "gpu-queue", DefaultGPUQueue, "task queue for GPU steps")
 	fs.BoolVar(&c.GPU, "gpu", false, "also poll the GPU task queue")
-	fs.IntVar(&c.GPUSlots, "gpu-slots", 1, "GPU steps run at once on this worker")
+	fs.IntVar(&c.GPUSlots, "gpu-slots", 0, "GPU steps run at once on this worker (default: one per healthy GPU)")
 	fs.IntVar(&c.MaxConcurrentActivities, "max-concurrent-activities", 0, "steps run at once on the default queue (0 = SDK default)")
 	fs.IntVar(&c.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 0, "workflow tasks run at once (0 = SDK default)")
 	fs.StringVar(&c.PipelinesDir, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "folder of pipeline YAML files that runs may name (env RETRAIN_PIPELINES)")
@@ -73,6 +78,7 @@ type Worker struct {
 	workers []sdkworker.Worker
 	logger  *slog.Logger
 	lake    *lake.Lazy
+	gpus    GPUHost // nil without --gpu
 }
 
 // New registers the Pipeline workflow, the resolver and every node type.
@@ -84,6 +90,18 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	}
 	if cfg.TaskQueue == "" {
 		cfg.TaskQueue = DefaultTaskQueue
+	}
+	// GPUs first: a GPU worker without a usable GPU must not start at all,
+	// or it would take GPU jobs it cannot run.
+	var (
+		gpus     GPUHost
+		gpuSlots int
+	)
+	if cfg.GPU {
+		var err error
+		if gpus, gpuSlots, err = openGPUs(cfg, logger); err != nil {
+			return nil, err
+		}
 	}
 	var lib *dags.Library
 	switch {
@@ -99,9 +117,14 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 
 	store, err := openStore(ctx, cfg.Store, logger)
 	if err != nil {
+		closeGPUs(gpus, logger)
 		return nil, err
 	}
 	deps := activities.Deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store}
+	if gpus != nil {
+		deps.GPUs = gpu.NewAllocator(gpus, gpu.ByUUID)
+		deps.GPUMonitor = gpus
+	}
 	steps := activities.Steps(deps)
 	resolver := &activities.Resolver{
 		Library:          lib,
@@ -119,17 +142,19 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	for name, fn := range activities.WorkflowActivities(deps) {
 		main.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: deps.Lake}
+	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: deps.Lake, gpus: gpus}
 
 	if cfg.GPU {
 		if cfg.GPUQueue == "" {
+			closeGPUs(gpus, logger)
 			return nil, errors.New("--gpu needs a GPU queue name")
 		}
-		gpu := sdkworker.New(c, cfg.GPUQueue, sdkworker.Options{
-			MaxConcurrentActivityExecutionSize: max(cfg.GPUSlots, 1),
+		gw := sdkworker.New(c, cfg.GPUQueue, sdkworker.Options{
+			MaxConcurrentActivityExecutionSize: gpuSlots,
 		})
-		registerSteps(gpu, steps)
-		w.workers = append(w.workers, gpu)
+		registerSteps(gw, steps)
+		w.workers = append(w.workers, gw)
+		logger.Info("polling the GPU queue", "queue", cfg.GPUQueue, "slots", gpuSlots)
 	}
 	return w, nil
 }
@@ -190,6 +215,7 @@ func (w *Worker) Stop() {
 	if err := w.lake.Close(); err != nil {
 		w.logger.Warn("close lake catalog", "error", err)
 	}
+	closeGPUs(w.gpus, w.logger)
 }
 
 // Run polls until ctx is done.

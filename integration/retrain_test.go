@@ -1,0 +1,276 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/checkpoint"
+	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/demodata"
+	"github.com/retrain-ml/retrain/internal/s3test"
+	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/models"
+	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/s3store"
+	"github.com/retrain-ml/retrain/storage"
+	"github.com/retrain-ml/retrain/trainer"
+	"github.com/retrain-ml/retrain/worker"
+	"github.com/retrain-ml/retrain/workflows"
+)
+
+// The demo data of the retrain tests: small enough that a whole
+// ctr-retrain run takes seconds, big enough for the AUC to mean something.
+var retrainData = demodata.Config{Rows: 30000, Days: 4, Seed: 1}
+
+const (
+	retrainStart = "2026-11-01"
+	retrainEnd   = "2026-11-04"
+)
+
+// retrainEnv is a lake with the demo tables, an S3 server and a worker on
+// queue that uses both.
+type retrainEnv struct {
+	lakeCfg lake.Config
+	cat     *lake.Catalog
+	srv     *s3test.Server
+	store   *s3store.Store
+	reg     *models.Registry
+	queue   string
+}
+
+func newRetrainEnv(t *testing.T, inProcessWorker bool) *retrainEnv {
+	t.Helper()
+	ctx := context.Background()
+	e := &retrainEnv{lakeCfg: lake.Config{DataDir: t.TempDir()}, srv: s3test.Start(t), queue: newQueue(t)}
+	cat, err := lake.Open(ctx, e.lakeCfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	e.cat = cat
+	e.writeData(t, demodata.Broken{})
+	e.store = e.srv.Open(t, "")
+	e.reg = models.New(e.store)
+	if inProcessWorker {
+		w, err := worker.New(ctx, tclient, server.Namespace(), worker.Config{
+			TaskQueue: e.queue, Pipelines: examples.FS, Lake: e.lakeCfg, Store: storage.Config{S3: e.srv.Config("")},
+		}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	return e
+}
+
+// writeData (re)writes the demo tables, with a feature broken if asked.
+func (e *retrainEnv) writeData(t *testing.T, broken demodata.Broken) {
+	t.Helper()
+	cfg := retrainData
+	cfg.Broken = broken
+	if _, err := demodata.Write(context.Background(), e.cat, cfg, demodata.DefaultTables, true, quiet); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *retrainEnv) checksum(t *testing.T) lake.Checksum {
+	t.Helper()
+	tbl, err := e.cat.Load(context.Background(), "ml.training")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := lake.TableChecksum(context.Background(), tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func (e *retrainEnv) run(t *testing.T, params map[string]any) *workflows.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	p := map[string]any{"start_date": retrainStart, "end_date": retrainEnd}
+	for k, v := range params {
+		p[k] = v
+	}
+	run, err := runs.Start(ctx, tclient, runs.Request{Pipeline: "ctr-retrain", Params: p, TaskQueue: e.queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// production returns the version production names, "" if none.
+func (e *retrainEnv) production(t *testing.T) string {
+	t.Helper()
+	v, err := e.reg.Resolve(context.Background(), "ctr@production")
+	if errors.Is(err, models.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Version
+}
+
+func (e *retrainEnv) versions(t *testing.T) []string {
+	t.Helper()
+	vs, err := e.reg.List(context.Background(), "ctr")
+	if err != nil && !errors.Is(err, models.ErrNotFound) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Version)
+	}
+	return out
+}
+
+// bayesAUC is the AUC of the generator's own click probabilities on the
+// rows of the split's eval dataset: the best any model can do there.
+func (e *retrainEnv) bayesAUC(t *testing.T, splitURI string) float64 {
+	t.Helper()
+	ctx := context.Background()
+	u, err := s3store.ParseURI(splitURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := checkpoint.ReadAll[any](ctx, e.store, checkpoint.Ref{Manifest: u.Key, Dataset: "eval"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prob := map[int64]float64{}
+	gen, err := demodata.NewGenerator(retrainData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !gen.Done() {
+		if im := gen.Next().Impressions; im != nil {
+			for i, id := range im.RequestID {
+				prob[id] = im.Prob[i]
+			}
+		}
+	}
+	probs := make([]float64, len(rows))
+	labels := make([]float32, len(rows))
+	for i, r := range rows {
+		m := r.(map[string]any)
+		p, ok := prob[m["request_id"].(int64)]
+		if !ok {
+			t.Fatalf("eval row %v is not a generated impression", m["request_id"])
+		}
+		probs[i], labels[i] = p, float32(m["label"].(float32))
+	}
+	bayes, err := trainer.Evaluate(probs, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bayes.AUC
+}
+
+// TestCTRRetrainScenarios runs the demo's three runs of ctr-retrain: the
+// first deploys v1 (no baseline) with an AUC within 0.02 of the Bayes AUC,
+// the second (another trainer seed, same data) is compared against v1 and
+// deployed as v2, and a run on data with a deliberately broken feature
+// fails the gate and leaves production and the training table exactly as
+// they were.
+func TestCTRRetrainScenarios(t *testing.T) {
+	e := newRetrainEnv(t, true)
+
+	t.Run("first run deploys v1", func(t *testing.T) {
+		res := e.run(t, nil)
+		wantStatus(t, res, workflows.StatusSucceeded)
+		ev := node(t, res, "evaluate")
+		if ev.Outputs["has_baseline"] != false {
+			t.Errorf("first run had a baseline: %v", ev.Outputs)
+		}
+		gate := node(t, res, "gate")
+		if gate.Outputs["passed"] != true || gate.Outputs["has_baseline"] != false {
+			t.Fatalf("gate: %v", gate.Outputs)
+		}
+		if d := node(t, res, "deploy"); d.Outputs["version"] != "v1" || d.Outputs["moved"] != true {
+			t.Fatalf("deploy: %+v", d)
+		}
+		if got := e.production(t); got != "v1" {
+			t.Fatalf("production = %q, want v1", got)
+		}
+		auc := ev.Outputs["auc"].(float64)
+		bayes := e.bayesAUC(t, node(t, res, "split").Outputs["uri"].(string))
+		t.Logf("candidate AUC %.4f, Bayes AUC %.4f on %v held-out rows", auc, bayes, ev.Outputs["rows"])
+		if gap := bayes - auc; gap > 0.02 || math.IsNaN(gap) {
+			t.Errorf("AUC %.4f is %.4f below the Bayes AUC %.4f", auc, gap, bayes)
+		}
+		if n := node(t, res, "train"); n.Outputs["loss_curve_uri"] == "" || n.Outputs["steps"].(float64) < 1 {
+			t.Errorf("train outputs: %v", n.Outputs)
+		}
+	})
+
+	t.Run("second run is compared against v1", func(t *testing.T) {
+		// The same data, written again from the same seed: promoting the
+		// list feature u_recent_ads onto a table that already has it is
+		// refused by the backfill's type check (list element ids differ),
+		// a limitation of the feature backfill, not of this pipeline.
+		e.writeData(t, demodata.Broken{})
+		res := e.run(t, map[string]any{"seed": 2})
+		wantStatus(t, res, workflows.StatusSucceeded)
+		ev := node(t, res, "evaluate")
+		if ev.Outputs["has_baseline"] != true || ev.Outputs["baseline_version"] != "v1" {
+			t.Fatalf("evaluate: %v", ev.Outputs)
+		}
+		gate := node(t, res, "gate")
+		if gate.Outputs["passed"] != true || gate.Outputs["baseline_version"] != "v1" {
+			t.Fatalf("gate: %v", gate.Outputs)
+		}
+		if d := node(t, res, "deploy"); d.Outputs["version"] != "v2" || d.Outputs["previous_version"] != "v1" {
+			t.Fatalf("deploy: %+v", d.Outputs)
+		}
+		if got := e.production(t); got != "v2" {
+			t.Fatalf("production = %q, want v2", got)
+		}
+	})
+
+	t.Run("broken feature fails the gate and changes nothing", func(t *testing.T) {
+		e.writeData(t, demodata.Broken{Feature: "ad_quality", Mode: "garbage"})
+		before := e.checksum(t)
+		versions := e.versions(t)
+		res := e.run(t, nil)
+		wantStatus(t, res, workflows.StatusFailed)
+		gate := node(t, res, "gate")
+		if gate.Status != workflows.NodeFailed {
+			t.Fatalf("gate %s: %s", gate.Status, gate.Error)
+		}
+		t.Logf("gate: %s", gate.Error)
+		if d := node(t, res, "deploy"); d.Status == workflows.NodeSucceeded {
+			t.Fatalf("deploy ran: %+v", d)
+		}
+		var rolledBack bool
+		for _, c := range res.Compensations {
+			if c.ID == "rollback_table" && c.Status == workflows.NodeSucceeded {
+				rolledBack = true
+			}
+		}
+		if !rolledBack {
+			t.Fatalf("table not rolled back: %+v", res.Compensations)
+		}
+		if after := e.checksum(t); after.Digest != before.Digest || after.Rows != before.Rows || len(after.Columns) != len(before.Columns) {
+			t.Fatalf("training table changed: before %+v, after %+v", before, after)
+		}
+		if got := e.production(t); got != "v2" {
+			t.Fatalf("production = %q, want v2 still", got)
+		}
+		if got := e.versions(t); len(got) != len(versions) {
+			t.Fatalf("versions %v, before %v", got, versions)
+		}
+	})
+}
