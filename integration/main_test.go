@@ -20,6 +20,7 @@ import (
 
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/devstack"
+	"github.com/retrain-ml/retrain/lake"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/temporalconn"
@@ -40,6 +41,9 @@ var (
 // childWorkerEnv makes the test binary act as a worker process, so a test
 // can SIGKILL a worker without killing itself.
 const childWorkerEnv = "RETRAIN_IT_CHILD_WORKER"
+
+// childLakeEnv is the data dir of the lake a child worker uses, if any.
+const childLakeEnv = "RETRAIN_IT_LAKE_DIR"
 
 func TestMain(m *testing.M) {
 	if queue := os.Getenv(childWorkerEnv); queue != "" {
@@ -88,7 +92,10 @@ func runChildWorker(queue string) int {
 		return 1
 	}
 	defer c.Close()
-	w, err := worker.New(ctx, c, conn.Namespace, worker.Config{TaskQueue: queue, Pipelines: examples.FS, Store: storage.FromEnv()}, log)
+	w, err := worker.New(ctx, c, conn.Namespace, worker.Config{
+		TaskQueue: queue, Pipelines: examples.FS, Store: storage.FromEnv(),
+		Lake: lake.Config{DataDir: os.Getenv(childLakeEnv)}, // empty: no lake
+	}, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

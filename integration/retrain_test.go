@@ -3,7 +3,10 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,4 +276,91 @@ func TestCTRRetrainScenarios(t *testing.T) {
 			t.Fatalf("versions %v, before %v", got, versions)
 		}
 	})
+}
+
+// TestTrainResumesAfterWorkerKilled SIGKILLs the worker while the builtin
+// trainer is between checkpoints; the retried attempt, on a new worker,
+// resumes from the last checkpoint (not step 0) and the run ends with
+// exactly one new model version.
+func TestTrainResumesAfterWorkerKilled(t *testing.T) {
+	e := newRetrainEnv(t, false)
+	// Child workers take their store and lake from the environment.
+	t.Setenv("RETRAIN_S3_URI", e.srv.URI(""))
+	t.Setenv("RETRAIN_S3_ENDPOINT", e.srv.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", e.srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", e.srv.SecretKey)
+	t.Setenv("AWS_REGION", e.srv.Region)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv(childLakeEnv, e.lakeCfg.DataDir)
+
+	const spec = `
+name: killtrain
+nodes:
+  - id: split
+    type: split
+    with: {table: ml.training, sparse: [user_id, ad_id], eval_days: 1}
+  - id: train
+    type: train
+    needs: [split]
+    heartbeat: 2s
+    retry: {initial_interval: 100ms}
+    with:
+      data: ${nodes.split.outputs.uri}
+      buckets: 4096
+      batch_size: 256
+      epochs: 80
+      checkpoint_every: 100
+  - id: deploy
+    type: deploy
+    needs: [train]
+    with: {model: ctr, dir: "${nodes.train.outputs.model_uri}"}
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	first := startChildWorker(t, e.queue)
+	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), TaskQueue: e.queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Kill once a checkpoint past step 200 is in the store.
+	saved := func() int64 {
+		var last int64
+		for o, err := range e.store.List(ctx, "checkpoints/killtrain/"+run.ID+"/train/") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			var step int64
+			if i := strings.Index(o.Key, "/training/step-"); i >= 0 {
+				fmt.Sscanf(o.Key[i+len("/training/step-"):], "%d", &step)
+			}
+			last = max(last, step)
+		}
+		return last
+	}
+	waitFor(t, 90*time.Second, func() bool { return saved() >= 200 })
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	killedAt := saved()
+	startChildWorker(t, e.queue)
+
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, workflows.StatusSucceeded)
+	train := node(t, res, "train")
+	resumed := int64(train.Outputs["resumed_from"].(float64))
+	steps := int64(train.Outputs["steps"].(float64))
+	t.Logf("killed with step %d saved; the retry resumed from step %d and ended at step %d", killedAt, resumed, steps)
+	if train.Attempts != 2 || resumed <= 0 || resumed < killedAt || resumed >= steps {
+		t.Fatalf("train: attempts %d, resumed from %d (saved %d), steps %d", train.Attempts, resumed, killedAt, steps)
+	}
+	if got := e.versions(t); len(got) != 1 || got[0] != "v1" {
+		t.Fatalf("versions %v, want exactly [v1]", got)
+	}
+	if got := e.production(t); got != "v1" {
+		t.Fatalf("production %q", got)
+	}
 }
