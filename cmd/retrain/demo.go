@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrain-ml/retrain/demodata"
 	"github.com/retrain-ml/retrain/devstack"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
@@ -17,11 +19,19 @@ func newDemoCommand(app *cli.App) *cobra.Command {
 		dataDir  string
 		pipeline string
 		keep     bool
+		data     = demodata.Config{Rows: 30000, Days: 4, Seed: 1}
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the example pipeline end to end on a fresh embedded stack and print a per-node summary",
-		Args:  cobra.NoArgs,
+		Long: `Starts the embedded stack (Temporal, S3, the lake) in a fresh directory and runs
+an example pipeline. By default that is ctr-retrain, three times on demo data:
+a first run that deploys model ctr v1, a second one on the same data compared
+against v1, and one whose feature ad_quality is deliberately broken, which the
+gate rejects while the training table and production stay as they were. Each
+run's HTML report is written under DATA/reports/ (kept when the data directory
+is temporary). --pipeline hello runs the fan-out/join example instead.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if !cmd.Flags().Changed("log-level") {
@@ -35,7 +45,8 @@ func newDemoCommand(app *cli.App) *cobra.Command {
 				}
 				dataDir = dir
 				if !keep {
-					defer os.RemoveAll(dir)
+					// The reports outlive the demo; the stack's state does not.
+					defer removeAllBut(dir, "reports")
 				}
 			}
 			s, err := startLocal(ctx, app, devstack.Options{DataDir: dataDir, Headless: true}, 0, worker.Config{}, log)
@@ -44,6 +55,10 @@ func newDemoCommand(app *cli.App) *cobra.Command {
 			}
 			defer s.close()
 
+			if pipeline == retrainDemoPipeline {
+				fmt.Fprintf(app.Err, "demo data: %d rows over %d days; state in %s\n", data.Rows, data.Days, dataDir)
+				return runRetrainDemo(ctx, s, dataDir, data, app.Out, app.Err, log)
+			}
 			run, err := runs.Start(ctx, s.client, runs.Request{Pipeline: pipeline})
 			if err != nil {
 				return err
@@ -61,7 +76,29 @@ func newDemoCommand(app *cli.App) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "keep the stack's state here (default: a temporary directory, removed afterwards)")
-	cmd.Flags().StringVar(&pipeline, "pipeline", "hello", "example pipeline to run")
+	cmd.Flags().StringVar(&pipeline, "pipeline", retrainDemoPipeline, "example pipeline to run (ctr-retrain: the three-run retrain demo)")
+	cmd.Flags().Int64Var(&data.Rows, "rows", data.Rows, "ctr-retrain: demo training rows")
+	cmd.Flags().IntVar(&data.Days, "days", data.Days, "ctr-retrain: demo days (the last one is held out)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary data directory")
 	return cmd
+}
+
+// removeAllBut empties dir except for the entry named keep, and removes
+// dir too when nothing is kept.
+func removeAllBut(dir, keep string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	kept := false
+	for _, e := range entries {
+		if e.Name() == keep {
+			kept = true
+			continue
+		}
+		os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
+	if !kept {
+		os.Remove(dir)
+	}
 }

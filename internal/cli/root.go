@@ -61,7 +61,7 @@ func NewRoot(app *App, use string) *cobra.Command {
 	root.AddCommand(NewRunCommand(app), NewStatusCommand(app), NewDAGCommand(app), NewWorkerCommand(app))
 	root.AddCommand(NewTableCommand(app), NewDataCommand(app))
 	root.AddCommand(NewModelCommand(app), NewGCCommand(app))
-	root.AddCommand(NewApproveCommand(app), NewGPUsCommand(app))
+	root.AddCommand(NewApproveCommand(app), NewGPUsCommand(app), NewReportCommand(app))
 	return root
 }
 
