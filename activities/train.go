@@ -263,14 +263,25 @@ func (t *Trainers) Run(ctx context.Context, in NodeInput) (map[string]any, error
 
 // record adds a progress point to the curve and heartbeats it.
 func (r *trainRun) record(ctx context.Context, p trainer.Progress) {
+	r.addPoint(p)
+	r.beat(ctx, p.Step, p.CheckpointURI)
+}
+
+func (r *trainRun) addPoint(p trainer.Progress) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.curve = append(r.curve, CurvePoint{Step: p.Step, Loss: p.Loss, EmbMaxNorm: p.EmbMaxNorm, ExamplesPerSec: p.ExamplesPerSec})
 	if len(r.curve) > maxCurvePoints {
 		r.curve = thin(r.curve)
 	}
-	r.last.Step = p.Step
-	if p.CheckpointURI != "" {
-		r.last.Checkpoint, r.last.CheckpointStep = p.CheckpointURI, p.Step
+}
+
+// beat heartbeats the latest step and, if one was saved there, checkpoint.
+func (r *trainRun) beat(ctx context.Context, step int64, ckpt string) {
+	r.mu.Lock()
+	r.last.Step = step
+	if ckpt != "" {
+		r.last.Checkpoint, r.last.CheckpointStep = ckpt, step
 	}
 	hb := r.last
 	r.mu.Unlock()
@@ -662,28 +673,17 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, scratch string
 			p := e.Progress
 			if e.Has(trainer.FieldLoss) {
 				res.loss = p.Loss
+				r.addPoint(p) // before the checkpoint, which saves the curve up to its step
 			}
 			if p.CheckpointURI != "" {
 				uri, err := r.storeCheckpoint(pctx, p.CheckpointURI, p.Step)
 				if err != nil {
 					r.log.Warn("cannot keep the trainer's checkpoint; a retry resumes from an earlier one", "checkpoint", p.CheckpointURI, "error", err)
-					p.CheckpointURI = ""
-				} else {
-					p.CheckpointURI = uri
+					uri = ""
 				}
+				p.CheckpointURI = uri
 			}
-			if e.Has(trainer.FieldLoss) {
-				r.record(pctx, p)
-			} else {
-				r.mu.Lock()
-				r.last.Step = p.Step
-				if p.CheckpointURI != "" {
-					r.last.Checkpoint, r.last.CheckpointStep = p.CheckpointURI, p.Step
-				}
-				hb := r.last
-				r.mu.Unlock()
-				activity.RecordHeartbeat(pctx, hb)
-			}
+			r.beat(pctx, p.Step, p.CheckpointURI)
 			return nil
 		})
 		if eventErr != nil {
