@@ -13,6 +13,7 @@ import (
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/demodata"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/lake"
 	"github.com/retrain-ml/retrain/models"
@@ -362,5 +363,76 @@ nodes:
 	}
 	if got := e.production(t); got != "v1" {
 		t.Fatalf("production %q", got)
+	}
+}
+
+// TestGateForcedByApprove: a rejected candidate whose gate waits for a
+// human is forced through with `retrain approve --force --reason`; the
+// gate records who and why, and the deploy step after it runs.
+func TestGateForcedByApprove(t *testing.T) {
+	queue := newQueue(t)
+	startWorker(t, queue)
+	const spec = `
+name: approve
+nodes:
+  - id: gate
+    type: gate
+    with:
+      candidate: {auc: 0.61}
+      candidate_id: cand-7
+      metrics: {auc: {direction: higher_is_better, min: 0.7}}
+      wait_for_approval: 2m
+      on_reject: fail
+  - id: deploy
+    type: noop
+    needs: [gate]
+    when: ${nodes.gate.outputs.passed}
+    with: {deployed: true}
+`
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retrain := func(args ...string) (string, error) {
+		var out, errOut strings.Builder
+		app := &cli.App{Out: &out, Err: &errOut, LogLevel: "warn"}
+		root := cli.NewRoot(app, "retrain")
+		root.SetArgs(append(args, "--address", server.FrontendAddress(), "--namespace", server.Namespace()))
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	// Refused without --force or a reason, before anything is sent.
+	if _, err := retrain("approve", run.ID, "--reason", "x"); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("approve without --force: %v", err)
+	}
+	if _, err := retrain("approve", run.ID, "--force"); err == nil || !strings.Contains(err.Error(), "reason") {
+		t.Fatalf("approve without a reason: %v", err)
+	}
+	waitFor(t, 30*time.Second, func() bool {
+		v, err := tclient.QueryWorkflow(ctx, run.ID+"/gate", "", workflows.GateQuery)
+		var st workflows.GateState
+		return err == nil && v.Get(&st) == nil && st.Waiting
+	})
+	out, err := retrain("approve", run.ID, "--force", "--reason", "label delay on the eval day", "--user", "alice")
+	if err != nil || !strings.Contains(out, "alice") {
+		t.Fatalf("approve: %v\n%s", err, out)
+	}
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, workflows.StatusSucceeded)
+	g := node(t, res, "gate").Outputs
+	if g["passed"] != true || g["forced"] != true || g["forced_by"] != "alice" || g["force_reason"] != "label delay on the eval day" || g["candidate_id"] != "cand-7" {
+		t.Fatalf("gate outputs %v", g)
+	}
+	if d := node(t, res, "deploy"); d.Status != workflows.NodeSucceeded {
+		t.Fatalf("deploy %s: %s", d.Status, d.Reason)
+	}
+	// Nothing waits any more.
+	if _, err := retrain("approve", run.ID, "--force", "--reason", "again", "--user", "bob"); err == nil {
+		t.Fatal("a finished gate accepted an approval")
 	}
 }
