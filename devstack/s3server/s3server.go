@@ -25,10 +25,7 @@
 package s3server
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +50,7 @@ import (
 	"github.com/versity/versitygw/backend/posix"
 	"github.com/versity/versitygw/embedgw"
 
+	"github.com/retrain-ml/retrain/internal/gatewayproc"
 	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/storage"
 )
@@ -68,6 +66,8 @@ const (
 	// childEnv carries the child's configuration; its presence makes Main
 	// serve instead of returning.
 	childEnv = "RETRAIN_S3SERVER_CHILD"
+	// outputLimit bounds the child's output kept for error messages.
+	outputLimit = 64 << 10
 )
 
 // Options configures a server. The zero value plus DataDir is a working
@@ -95,7 +95,7 @@ type Server struct {
 
 	cmd  *exec.Cmd
 	life *os.File // write end of the pipe the child watches
-	out  *headBuffer
+	out  *gatewayproc.HeadBuffer
 	done chan struct{} // closed when the child has exited
 
 	stopOnce sync.Once
@@ -150,7 +150,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	// versitygw keeps ETags and checksums in extended attributes; where
 	// the file system has none (tmpfs on old kernels, some overlays) it
 	// can keep them in a sidecar tree instead.
-	if err := probeXattr(cfg.Root); err != nil {
+	if err := gatewayproc.ProbeXattr(cfg.Root); err != nil {
 		cfg.Sidecar = filepath.Join(dir, "meta")
 		if err := os.MkdirAll(cfg.Sidecar, 0o755); err != nil {
 			return nil, fmt.Errorf("s3server: %w", err)
@@ -168,7 +168,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 
 	s := &Server{
 		endpoint: "http://" + cfg.Addr, bucket: opts.Bucket, dir: dir, keys: k, log: opts.Logger,
-		out: &headBuffer{}, done: make(chan struct{}),
+		out: gatewayproc.NewHeadBuffer(outputLimit), done: make(chan struct{}),
 	}
 	if err := s.spawn(cfg); err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func loadKeys(dataDir string) (keys, error) {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return keys{}, err
 	}
-	return keys{Access: "retrain" + randomHex(6), Secret: randomHex(20)}, nil
+	return keys{Access: "retrain" + gatewayproc.RandomHex(6), Secret: gatewayproc.RandomHex(20)}, nil
 }
 
 // listenAddr checks that host:port is free, or picks a free port.
@@ -227,7 +227,7 @@ func (s *Server) spawn(cfg childConfig) error {
 	// A test binary started again runs no tests: only its TestMain, which
 	// calls Main.
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(environ(), childEnv+"="+string(b))
+	cmd.Env = append(gatewayproc.Environ(), childEnv+"="+string(b))
 	cmd.Stdin = lifeR
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	detach(cmd)
@@ -384,44 +384,4 @@ func serve(raw string) error {
 		return err
 	}
 	return nil
-}
-
-// environ is the environment without versitygw's own settings, which would
-// otherwise change the server.
-func environ() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !bytes.HasPrefix([]byte(kv), []byte("VGW_")) && !bytes.HasPrefix([]byte(kv), []byte("ROOT_")) {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// headBuffer keeps the start of the child's output, which says why a
-// server failed, bounded.
-type headBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *headBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() < 64<<10 {
-		b.buf.Write(p)
-	}
-	return len(p), nil
-}
-
-func (b *headBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,10 +1,7 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -13,13 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/retrain-ml/retrain/internal/gatewayproc"
 )
 
 // Server is a running versitygw process.
@@ -34,11 +32,15 @@ type Server struct {
 	Root string
 
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *gatewayproc.HeadBuffer
 	done chan struct{} // closed when the process has exited
 }
 
-const startTimeout = 30 * time.Second
+const (
+	startTimeout = 30 * time.Second
+	// outputLimit bounds the server output kept for failure messages.
+	outputLimit = 1 << 20
+)
 
 // Start runs a fresh versitygw server with an empty bucket and stops it when
 // the test ends. It fails the test if the server cannot be started.
@@ -59,7 +61,12 @@ func Start(t testing.TB) *Server {
 	// The POSIX backend keeps ETags, checksums and content types in
 	// user extended attributes. Where the file system has none (tmpfs on old
 	// kernels, some overlay setups) it can keep them in a sidecar tree.
-	xattrErr := probeXattr(root)
+	xattrErr := gatewayproc.ProbeXattr(root)
+	if errors.Is(xattrErr, gatewayproc.ErrXattrNotProbed) {
+		// Assume support where it cannot be checked; versitygw reports
+		// the problem itself if that is wrong.
+		xattrErr = nil
+	}
 	if os.Getenv("S3TEST_METADATA") == "sidecar" {
 		xattrErr = errors.New("S3TEST_METADATA=sidecar")
 	}
@@ -75,8 +82,8 @@ func Start(t testing.TB) *Server {
 
 	s := &Server{
 		Region:    "us-east-1",
-		AccessKey: "s3test" + randomHex(8),
-		SecretKey: randomHex(20),
+		AccessKey: "s3test" + gatewayproc.RandomHex(8),
+		SecretKey: gatewayproc.RandomHex(20),
 		Bucket:    "retrain-test",
 		Root:      root,
 	}
@@ -107,10 +114,10 @@ func (s *Server) start(bin string, args []string) error {
 		return err
 	}
 	s.Endpoint = "http://" + addr
-	s.out = &syncBuffer{}
+	s.out = gatewayproc.NewHeadBuffer(outputLimit)
 	s.done = make(chan struct{})
 	cmd := exec.Command(bin, append([]string{"--port", addr}, args...)...)
-	cmd.Env = append(environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	cmd.Env = append(gatewayproc.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
 	setProcAttr(cmd)
@@ -197,46 +204,6 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// environ is the test's environment without versitygw's own settings, which
-// would otherwise change the server under test.
-func environ() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "VGW_") && !strings.HasPrefix(kv, "ROOT_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// syncBuffer collects process output; the process writes it from another
-// goroutine than the one reading it on failure.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	// Keep the start of the output, which says why a server failed; a
-	// server that runs long must not grow it without bound.
-	if b.buf.Len() < 1<<20 {
-		b.buf.Write(p)
-	}
-	return len(p), nil
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-var errNoXattr = errors.New("extended attributes not supported")
+// errNoXattr is wrapped by the probe's error where the temporary directory
+// has no user extended attributes.
+var errNoXattr = gatewayproc.ErrNoXattr
