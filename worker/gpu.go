@@ -91,3 +91,18 @@ func closeGPUs(h GPUHost, logger *slog.Logger) {
 		logger.Warn("close NVML", "error", err)
 	}
 }
+
+// CheckGPU reports whether a worker with cfg could start its GPU queue,
+// without starting anything: `retrain worker --gpu` calls it before it
+// connects to Temporal, so a host without a usable GPU is told so first.
+func CheckGPU(cfg Config, logger *slog.Logger) error {
+	if !cfg.GPU {
+		return nil
+	}
+	h, _, err := openGPUs(cfg, logger)
+	if err != nil {
+		return err
+	}
+	closeGPUs(h, logger)
+	return nil
+}

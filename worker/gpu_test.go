@@ -107,3 +107,17 @@ func TestNoDriverMakesNoNVMLCall(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestCheckGPU(t *testing.T) {
+	if err := CheckGPU(Config{}, quiet); err != nil {
+		t.Fatalf("without --gpu: %v", err)
+	}
+	host := &fakeHost{health: gpus(true)}
+	if err := CheckGPU(Config{GPU: true, OpenGPUs: func() (GPUHost, error) { return host, nil }}, quiet); err != nil || !host.closed {
+		t.Fatalf("healthy GPU: %v, closed %v", err, host.closed)
+	}
+	err := CheckGPU(Config{GPU: true, OpenGPUs: func() (GPUHost, error) { return nil, gpu.ErrNoDriver }}, quiet)
+	if !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("no driver: %v", err)
+	}
+}

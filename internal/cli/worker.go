@@ -18,6 +18,9 @@ func NewWorkerCommand(app *App) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := app.Logger()
+			if err := worker.CheckGPU(cfg, log); err != nil {
+				return err // before connecting: a GPU worker without a GPU must not start
+			}
 			c, err := app.Conn.Dial(ctx, log)
 			if err != nil {
 				return err
