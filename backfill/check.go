@@ -180,7 +180,7 @@ func sameColumn(col, aName string, a *iceberg.Schema, bName string, b *iceberg.S
 	if !ok {
 		return fmt.Errorf("column %s is not in table %s", col, bName)
 	}
-	if !fa.Type.Equals(fb.Type) {
+	if !SameType(fa.Type, fb.Type) {
 		return fmt.Errorf("column %s is %s in table %s but %s in table %s", col, fa.Type, aName, fb.Type, bName)
 	}
 	return nil
@@ -307,7 +307,7 @@ func (c PromoteCheck) Check() (PromotePlan, error) {
 				if !slices.Contains(c.Promoted, f.Name) {
 					return p, fmt.Errorf("feature column %s of staging table %s would overwrite column %s of training table %s, which no promotion added: rename the feature (prefix)", f.Name, st.Name, f.Name, c.Training)
 				}
-				if !tf.Type.Equals(f.Type) {
+				if !SameType(tf.Type, f.Type) {
 					return p, fmt.Errorf("feature column %s is %s in staging table %s but %s in training table %s", f.Name, f.Type, st.Name, tf.Type, c.Training)
 				}
 				col.Existing = true
@@ -323,4 +323,35 @@ func (c PromoteCheck) Check() (PromotePlan, error) {
 
 func sameSpec(a, b []SpecField) bool {
 	return slices.Equal(a, b)
+}
+
+// SameType reports whether two column types hold the same values. Unlike
+// iceberg's Type.Equals it ignores the ids of nested fields (list elements,
+// map keys and values, struct fields): every table numbers its own fields,
+// so the same list<long> column has different element ids in a staging table
+// and in the training table it was promoted into.
+func SameType(a, b iceberg.Type) bool {
+	switch a := a.(type) {
+	case *iceberg.ListType:
+		b, ok := b.(*iceberg.ListType)
+		return ok && a.ElementRequired == b.ElementRequired && SameType(a.Element, b.Element)
+	case *iceberg.MapType:
+		b, ok := b.(*iceberg.MapType)
+		return ok && a.ValueRequired == b.ValueRequired &&
+			SameType(a.KeyType, b.KeyType) && SameType(a.ValueType, b.ValueType)
+	case *iceberg.StructType:
+		b, ok := b.(*iceberg.StructType)
+		if !ok || len(a.FieldList) != len(b.FieldList) {
+			return false
+		}
+		for i, fa := range a.FieldList {
+			fb := b.FieldList[i]
+			if fa.Name != fb.Name || fa.Required != fb.Required || !SameType(fa.Type, fb.Type) {
+				return false
+			}
+		}
+		return true
+	default:
+		return a.Equals(b)
+	}
 }

@@ -212,3 +212,37 @@ func TestGroupBuckets(t *testing.T) {
 		t.Errorf("staging name %s", got)
 	}
 }
+
+func TestSameTypeIgnoresNestedFieldIDs(t *testing.T) {
+	list := func(id int, elem iceberg.Type, required bool) iceberg.Type {
+		return &iceberg.ListType{ElementID: id, Element: elem, ElementRequired: required}
+	}
+	structOf := func(id int, name string, typ iceberg.Type) iceberg.Type {
+		return &iceberg.StructType{FieldList: []iceberg.NestedField{{ID: id, Name: name, Type: typ}}}
+	}
+	long, str := iceberg.PrimitiveTypes.Int64, iceberg.PrimitiveTypes.String
+	cases := []struct {
+		name string
+		a, b iceberg.Type
+		same bool
+	}{
+		{"primitive", long, long, true},
+		{"primitive differs", long, str, false},
+		{"list, other element id", list(7, long, false), list(21, long, false), true},
+		{"list, other element type", list(7, long, false), list(7, str, false), false},
+		{"list, other element nullability", list(7, long, true), list(7, long, false), false},
+		{"map, other ids", &iceberg.MapType{KeyID: 1, KeyType: str, ValueID: 2, ValueType: long},
+			&iceberg.MapType{KeyID: 8, KeyType: str, ValueID: 9, ValueType: long}, true},
+		{"map, other value type", &iceberg.MapType{KeyID: 1, KeyType: str, ValueID: 2, ValueType: long},
+			&iceberg.MapType{KeyID: 1, KeyType: str, ValueID: 2, ValueType: str}, false},
+		{"struct, other field id", structOf(3, "x", long), structOf(30, "x", long), true},
+		{"struct, other field name", structOf(3, "x", long), structOf(3, "y", long), false},
+		{"list of struct, other ids", list(4, structOf(5, "x", long), false), list(40, structOf(50, "x", long), false), true},
+		{"list vs primitive", list(4, long, false), long, false},
+	}
+	for _, c := range cases {
+		if got := SameType(c.a, c.b); got != c.same {
+			t.Errorf("%s: SameType = %v, want %v", c.name, got, c.same)
+		}
+	}
+}
