@@ -253,7 +253,7 @@ func (l *Lake) PromoteBuckets(ctx context.Context, in PromoteBucketsInput) (feat
 	if err != nil {
 		return features.BucketResult{}, err
 	}
-	stop := keepAlive(ctx, activity.GetInfo(ctx).HeartbeatTimeout)
+	stop := keepAlive(ctx, activity.GetInfo(ctx).HeartbeatTimeout, &heartbeat{})
 	defer stop()
 	res, err := features.PromoteBuckets(ctx, cat, in.Plan, in.Buckets, l.Logger)
 	return res, lakeError(err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -63,7 +64,9 @@ func Activity(run NodeFunc) func(context.Context, NodeInput) (NodeResult, error)
 	return func(ctx context.Context, in NodeInput) (NodeResult, error) {
 		info := activity.GetInfo(ctx)
 		started := time.Now()
-		stop := keepAlive(ctx, info.HeartbeatTimeout)
+		hb := &heartbeat{}
+		ctx = context.WithValue(ctx, heartbeatKey{}, hb)
+		stop := keepAlive(ctx, info.HeartbeatTimeout, hb)
 		outputs, err := run(ctx, in)
 		stop()
 		if err != nil {
@@ -73,10 +76,42 @@ func Activity(run NodeFunc) func(context.Context, NodeInput) (NodeResult, error)
 	}
 }
 
-// keepAlive heartbeats at a third of the heartbeat timeout until stopped.
-// Steps that report progress heartbeat themselves as well; the SDK throttles
-// heartbeats, so the two do not multiply traffic.
-func keepAlive(ctx context.Context, timeout time.Duration) (stop func()) {
+// heartbeat holds the details a step last reported with RecordProgress.
+type heartbeat struct {
+	mu      sync.Mutex
+	details []any
+}
+
+type heartbeatKey struct{}
+
+func (h *heartbeat) set(details []any) {
+	h.mu.Lock()
+	h.details = details
+	h.mu.Unlock()
+}
+
+func (h *heartbeat) get() []any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.details
+}
+
+// RecordProgress heartbeats a step's progress (a step number, a checkpoint
+// URI): what a retry reads back with activity.GetHeartbeatDetails. Steps
+// call it instead of activity.RecordHeartbeat because each heartbeat
+// replaces the last one's details, and the wrapper's liveness heartbeats
+// would otherwise wipe them; through here they repeat them instead.
+func RecordProgress(ctx context.Context, details ...any) {
+	if hb, ok := ctx.Value(heartbeatKey{}).(*heartbeat); ok {
+		hb.set(details)
+	}
+	activity.RecordHeartbeat(ctx, details...)
+}
+
+// keepAlive heartbeats at a third of the heartbeat timeout until stopped,
+// repeating the step's latest progress details. The SDK throttles
+// heartbeats, so steps that also report progress do not multiply traffic.
+func keepAlive(ctx context.Context, timeout time.Duration, hb *heartbeat) (stop func()) {
 	if timeout <= 0 {
 		return func() {}
 	}
@@ -91,7 +126,7 @@ func keepAlive(ctx context.Context, timeout time.Duration) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx)
+				activity.RecordHeartbeat(ctx, hb.get()...)
 			}
 		}
 	}()

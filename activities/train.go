@@ -285,7 +285,7 @@ func (r *trainRun) beat(ctx context.Context, step int64, ckpt string) {
 	}
 	hb := r.last
 	r.mu.Unlock()
-	activity.RecordHeartbeat(ctx, hb)
+	RecordProgress(ctx, hb)
 }
 
 // thin halves a curve, keeping its last point.

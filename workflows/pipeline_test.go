@@ -390,3 +390,35 @@ func (nopLogger) Debug(string, ...any) {}
 func (nopLogger) Info(string, ...any)  {}
 func (nopLogger) Warn(string, ...any)  {}
 func (nopLogger) Error(string, ...any) {}
+
+// TestProgressSurvivesLivenessHeartbeats checks a retry reads back the
+// progress the failed attempt recorded, although the wrapper kept sending
+// liveness heartbeats after it.
+func TestProgressSurvivesLivenessHeartbeats(t *testing.T) {
+	h := newHarness(t)
+	env := h.NewTestWorkflowEnvironment()
+	reg, _ := dags.NewRegistry(stepType)
+	Register(env)
+	env.RegisterActivityWithOptions((&activities.Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: ResolveActivity})
+	env.RegisterActivityWithOptions(activities.Activity(func(ctx context.Context, in activities.NodeInput) (map[string]any, error) {
+		if activity.GetInfo(ctx).Attempt == 1 {
+			activities.RecordProgress(ctx, "step-42")
+			time.Sleep(400 * time.Millisecond) // several liveness heartbeats
+			return nil, errors.New("crash after progress")
+		}
+		var resumed string
+		if activity.HasHeartbeatDetails(ctx) {
+			_ = activity.GetHeartbeatDetails(ctx, &resumed)
+		}
+		return map[string]any{"resumed": resumed}, nil
+	}), activity.RegisterOptions{Name: "step"})
+	spec, _ := json.Marshal("name: hb\nnodes:\n  - {id: a, type: step, heartbeat: 300ms, retry: {max_attempts: 2, initial_interval: 10ms}}\n")
+	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec})
+	var res Result
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if got := wantNode(t, &res, "a", NodeSucceeded, 2).Outputs["resumed"]; got != "step-42" {
+		t.Errorf("retry resumed from %q, want step-42", got)
+	}
+}
