@@ -139,6 +139,17 @@ func (s *Store) wrap(op, path string, err error) error {
 	switch {
 	case e.ctxErr != nil:
 		detail = e.ctxErr.Error()
+		if e.ctxErr == context.DeadlineExceeded && e.StatusCode == 0 && e.Code == "" {
+			// No answer before the deadline: the SDK was still retrying a
+			// connection that never came up (on a loaded machine a refused
+			// dial can retry until then). That is an unreachable endpoint.
+			e.kind = ErrUnreachable
+			if ne, ok := errors.AsType[*net.OpError](err); ok {
+				detail = "no answer before the deadline; last error: " + ne.Error()
+			} else {
+				detail = "no answer before the deadline"
+			}
+		}
 	case e.StatusCode == 0 && e.Code == "":
 		// No response: the SDK's message is a long chain of retries and
 		// middleware names; the network error at its root is the useful part.

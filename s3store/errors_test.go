@@ -2,9 +2,11 @@ package s3store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 )
@@ -68,5 +70,20 @@ func TestErrorUnwrapsOnlySentinels(t *testing.T) {
 	}
 	if got, want := e.Error(), "s3store: put-if-absent s3://b/k: object already exists"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+// TestDeadlineWithoutAnswerIsUnreachable: when the SDK is still retrying a
+// refused connection as the deadline passes, the error is a deadline, but
+// what the caller needs to hear is that the endpoint did not answer.
+func TestDeadlineWithoutAnswerIsUnreachable(t *testing.T) {
+	s := &Store{}
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
+	err := s.wrap(opOpen, "s3://b", fmt.Errorf("retrying: %w; %w", dial, context.DeadlineExceeded))
+	if !errors.Is(err, ErrUnreachable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v: want ErrUnreachable and DeadlineExceeded", err)
+	}
+	if !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("%v does not name the last network error", err)
 	}
 }
