@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/demodata"
 	"github.com/retrain-ml/retrain/features"
 	"github.com/retrain-ml/retrain/lake"
@@ -48,14 +47,7 @@ func newTestLake(t *testing.T) *testLake {
 	if _, err := demodata.Write(ctx, cat, demodata.Config{Rows: 3000, Days: demoDays, Seed: 9, Users: 300, Ads: 40}, demodata.DefaultTables, false, quiet); err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(ctx, tclient, server.Namespace(), worker.Config{TaskQueue: l.queue, Pipelines: examples.FS, Lake: l.cfg}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startWorkerWith(t, worker.Config{TaskQueue: l.queue, Lake: l.cfg})
 	return l
 }
 

@@ -115,8 +115,18 @@ func newQueue(t *testing.T) string {
 // startWorker runs an in-process worker on queue until the test ends.
 func startWorker(t *testing.T, queue string) {
 	t.Helper()
-	w, err := worker.New(context.Background(), tclient, server.Namespace(),
-		worker.Config{TaskQueue: queue, Pipelines: examples.FS}, quiet)
+	startWorkerWith(t, worker.Config{TaskQueue: queue})
+}
+
+// startWorkerWith runs an in-process worker with cfg (a lake, a store)
+// until the test ends. It knows the example pipelines unless cfg says
+// otherwise.
+func startWorkerWith(t *testing.T, cfg worker.Config) {
+	t.Helper()
+	if cfg.Pipelines == nil && cfg.PipelinesDir == "" {
+		cfg.Pipelines = examples.FS
+	}
+	w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/models"
@@ -33,16 +32,7 @@ import (
 // and models live on srv.
 func startStoreWorker(t *testing.T, queue string, srv *s3test.Server) {
 	t.Helper()
-	w, err := worker.New(context.Background(), tclient, server.Namespace(), worker.Config{
-		TaskQueue: queue, Pipelines: examples.FS, Store: storage.Config{S3: srv.Config("")},
-	}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startWorkerWith(t, worker.Config{TaskQueue: queue, Store: storage.Config{S3: srv.Config("")}})
 }
 
 // shipSpec deploys a candidate, smoke-tests it, and on failure moves

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/checkpoint"
-	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/demodata"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/internal/s3test"
@@ -59,16 +58,7 @@ func newRetrainEnv(t *testing.T, inProcessWorker bool) *retrainEnv {
 	e.store = e.srv.Open(t, "")
 	e.reg = models.New(e.store)
 	if inProcessWorker {
-		w, err := worker.New(ctx, tclient, server.Namespace(), worker.Config{
-			TaskQueue: e.queue, Pipelines: examples.FS, Lake: e.lakeCfg, Store: storage.Config{S3: e.srv.Config("")},
-		}, quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
+		startWorkerWith(t, worker.Config{TaskQueue: e.queue, Lake: e.lakeCfg, Store: storage.Config{S3: e.srv.Config("")}})
 	}
 	return e
 }
