@@ -15,6 +15,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/retrain-ml/retrain/internal/splitmix"
 )
 
 // SampleSize is the reservoir size behind the quantiles and histogram:
@@ -112,7 +114,7 @@ func (a *Accumulator) Add(arr arrow.Array) error {
 				continue
 			}
 			a.number(float64(c.Value(i)))
-			a.hll.add(mix64(uint64(c.Value(i))))
+			a.hll.add(splitmix.Mix64(uint64(c.Value(i))))
 		}
 	case *array.Int32:
 		for i := range n {
@@ -121,7 +123,7 @@ func (a *Accumulator) Add(arr arrow.Array) error {
 				continue
 			}
 			a.number(float64(c.Value(i)))
-			a.hll.add(mix64(uint64(c.Value(i))))
+			a.hll.add(splitmix.Mix64(uint64(c.Value(i))))
 		}
 	case *array.Boolean:
 		for i := range n {
@@ -134,7 +136,7 @@ func (a *Accumulator) Add(arr arrow.Array) error {
 				v = 1
 			}
 			a.number(v)
-			a.hll.add(mix64(uint64(v) + 1))
+			a.hll.add(splitmix.Mix64(uint64(v) + 1))
 		}
 	case *array.String:
 		for i := range n {
@@ -160,9 +162,9 @@ func (a *Accumulator) Add(arr arrow.Array) error {
 			}
 			start, end := c.ValueOffsets(i)
 			a.number(float64(end - start))
-			h := mix64(uint64(end-start) + 0x9e3779b97f4a7c15)
+			h := splitmix.Mix64(uint64(end-start) + 0x9e3779b97f4a7c15)
 			for j := start; j < end; j++ {
-				h = mix64(h ^ elemHash(c.ListValues(), int(j)))
+				h = splitmix.Mix64(h ^ elemHash(c.ListValues(), int(j)))
 			}
 			a.hll.add(h)
 		}
@@ -296,9 +298,9 @@ func elemHash(vals arrow.Array, j int) uint64 {
 	}
 	switch v := vals.(type) {
 	case *array.Int64:
-		return mix64(uint64(v.Value(j)))
+		return splitmix.Mix64(uint64(v.Value(j)))
 	case *array.Int32:
-		return mix64(uint64(v.Value(j)))
+		return splitmix.Mix64(uint64(v.Value(j)))
 	case *array.Float64:
 		return floatHash(v.Value(j))
 	case *array.String:
@@ -312,7 +314,7 @@ func floatHash(v float64) uint64 {
 	if v == 0 {
 		v = 0 // -0 and 0 are one value
 	}
-	return mix64(math.Float64bits(v))
+	return splitmix.Mix64(math.Float64bits(v))
 }
 
 func stringHash(s string) uint64 {
@@ -321,14 +323,5 @@ func stringHash(s string) uint64 {
 	binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
 	h.Write(n[:])
 	h.Write([]byte(s))
-	return mix64(h.Sum64())
-}
-
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	return splitmix.Mix64(h.Sum64())
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/retrain-ml/retrain/backfill"
+	"github.com/retrain-ml/retrain/internal/splitmix"
 )
 
 // Config says how much data to generate.
@@ -332,7 +333,7 @@ const (
 )
 
 func (g *Generator) hash(stream, a, b uint64) uint64 {
-	return mix(mix(mix(g.cfg.Seed^0x9e3779b97f4a7c15)^stream*0xbf58476d1ce4e5b9^a) ^ b*0x94d049bb133111eb)
+	return splitmix.Mix64(splitmix.Mix64(splitmix.Mix64(g.cfg.Seed^0x9e3779b97f4a7c15)^stream*0xbf58476d1ce4e5b9^a) ^ b*0x94d049bb133111eb)
 }
 
 // uniform is in [0, 1).
@@ -345,13 +346,4 @@ func (g *Generator) normal(stream, a, b uint64) float64 {
 	u1 := g.uniform(stream, a, b)
 	u2 := g.uniform(stream, a, b^0x5555555555555555)
 	return math.Sqrt(-2*math.Log(1-u1)) * math.Cos(2*math.Pi*u2)
-}
-
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/retrain-ml/retrain/internal/splitmix"
 )
 
 // Checksum is a row count and an order-independent digest of every row of
@@ -106,7 +108,7 @@ func hashColumn(col arrow.Array, salt uint64, hs []uint64) error {
 			if !col.IsNull(i) {
 				x = v(i)
 			}
-			hs[i] = mix64(hs[i] ^ mix64(x+salt))
+			hs[i] = splitmix.Mix64(hs[i] ^ splitmix.Mix64(x+salt))
 		}
 	}
 	switch a := col.(type) {
@@ -128,7 +130,7 @@ func hashColumn(col arrow.Array, salt uint64, hs []uint64) error {
 			if err != nil {
 				return err
 			}
-			hs[i] = mix64(hs[i] ^ mix64(v+salt))
+			hs[i] = splitmix.Mix64(hs[i] ^ splitmix.Mix64(v+salt))
 		}
 	}
 	return nil
@@ -187,7 +189,7 @@ func valueHash(col arrow.Array, i int) (uint64, error) {
 			if err != nil {
 				return 0, err
 			}
-			h = mix64(h ^ v)
+			h = splitmix.Mix64(h ^ v)
 		}
 		return h, nil
 	case *array.Struct:
@@ -197,7 +199,7 @@ func valueHash(col arrow.Array, i int) (uint64, error) {
 			if err != nil {
 				return 0, err
 			}
-			h = mix64(h ^ v ^ stringHash(a.DataType().(*arrow.StructType).Field(f).Name))
+			h = splitmix.Mix64(h ^ v ^ stringHash(a.DataType().(*arrow.StructType).Field(f).Name))
 		}
 		return h, nil
 	default:
@@ -226,13 +228,3 @@ func stringHash(s string) uint64 {
 }
 
 func bytesHash(b []byte) uint64 { return stringHash(string(b)) }
-
-// mix64 is the splitmix64 finalizer: a cheap bijective scrambler.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}

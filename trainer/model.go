@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"slices"
+
+	"github.com/retrain-ml/retrain/internal/splitmix"
 )
 
 // DefaultBuckets is the size of the hashed embedding table unless
@@ -165,7 +167,7 @@ func (m *Model) initEmbeddings(seed uint64, std float64) {
 		if i%m.width == 0 {
 			continue // the linear weight starts at 0
 		}
-		u := float64(mix64(seed^mix64(uint64(i)))>>11) / (1 << 53) // [0, 1)
+		u := float64(splitmix.Mix64(seed^splitmix.Mix64(uint64(i)))>>11) / (1 << 53) // [0, 1)
 		m.emb[i] = float32((2*u - 1) * a)
 	}
 }
@@ -179,17 +181,6 @@ func (m *Model) Config() ModelConfig {
 	return c
 }
 
-// mix64 is the splitmix64 finalizer: a bijection that spreads every input bit
-// over the output.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
 // hashVersion names the id hashing below; it is part of the model format,
 // since a model only means something with the hash it was trained with.
 const hashVersion = 1
@@ -198,7 +189,7 @@ const hashVersion = 1
 // feature keeps user 7 and ad 7 apart; the multiply-shift maps the hash to
 // [0, Buckets) without a division.
 func (m *Model) bucket(f int, id uint64) int {
-	h := mix64(id ^ (uint64(f+1) * 0x9e3779b97f4a7c15))
+	h := splitmix.Mix64(id ^ (uint64(f+1) * 0x9e3779b97f4a7c15))
 	return int((h >> 32) * uint64(m.cfg.Buckets) >> 32)
 }
 
