@@ -64,9 +64,7 @@ func Activity(run NodeFunc) func(context.Context, NodeInput) (NodeResult, error)
 	return func(ctx context.Context, in NodeInput) (NodeResult, error) {
 		info := activity.GetInfo(ctx)
 		started := time.Now()
-		hb := &heartbeat{}
-		ctx = context.WithValue(ctx, heartbeatKey{}, hb)
-		stop := keepAlive(ctx, info.HeartbeatTimeout, hb)
+		ctx, stop := startKeepAlive(ctx)
 		outputs, err := run(ctx, in)
 		stop()
 		if err != nil {
@@ -108,9 +106,20 @@ func RecordProgress(ctx context.Context, details ...any) {
 	activity.RecordHeartbeat(ctx, details...)
 }
 
-// keepAlive heartbeats at a third of the heartbeat timeout until stopped,
-// repeating the step's latest progress details. The SDK throttles
+// startKeepAlive keeps a liveness heartbeat going for the activity in ctx
+// until stop is called: at a third of its heartbeat timeout (none if it has
+// no timeout), repeating the latest details reported with RecordProgress on
+// the returned context. Activity does this for every node; activities that
+// are not nodes but run long call it themselves. The SDK throttles
 // heartbeats, so steps that also report progress do not multiply traffic.
+func startKeepAlive(ctx context.Context) (context.Context, func()) {
+	hb := &heartbeat{}
+	ctx = context.WithValue(ctx, heartbeatKey{}, hb)
+	return ctx, keepAlive(ctx, activity.GetInfo(ctx).HeartbeatTimeout, hb)
+}
+
+// keepAlive heartbeats at a third of timeout until stopped, repeating hb's
+// latest details.
 func keepAlive(ctx context.Context, timeout time.Duration, hb *heartbeat) (stop func()) {
 	if timeout <= 0 {
 		return func() {}
