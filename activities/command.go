@@ -70,14 +70,7 @@ func (c *Command) Run(ctx context.Context, in NodeInput) (map[string]any, error)
 	}
 	log := c.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
 
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
-	cmd.Dir = spec.Dir
-	cmd.Env = append(os.Environ(),
-		"RETRAIN_PIPELINE="+in.Pipeline, "RETRAIN_RUN_ID="+in.RunID, "RETRAIN_NODE="+in.Node)
-	for k, v := range spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	setProcessGroup(cmd)
+	cmd := nodeCommand(in, spec.Argv, spec.Dir, spec.Env)
 	stdout := newTailWriter(outputTail, log, "stdout")
 	stderr := newTailWriter(outputTail, log, "stderr")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -110,6 +103,22 @@ func (c *Command) Run(ctx context.Context, in NodeInput) (map[string]any, error)
 		return nil, fmt.Errorf("%s: %v; stderr: %s", spec.Argv[0], waitErr, lastLines(stderr.tail(), 5))
 	}
 	return nil, fmt.Errorf("%s exited with code %d; stderr: %s", spec.Argv[0], code, lastLines(stderr.tail(), 5))
+}
+
+// nodeCommand builds the process a node runs: argv in dir, in its own
+// process group (so waitOrKill can end all of it), with the worker's
+// environment plus env and the RETRAIN_PIPELINE, RETRAIN_RUN_ID and
+// RETRAIN_NODE variables naming the node.
+func nodeCommand(in NodeInput, argv []string, dir string, env map[string]string) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"RETRAIN_PIPELINE="+in.Pipeline, "RETRAIN_RUN_ID="+in.RunID, "RETRAIN_NODE="+in.Node)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	setProcessGroup(cmd)
+	return cmd
 }
 
 // waitOrKill waits for the command; on cancellation it sends SIGTERM to the
