@@ -38,9 +38,7 @@ func (d Deps) logger() *slog.Logger {
 // Steps returns every node type retrain knows with its implementation. It is
 // the one place a new node type is added; the interpreter never changes.
 func Steps(deps Deps) []Step {
-	if deps.Logger == nil {
-		deps.Logger = slog.Default()
-	}
+	deps.Logger = deps.logger()
 	cmd := &Command{Logger: deps.Logger}
 	lk := &Lake{Catalog: deps.Lake, Logger: deps.Logger}
 	ms := &Models{Store: deps.Store, Logger: deps.Logger}
