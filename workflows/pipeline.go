@@ -427,27 +427,26 @@ func (r *pipelineRun) compensate(ctx workflow.Context) {
 			if node.Compensates != r.completed[i] {
 				continue
 			}
-			state := NodeState{ID: node.ID, Type: node.Type, Status: NodePending, Compensates: node.Compensates}
+			// Recorded before it runs, so the state query shows it running.
+			r.result.Compensations = append(r.result.Compensations,
+				NodeState{ID: node.ID, Type: node.Type, Status: NodePending, Compensates: node.Compensates})
+			state := &r.result.Compensations[len(r.result.Compensations)-1]
 			with, runIt, err := r.prepare(node)
 			switch {
 			case err != nil:
-				r.fail(dctx, &state, 0, err)
+				r.fail(dctx, state, 0, err)
 			case !runIt:
 				state.Status, state.Reason = NodeSkipped, fmt.Sprintf("when %q is false", node.When)
 			default:
 				now := workflow.Now(dctx)
 				state.Status, state.ScheduledAt = NodeRunning, &now
-				r.result.Compensations = append(r.result.Compensations, state)
 				var res activities.NodeResult
 				if err := r.execute(dctx, node, with).Get(dctx, &res); err != nil {
-					r.fail(dctx, &state, attemptsOf(err, node), unwrapActivity(err))
+					r.fail(dctx, state, attemptsOf(err, node), unwrapActivity(err))
 				} else {
-					applyResult(&state, res)
+					applyResult(state, res)
 				}
-				r.result.Compensations[len(r.result.Compensations)-1] = state
-				continue
 			}
-			r.result.Compensations = append(r.result.Compensations, state)
 		}
 	}
 }
