@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -458,14 +457,7 @@ func fromParquet(cw *checkpoint.Writer, name string, files []string, opts checkp
 // file first, since types are inferred from all of it.
 func (c *Checkpoints) fromCommand(ctx context.Context, cw *checkpoint.Writer, in NodeInput, w checkpointWith,
 	columns []tabular.Column, opts checkpoint.Options, log *slog.Logger) (checkpoint.Ref, error) {
-	cmd := exec.Command(w.Command[0], w.Command[1:]...)
-	cmd.Dir = w.Dir
-	cmd.Env = append(os.Environ(),
-		"RETRAIN_PIPELINE="+in.Pipeline, "RETRAIN_RUN_ID="+in.RunID, "RETRAIN_NODE="+in.Node)
-	for k, v := range w.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	setProcessGroup(cmd)
+	cmd := nodeCommand(in, w.Command, w.Dir, w.Env)
 	stderr := newTailWriter(outputTail, log, "stderr")
 	cmd.Stderr = stderr
 	// A pipe of our own rather than StdoutPipe: Wait closes that one as

@@ -553,10 +553,9 @@ func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
 		r.log.Info("resuming the trainer from its last checkpoint", "step", resume.CheckpointStep, "checkpoint", resume.Checkpoint)
 	}
 
-	cmd := exec.Command(w.Argv[0], w.Argv[1:]...)
-	cmd.Dir = w.Dir
-	cmd.Env = append(os.Environ(),
-		"RETRAIN_PIPELINE="+r.in.Pipeline, "RETRAIN_RUN_ID="+r.in.RunID, "RETRAIN_NODE="+r.in.Node)
+	// The node's env is appended last, after the trainer's and the GPU lease's, so
+	// it overrides them.
+	cmd := nodeCommand(r.in, w.Argv, w.Dir, nil)
 	cmd.Env = append(cmd.Env, env.Environ()...)
 
 	outputs := map[string]any{"gpus": w.GPUs}
