@@ -117,42 +117,20 @@ func PlanPromotion(ctx context.Context, cat *lake.Catalog, spec PromoteSpec, id 
 	if len(spec.Staging) == 0 {
 		return nil, badInput("no staging tables given")
 	}
-	trainSpec, _, err := specOf(training)
+	staging, stagingChecked, checked, err := checkPromotion(ctx, cat, training, spec)
 	if err != nil {
 		return nil, err
 	}
-	check := backfill.PromoteCheck{
-		Training: spec.Training, TrainingSchema: training.Schema(), TrainingSpec: trainSpec,
-		Promoted: splitList(training.Properties()[PropPromoted]),
-	}
 	plan := &PromotionPlan{Spec: spec, ID: id}
-	for _, name := range spec.Staging {
-		if name == spec.Training {
-			return nil, badInput("staging table %s is the training table", name)
-		}
-		st, err := loadInput(ctx, cat, "staging table", name)
-		if err != nil {
-			return nil, err
-		}
-		sspec, _, err := specOf(st)
-		if err != nil {
-			return nil, err
-		}
-		check.Staging = append(check.Staging, backfill.Staging{Name: name, Schema: st.Schema(), Spec: sspec})
+	for _, st := range staging {
 		var snap int64
 		if s := st.CurrentSnapshot(); s != nil {
 			snap = s.SnapshotID
 		}
 		plan.StagingSnapshots = append(plan.StagingSnapshots, snap)
 	}
-	checked, err := check.Check()
-	if err != nil {
-		return nil, badInput("%v", err)
-	}
-	if f, ok := training.Schema().FindFieldByName(spec.DateColumn); !ok {
-		return nil, badInput("date column %s is not in training table %s", spec.DateColumn, spec.Training)
-	} else if _, isDate := f.Type.(iceberg.DateType); !isDate {
-		return nil, badInput("date column %s of training table %s is %s, want date", spec.DateColumn, spec.Training, f.Type)
+	if err := checkDateColumn(training, spec.Training, spec.DateColumn); err != nil {
+		return nil, err
 	}
 	cur := training.CurrentSnapshot()
 	if cur == nil {
@@ -166,7 +144,7 @@ func PlanPromotion(ctx context.Context, cat *lake.Catalog, spec PromoteSpec, id 
 			plan.NewColumns = append(plan.NewColumns, c.Name)
 		}
 	}
-	target, _, err := targetTable(training, check.Staging, checked)
+	target, err := targetTable(training, stagingChecked, checked)
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +178,41 @@ func PlanPromotion(ctx context.Context, cat *lake.Catalog, spec PromoteSpec, id 
 	return plan, nil
 }
 
+// checkPromotion loads a promotion's staging tables and checks them
+// against the training table as it is now: the staging tables, their
+// description for the schema change, and the checked columns.
+func checkPromotion(ctx context.Context, cat *lake.Catalog, training *table.Table, spec PromoteSpec) ([]*table.Table, []backfill.Staging, backfill.PromotePlan, error) {
+	trainSpec, _, err := specOf(training)
+	if err != nil {
+		return nil, nil, backfill.PromotePlan{}, err
+	}
+	check := backfill.PromoteCheck{
+		Training: spec.Training, TrainingSchema: training.Schema(), TrainingSpec: trainSpec,
+		Promoted: splitList(training.Properties()[PropPromoted]),
+	}
+	var tables []*table.Table
+	for _, name := range spec.Staging {
+		if name == spec.Training {
+			return nil, nil, backfill.PromotePlan{}, badInput("staging table %s is the training table", name)
+		}
+		st, err := loadInput(ctx, cat, "staging table", name)
+		if err != nil {
+			return nil, nil, backfill.PromotePlan{}, err
+		}
+		sspec, _, err := specOf(st)
+		if err != nil {
+			return nil, nil, backfill.PromotePlan{}, err
+		}
+		tables = append(tables, st)
+		check.Staging = append(check.Staging, backfill.Staging{Name: name, Schema: st.Schema(), Spec: sspec})
+	}
+	checked, err := check.Check()
+	if err != nil {
+		return nil, nil, backfill.PromotePlan{}, badInput("%v", err)
+	}
+	return tables, check.Staging, checked, nil
+}
+
 func splitList(s string) []string {
 	if s == "" {
 		return nil
@@ -207,20 +220,20 @@ func splitList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// targetTable stages the schema change of a promotion on a transaction of
-// tbl and returns the staged table. For the same table version and
+// targetTable stages the schema change of a promotion on a new
+// transaction of tbl and returns the staged table. For the same table version and
 // columns it assigns the same field ids, which is what lets bucket
 // activities and the commit agree on the schema without shipping it.
-func targetTable(tbl *table.Table, staging []backfill.Staging, checked backfill.PromotePlan) (*table.StagedTable, *table.Transaction, error) {
+func targetTable(tbl *table.Table, staging []backfill.Staging, checked backfill.PromotePlan) (*table.StagedTable, error) {
 	tx := tbl.NewTransaction()
 	if err := stageSchema(tx, staging, checked); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	staged, err := tx.StagedTable()
 	if err != nil {
-		return nil, nil, fmt.Errorf("stage schema of %s: %w", lake.Name(tbl.Identifier()), err)
+		return nil, fmt.Errorf("stage schema of %s: %w", lake.Name(tbl.Identifier()), err)
 	}
-	return staged, tx, nil
+	return staged, nil
 }
 
 func stageSchema(tx *table.Transaction, staging []backfill.Staging, checked backfill.PromotePlan) error {
@@ -247,13 +260,13 @@ func stageSchema(tx *table.Transaction, staging []backfill.Staging, checked back
 // promotionState is a plan re-resolved against the catalog by a bucket
 // activity or the commit.
 type promotionState struct {
-	training *table.Table
-	target   *table.StagedTable
-	tx       *table.Transaction
-	staging  []*table.Table
-	checked  backfill.PromotePlan
-	rng      backfill.DateRange
-	stale    string // why the table no longer matches the plan; "" if it does
+	training       *table.Table
+	target         *table.StagedTable
+	staging        []*table.Table
+	stagingChecked []backfill.Staging // staging, as checked
+	checked        backfill.PromotePlan
+	rng            backfill.DateRange
+	stale          string // why the table no longer matches the plan; "" if it does
 }
 
 // resolve loads the tables of a plan and rebuilds its target schema. If
@@ -281,30 +294,10 @@ func resolve(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan) (*prom
 		s.stale = fmt.Sprintf("training table %s schema moved from %d to %d", plan.Spec.Training, plan.BaseSchema, s.training.Schema().ID)
 		return s, nil
 	}
-	trainSpec, _, err := specOf(s.training)
-	if err != nil {
+	if s.staging, s.stagingChecked, s.checked, err = checkPromotion(ctx, cat, s.training, plan.Spec); err != nil {
 		return nil, err
 	}
-	check := backfill.PromoteCheck{
-		Training: plan.Spec.Training, TrainingSchema: s.training.Schema(), TrainingSpec: trainSpec,
-		Promoted: splitList(s.training.Properties()[PropPromoted]),
-	}
-	for _, name := range plan.Spec.Staging {
-		st, err := loadInput(ctx, cat, "staging table", name)
-		if err != nil {
-			return nil, err
-		}
-		sspec, _, err := specOf(st)
-		if err != nil {
-			return nil, err
-		}
-		s.staging = append(s.staging, st)
-		check.Staging = append(check.Staging, backfill.Staging{Name: name, Schema: st.Schema(), Spec: sspec})
-	}
-	if s.checked, err = check.Check(); err != nil {
-		return nil, badInput("%v", err)
-	}
-	if s.target, s.tx, err = targetTable(s.training, check.Staging, s.checked); err != nil {
+	if s.target, err = targetTable(s.training, s.stagingChecked, s.checked); err != nil {
 		return nil, err
 	}
 	got, err := json.Marshal(s.target.Schema())
@@ -647,7 +640,7 @@ func CommitPromotion(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan
 	}
 	res := CommitResult{PreviousSnapshot: plan.BaseSnapshot}
 	var out CommitResult
-	_, err := cat.Update(ctx, plan.Spec.Training, func(ctx context.Context, tbl *table.Table, tx *table.Transaction) error {
+	tbl, err := cat.Update(ctx, plan.Spec.Training, func(ctx context.Context, tbl *table.Table, tx *table.Transaction) error {
 		out = res
 		cur := tbl.CurrentSnapshot()
 		if cur != nil {
@@ -682,7 +675,7 @@ func CommitPromotion(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan
 		}
 		// The transaction Update gave us pins main at the base; stage the
 		// schema change and the file replacement on it.
-		if err := stageSchema(tx, checkedStaging(s), s.checked); err != nil {
+		if err := stageSchema(tx, s.stagingChecked, s.checked); err != nil {
 			return err
 		}
 		staged, err := tx.StagedTable()
@@ -761,10 +754,6 @@ func CommitPromotion(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan
 	if out.Conflict || out.Already {
 		return out, nil
 	}
-	tbl, err := cat.Load(ctx, plan.Spec.Training)
-	if err != nil {
-		return out, err
-	}
 	out.Snapshot = tbl.CurrentSnapshot().SnapshotID
 	// The pending lists have served; a retried commit finds the snapshot
 	// by its promotion id, not through them.
@@ -775,14 +764,6 @@ func CommitPromotion(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan
 	}
 	log.Info("promote: committed", "table", plan.Spec.Training, "previous", out.PreviousSnapshot, "snapshot", out.Snapshot, "files", out.Files, "replaced", out.Replaced)
 	return out, nil
-}
-
-func checkedStaging(s *promotionState) []backfill.Staging {
-	out := make([]backfill.Staging, len(s.staging))
-	for i, st := range s.staging {
-		out[i] = backfill.Staging{Name: lake.Name(st.Identifier()), Schema: st.Schema()}
-	}
-	return out
 }
 
 // PromoteResult reports a whole promotion.

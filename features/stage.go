@@ -122,6 +122,19 @@ func specOf(tbl *table.Table) ([]backfill.SpecField, []lake.PartitionField, erro
 	return out, fields, nil
 }
 
+// checkDateColumn checks that the training table (named name) has a date
+// column col.
+func checkDateColumn(training *table.Table, name, col string) error {
+	f, ok := training.Schema().FindFieldByName(col)
+	if !ok {
+		return badInput("date column %s is not in training table %s", col, name)
+	}
+	if _, isDate := f.Type.(iceberg.DateType); !isDate {
+		return badInput("date column %s of training table %s is %s, want date", col, name, f.Type)
+	}
+	return nil
+}
+
 // checkStage validates everything about a stage-1 job that can be checked
 // without writing: dates, alignment, tables, columns and types.
 func checkStage(ctx context.Context, cat *lake.Catalog, spec StageSpec) (*stageJob, error) {
@@ -149,10 +162,8 @@ func checkStage(ctx context.Context, cat *lake.Catalog, spec StageSpec) (*stageJ
 	if j.spec0, _, err = specOf(j.training); err != nil {
 		return nil, err
 	}
-	if f, ok := j.training.Schema().FindFieldByName(spec.DateColumn); !ok {
-		return nil, badInput("date column %s is not in training table %s", spec.DateColumn, spec.Training)
-	} else if _, isDate := f.Type.(iceberg.DateType); !isDate {
-		return nil, badInput("date column %s of training table %s is %s, want date", spec.DateColumn, spec.Training, f.Type)
+	if err := checkDateColumn(j.training, spec.Training, spec.DateColumn); err != nil {
+		return nil, err
 	}
 	check := backfill.StageCheck{
 		Training: spec.Training, Feature: spec.Feature,
