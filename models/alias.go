@@ -1,13 +1,11 @@
 package models
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -280,46 +278,44 @@ func (r *Registry) History(ctx context.Context, name, alias string) ([]Move, err
 	if err := validateAlias(name, alias); err != nil {
 		return nil, err
 	}
-	if _, err := r.settle(ctx, name, alias); err != nil {
+	cur, err := r.settle(ctx, name, alias)
+	if err != nil {
 		return nil, err
 	}
 	var moves []Move
-	for o, err := range r.store.List(ctx, historyDir(name, alias)) {
+	for seq := int64(1); seq <= cur.Seq; seq++ {
+		m, err := r.readMove(ctx, name, alias, seq)
 		if err != nil {
-			return nil, fmt.Errorf("models: history of %s of %s: %w", alias, name, err)
-		}
-		b, _, err := r.store.GetBytes(ctx, o.Key)
-		if err != nil {
-			return nil, fmt.Errorf("models: history of %s of %s: %w", alias, name, err)
-		}
-		var m Move
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("models: decode %s: %w", o.Key, err)
+			return nil, err
 		}
 		moves = append(moves, m)
 	}
-	slices.SortFunc(moves, func(a, b Move) int { return cmp.Compare(a.Seq, b.Seq) })
 	return moves, nil
 }
 
 // AliasAt returns the move that made alias name the version it named at
 // time t; its To is that version. Times are those of the moves' records,
-// taken from the clock of the process that made each move.
+// taken from the clock of the process that made each move. It is the last
+// move made at or before t, so the history is read from its newest entry
+// back only as far as that move.
 func (r *Registry) AliasAt(ctx context.Context, name, alias string, t time.Time) (Move, error) {
-	moves, err := r.History(ctx, name, alias)
+	if err := validateAlias(name, alias); err != nil {
+		return Move{}, err
+	}
+	cur, err := r.settle(ctx, name, alias)
 	if err != nil {
 		return Move{}, err
 	}
-	var at *Move
-	for i := range moves {
-		if !moves[i].Time.After(t) {
-			at = &moves[i]
+	for seq := cur.Seq; seq >= 1; seq-- {
+		m, err := r.readMove(ctx, name, alias, seq)
+		if err != nil {
+			return Move{}, err
+		}
+		if !m.Time.After(t) {
+			return m, nil
 		}
 	}
-	if at == nil {
-		return Move{}, fmt.Errorf("%w: %s of %s was not set at %s", ErrNotFound, alias, name, t.Format(time.RFC3339Nano))
-	}
-	return *at, nil
+	return Move{}, fmt.Errorf("%w: %s of %s was not set at %s", ErrNotFound, alias, name, t.Format(time.RFC3339Nano))
 }
 
 // Aliases returns the aliases of model name.
