@@ -130,20 +130,7 @@ func TestConcurrentCreatesOfOneVersion(t *testing.T) {
 		wg.Go(func() { vs[i], errs[i] = reg.Register(t.Context(), "ranker", arts[i], "v1", models.Meta{}) })
 	}
 	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil && winner >= 0:
-			t.Fatalf("registrations %d and %d both created ranker@v1", winner, i)
-		case err == nil:
-			winner = i
-		case !errors.Is(err, models.ErrVersionExists):
-			t.Errorf("registration %d: %v, want ErrVersionExists", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no registration won")
-	}
+	winner := s3test.Winner(t, errs, models.ErrVersionExists)
 	// The version holds the winner's files, and only them.
 	got, err := reg.Get(t.Context(), "ranker", "v1")
 	if err != nil || got.Checksum != vs[winner].Checksum {

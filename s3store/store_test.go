@@ -169,20 +169,7 @@ func TestConcurrentPutIfAbsentHasOneWinner(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			winner := -1
-			for i, err := range errs {
-				switch {
-				case err == nil && winner >= 0:
-					t.Fatalf("writers %d and %d both won", winner, i)
-				case err == nil:
-					winner = i
-				case !errors.Is(err, s3store.ErrExists):
-					t.Errorf("writer %d: %v, want ErrExists", i, err)
-				}
-			}
-			if winner < 0 {
-				t.Fatal("no writer won")
-			}
+			winner := s3test.Winner(t, errs, s3store.ErrExists)
 			got, _, err := st.GetBytes(t.Context(), key)
 			if err != nil || !bytes.Equal(got, bodies[winner]) {
 				t.Fatalf("stored object is not the winner's: %v", err)

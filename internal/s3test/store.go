@@ -2,6 +2,7 @@ package s3test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -32,4 +33,26 @@ func (s *Server) Open(t testing.TB, prefix string) *s3store.Store {
 		t.Fatalf("s3test: open store: %v", err)
 	}
 	return st
+}
+
+// Winner checks the outcomes of writers racing for one key with
+// conditional writes: exactly one error is nil, and every other one is
+// lost (by errors.Is). It returns the winner's index, failing t otherwise.
+func Winner(t testing.TB, errs []error, lost error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("writers %d and %d both won", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, lost):
+			t.Errorf("writer %d: %v, want %v", i, err, lost)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no writer won")
+	}
+	return winner
 }
