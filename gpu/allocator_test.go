@@ -169,7 +169,7 @@ func TestAllocatorFailFastOrWait(t *testing.T) {
 		}
 		done <- l
 	}()
-	waitFor(t, "the waiter to queue", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.waiters.Len() == 1 })
+	waitFor(t, "the waiter to queue", queued(a, 1))
 	// Someone is waiting: TryAcquire does not jump the queue.
 	all.Release()
 	l := <-done
@@ -188,14 +188,11 @@ func TestAllocatorFIFO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queued := func(n int) func() bool {
-		return func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.waiters.Len() == n }
-	}
 	big, small := make(chan *Lease, 1), make(chan *Lease, 1)
 	go func() { l, _ := a.Acquire(context.Background(), 8); big <- l }()
-	waitFor(t, "the big request to queue", queued(1))
+	waitFor(t, "the big request to queue", queued(a, 1))
 	go func() { l, _ := a.Acquire(context.Background(), 1); small <- l }()
-	waitFor(t, "the small request to queue", queued(2))
+	waitFor(t, "the small request to queue", queued(a, 2))
 	if _, err := a.TryAcquire(1); !errors.Is(err, ErrBusy) {
 		t.Errorf("TryAcquire with waiters = %v", err)
 	}
@@ -228,10 +225,10 @@ func TestAllocatorCancelledHeadUnblocksNext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	headErr := make(chan error, 1)
 	go func() { _, err := a.Acquire(ctx, 2); headErr <- err }()
-	waitFor(t, "the head to queue", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.waiters.Len() == 1 })
+	waitFor(t, "the head to queue", queued(a, 1))
 	next := make(chan *Lease, 1)
 	go func() { l, _ := a.Acquire(context.Background(), 1); next <- l }()
-	waitFor(t, "the next to queue", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.waiters.Len() == 2 })
+	waitFor(t, "the next to queue", queued(a, 2))
 	cancel()
 	if err := <-headErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("head: %v", err)
@@ -256,7 +253,7 @@ func TestAllocatorExcludesGPUThatTurnsBad(t *testing.T) {
 	}
 	waiter := make(chan error, 1)
 	go func() { _, err := a.Acquire(context.Background(), 8); waiter <- err }()
-	waitFor(t, "the waiter to queue", func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.waiters.Len() == 1 })
+	waitFor(t, "the waiter to queue", queued(a, 1))
 
 	f.xid(2, 79)
 	waitFor(t, "the XID to land", func() bool { return !mustHealth(t, h)[2].Healthy })
@@ -308,4 +305,9 @@ func TestAllocatorOnClosedHost(t *testing.T) {
 	if _, err := a.Acquire(context.Background(), 1); !errors.Is(err, ErrClosed) {
 		t.Errorf("Acquire on a closed host: %v", err)
 	}
+}
+
+// queued reports, for waitFor, whether n requests wait in a's queue.
+func queued(a *Allocator, n int) func() bool {
+	return func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.waiters.Len() == n }
 }
