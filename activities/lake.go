@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"go.temporal.io/sdk/activity"
-
 	"github.com/retrain-ml/retrain/backfill"
 	"github.com/retrain-ml/retrain/colstats"
 	"github.com/retrain-ml/retrain/dags"
@@ -52,6 +50,15 @@ func (l *Lake) open(ctx context.Context) (*lake.Catalog, error) {
 }
 
 func (l *Lake) configured() bool { return l.Catalog.Configured() }
+
+// openWith decodes a step's `with` into spec (a bad one is bad input) and
+// opens the catalog.
+func (l *Lake) openWith(ctx context.Context, with map[string]any, spec any) (*lake.Catalog, error) {
+	if err := decodeWith(with, spec); err != nil {
+		return nil, Permanent(ErrBadInput, "%v", err)
+	}
+	return l.open(ctx)
+}
 
 // lakeError maps the features package's error kinds to Temporal errors.
 func lakeError(err error) error {
@@ -128,10 +135,7 @@ var StageFeaturesType = dags.NodeType{
 // Stage runs a stage_features node.
 func (l *Lake) Stage(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var spec features.StageSpec
-	if err := decodeWith(in.With, &spec); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
-	}
-	cat, err := l.open(ctx)
+	cat, err := l.openWith(ctx, in.With, &spec)
 	if err != nil {
 		return nil, err
 	}
@@ -178,14 +182,11 @@ type statsWith struct {
 // Stats runs a feature_stats node.
 func (l *Lake) Stats(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w statsWith
-	if err := decodeWith(in.With, &w); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
-	}
-	w.StatsSpec.Thresholds = colstats.Thresholds{MaxNullRate: w.MaxNullRate, MinDistinct: w.MinDistinct, MinStd: w.MinStd}
-	cat, err := l.open(ctx)
+	cat, err := l.openWith(ctx, in.With, &w)
 	if err != nil {
 		return nil, err
 	}
+	w.StatsSpec.Thresholds = colstats.Thresholds{MaxNullRate: w.MaxNullRate, MinDistinct: w.MinDistinct, MinStd: w.MinStd}
 	res, err := features.Stats(ctx, cat, w.StatsSpec, l.log(in))
 	if err != nil {
 		return nil, lakeError(err)
@@ -236,10 +237,7 @@ type PromoteCommitInput struct {
 // PromotePlan checks and plans a round of a promotion.
 func (l *Lake) PromotePlan(ctx context.Context, in PromotePlanInput) (*features.PromotionPlan, error) {
 	var spec features.PromoteSpec
-	if err := decodeWith(in.With, &spec); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
-	}
-	cat, err := l.open(ctx)
+	cat, err := l.openWith(ctx, in.With, &spec)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +251,7 @@ func (l *Lake) PromoteBuckets(ctx context.Context, in PromoteBucketsInput) (feat
 	if err != nil {
 		return features.BucketResult{}, err
 	}
-	stop := keepAlive(ctx, activity.GetInfo(ctx).HeartbeatTimeout, &heartbeat{})
+	ctx, stop := startKeepAlive(ctx)
 	defer stop()
 	res, err := features.PromoteBuckets(ctx, cat, in.Plan, in.Buckets, l.Logger)
 	return res, lakeError(err)
