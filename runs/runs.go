@@ -86,13 +86,27 @@ func NewID(pipeline string) string {
 // State asks a running run for its state. For a closed run it returns the
 // final result instead.
 func State(ctx context.Context, c client.Client, id string) (*workflows.Result, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	closed, err := isClosed(ctx, c, id)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", id, err)
+		return nil, err
 	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if closed {
 		return result(ctx, c, id)
 	}
+	return queryState(ctx, c, id)
+}
+
+// isClosed reports whether the run has ended, however it ended.
+func isClosed(ctx context.Context, c client.Client, id string) (bool, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return false, fmt.Errorf("run %s: %w", id, err)
+	}
+	return desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+}
+
+// queryState asks a running run for its Result so far.
+func queryState(ctx context.Context, c client.Client, id string) (*workflows.Result, error) {
 	v, err := c.QueryWorkflow(ctx, id, "", workflows.StateQuery)
 	if err != nil {
 		return nil, fmt.Errorf("query run %s: %w", id, err)
@@ -113,19 +127,16 @@ func Wait(ctx context.Context, c client.Client, id string, progress func(*workfl
 	for {
 		// Describe-then-Get instead of one long-polling Get: Get on a run
 		// that closed during the poll has been seen to return ~20 s late.
-		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+		closed, err := isClosed(ctx, c, id)
 		if err != nil {
-			return nil, fmt.Errorf("run %s: %w", id, err)
+			return nil, err
 		}
-		if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if closed {
 			return result(ctx, c, id)
 		}
 		if progress != nil {
-			if v, err := c.QueryWorkflow(ctx, id, "", workflows.StateQuery); err == nil {
-				var res workflows.Result
-				if v.Get(&res) == nil {
-					progress(&res)
-				}
+			if res, err := queryState(ctx, c, id); err == nil {
+				progress(res)
 			}
 		}
 		select {
