@@ -21,14 +21,16 @@ import (
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/workflows"
 )
 
-// Default task queue names.
+// Default task queue names. The default queue is the one runs.Start sends
+// runs to.
 const (
-	DefaultTaskQueue = "retrain"
+	DefaultTaskQueue = runs.DefaultTaskQueue
 	DefaultGPUQueue  = "retrain-gpu"
 )
 
@@ -91,6 +93,17 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	if cfg.TaskQueue == "" {
 		cfg.TaskQueue = DefaultTaskQueue
 	}
+	var lib *dags.Library
+	switch {
+	case cfg.PipelinesDir != "":
+		st, err := os.Stat(cfg.PipelinesDir)
+		if err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("pipelines folder %q: not a readable directory", cfg.PipelinesDir)
+		}
+		lib = dags.NewLibrary(os.DirFS(cfg.PipelinesDir))
+	case cfg.Pipelines != nil:
+		lib = dags.NewLibrary(cfg.Pipelines)
+	}
 	// GPUs first: a GPU worker without a usable GPU must not start at all,
 	// or it would take GPU jobs it cannot run.
 	var (
@@ -102,17 +115,10 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		if gpus, gpuSlots, err = openGPUs(cfg, logger); err != nil {
 			return nil, err
 		}
-	}
-	var lib *dags.Library
-	switch {
-	case cfg.PipelinesDir != "":
-		st, err := os.Stat(cfg.PipelinesDir)
-		if err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("pipelines folder %q: not a readable directory", cfg.PipelinesDir)
+		if cfg.GPUQueue == "" {
+			closeGPUs(gpus, logger)
+			return nil, errors.New("--gpu needs a GPU queue name")
 		}
-		lib = dags.NewLibrary(os.DirFS(cfg.PipelinesDir))
-	case cfg.Pipelines != nil:
-		lib = dags.NewLibrary(cfg.Pipelines)
 	}
 
 	store, err := openStore(ctx, cfg.Store, logger)
@@ -145,10 +151,6 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: deps.Lake, gpus: gpus}
 
 	if cfg.GPU {
-		if cfg.GPUQueue == "" {
-			closeGPUs(gpus, logger)
-			return nil, errors.New("--gpu needs a GPU queue name")
-		}
 		gw := sdkworker.New(c, cfg.GPUQueue, sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: gpuSlots,
 		})
