@@ -84,82 +84,31 @@ func NewAccumulator(name string, typ arrow.DataType) *Accumulator {
 
 // Add profiles the values of arr.
 func (a *Accumulator) Add(arr arrow.Array) error {
-	n := arr.Len()
-	a.rows += int64(n)
+	a.rows += int64(arr.Len())
 	switch c := arr.(type) {
 	case *array.Float64:
-		for i := range n {
-			if c.IsNull(i) {
-				a.nulls++
-				continue
-			}
-			v := c.Value(i)
-			a.number(v)
-			a.hll.add(floatHash(v))
-		}
+		a.each(c, func(i int) { a.float(c.Value(i)) })
 	case *array.Float32:
-		for i := range n {
-			if c.IsNull(i) {
-				a.nulls++
-				continue
-			}
-			v := float64(c.Value(i))
-			a.number(v)
-			a.hll.add(floatHash(v))
-		}
+		a.each(c, func(i int) { a.float(float64(c.Value(i))) })
 	case *array.Int64:
-		for i := range n {
-			if c.IsNull(i) {
-				a.nulls++
-				continue
-			}
-			a.number(float64(c.Value(i)))
-			a.hll.add(splitmix.Mix64(uint64(c.Value(i))))
-		}
+		a.each(c, func(i int) { a.int(c.Value(i)) })
 	case *array.Int32:
-		for i := range n {
-			if c.IsNull(i) {
-				a.nulls++
-				continue
-			}
-			a.number(float64(c.Value(i)))
-			a.hll.add(splitmix.Mix64(uint64(c.Value(i))))
-		}
+		a.each(c, func(i int) { a.int(int64(c.Value(i))) })
 	case *array.Boolean:
-		for i := range n {
-			if c.IsNull(i) {
-				a.nulls++
-				continue
-			}
+		a.each(c, func(i int) {
 			v := 0.0
 			if c.Value(i) {
 				v = 1
 			}
 			a.number(v)
 			a.hll.add(splitmix.Mix64(uint64(v) + 1))
-		}
+		})
 	case *array.String:
-		for i := range n {
-			if c.IsNull(i) {
-				a.nulls++
-				continue
-			}
-			a.hll.add(stringHash(c.Value(i)))
-		}
+		a.each(c, func(i int) { a.hll.add(stringHash(c.Value(i))) })
 	case *array.LargeString:
-		for i := range n {
-			if c.IsNull(i) {
-				a.nulls++
-				continue
-			}
-			a.hll.add(stringHash(c.Value(i)))
-		}
+		a.each(c, func(i int) { a.hll.add(stringHash(c.Value(i))) })
 	case array.ListLike:
-		for i := range n {
-			if c.IsNull(i) {
-				a.nulls++
-				continue
-			}
+		a.each(c, func(i int) {
 			start, end := c.ValueOffsets(i)
 			a.number(float64(end - start))
 			h := splitmix.Mix64(uint64(end-start) + 0x9e3779b97f4a7c15)
@@ -167,17 +116,33 @@ func (a *Accumulator) Add(arr arrow.Array) error {
 				h = splitmix.Mix64(h ^ elemHash(c.ListValues(), int(j)))
 			}
 			a.hll.add(h)
-		}
+		})
 	default:
-		for i := range n {
-			if arr.IsNull(i) {
-				a.nulls++
-				continue
-			}
-			a.hll.add(stringHash(arr.ValueStr(i)))
-		}
+		a.each(arr, func(i int) { a.hll.add(stringHash(arr.ValueStr(i))) })
 	}
 	return nil
+}
+
+// each counts the nulls of arr and calls f with the index of every other
+// value.
+func (a *Accumulator) each(arr arrow.Array, f func(i int)) {
+	for i := range arr.Len() {
+		if arr.IsNull(i) {
+			a.nulls++
+			continue
+		}
+		f(i)
+	}
+}
+
+func (a *Accumulator) float(v float64) {
+	a.number(v)
+	a.hll.add(floatHash(v))
+}
+
+func (a *Accumulator) int(v int64) {
+	a.number(float64(v))
+	a.hll.add(splitmix.Mix64(uint64(v)))
 }
 
 func (a *Accumulator) number(v float64) {
