@@ -35,18 +35,21 @@ func NewRunCommand(app *App) *cobra.Command {
 			}
 			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue}
 			if isFile(args[0]) {
-				spec, err := LoadSpec(args[0])
+				// Read once: the bytes checked here are the bytes sent.
+				data, err := os.ReadFile(args[0])
 				if err != nil {
 					return err
 				}
-				// Bind params here too, so a wrong param fails before any run starts.
+				spec, err := dags.Parse(args[0], data)
+				if err != nil {
+					return err
+				}
+				// Compile validates and binds params, so a wrong spec or
+				// param fails before any run starts.
 				if _, err := dags.Compile(spec, activities.Types(), values); err != nil {
 					return err
 				}
-				if req.Spec, err = os.ReadFile(args[0]); err != nil {
-					return err
-				}
-				req.Pipeline, req.SpecFile = "", filepath.Base(args[0])
+				req.Spec, req.SpecFile = data, filepath.Base(args[0])
 				if id == "" {
 					req.ID = runs.NewID(spec.Name)
 				}
