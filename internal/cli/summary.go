@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -21,8 +22,7 @@ func PrintSummary(w io.Writer, res *workflows.Result) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NODE\tTYPE\tSTATUS\tATTEMPTS\tTIME\tDETAIL")
-	rows := append(append([]workflows.NodeState(nil), res.Nodes...), res.Compensations...)
-	for _, n := range rows {
+	for _, n := range slices.Concat(res.Nodes, res.Compensations) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Type, n.Status, attempts(n), took(n), detail(n))
 	}
 	tw.Flush()
@@ -82,7 +82,7 @@ func NewProgress(w io.Writer) *Progress {
 func (p *Progress) Update(res *workflows.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, n := range append(append([]workflows.NodeState(nil), res.Nodes...), res.Compensations...) {
+	for _, n := range slices.Concat(res.Nodes, res.Compensations) {
 		if n.Status == workflows.NodePending || p.seen[n.ID] == n.Status {
 			continue
 		}
