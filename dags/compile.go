@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +76,7 @@ func (s *Spec) BindParams(given map[string]any) (map[string]any, error) {
 	for i, p := range s.Params {
 		names[i] = p.Name
 	}
-	for _, name := range sortedKeys(given) {
+	for _, name := range slices.Sorted(maps.Keys(given)) {
 		if s.Param(name) == nil {
 			e.at(s.ParamsPos, "unknown param %q%s; declared params: %s", name, didYouMean(name, names), listOrNone(names))
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -175,7 +176,7 @@ func interpolate(v any, sc Scope, path string) (any, error) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		// Sorted keys, so the error reported first is always the same one.
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			r, err := interpolate(x[k], sc, joinPath(path, k))
 			if err != nil {
 				return nil, err
@@ -259,13 +260,13 @@ func walkStrings(v any, path string, fn func(path, s string) error) error {
 	case string:
 		return fn(path, x)
 	case map[string]any:
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			if err := walkStrings(x[k], joinPath(path, k), fn); err != nil {
 				return err
 			}
 		}
 	case map[string]string:
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			if err := fn(joinPath(path, k), x[k]); err != nil {
 				return err
 			}
@@ -284,15 +285,6 @@ func walkStrings(v any, path string, fn func(path, s string) error) error {
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // format turns a value into the text it stands for inside a larger string:

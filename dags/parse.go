@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -317,7 +318,7 @@ func (p *parser) merge(v *yaml.Node, what string, depth int) mapping {
 // better message for a key (a key valid elsewhere).
 func (p *parser) unknown(m mapping, where string, known []string, hint func(key string) string) {
 	for _, kv := range m {
-		if contains(known, kv.key) {
+		if slices.Contains(known, kv.key) {
 			continue
 		}
 		if hint != nil {
@@ -328,15 +329,6 @@ func (p *parser) unknown(m mapping, where string, known []string, hint func(key 
 		}
 		p.errorf(kv.k, "unknown field %q %s%s", kv.key, where, didYouMean(kv.key, known))
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // str decodes a string. Any non-null scalar is accepted as its text, so
@@ -556,7 +548,7 @@ func (p *parser) param(kv pair) *Param {
 	p.unknown(m, "in "+what, paramFields, nil)
 	if v := m.get("type"); v != nil {
 		if t, ok := p.str(v, what+" type"); ok {
-			if contains(paramTypes, t) {
+			if slices.Contains(paramTypes, t) {
 				prm.Type = ParamType(t)
 			} else {
 				p.errorf(v, "%s: unknown type %q; use one of %s%s", what, t, strings.Join(paramTypes, ", "), didYouMean(t, paramTypes))

@@ -2,6 +2,7 @@ package dags
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -242,7 +243,7 @@ func (v *validator) node(n *Node, onFailure bool) {
 		v.with(n, onFailure)
 	}
 	up := v.upstream(n, onFailure)
-	for _, k := range sortedKeys(n.With) {
+	for _, k := range slices.Sorted(maps.Keys(n.With)) {
 		pos := n.WithKeyPos[k]
 		if pos == (Pos{}) {
 			pos = n.Pos
@@ -345,7 +346,7 @@ func (v *validator) with(n *Node, onFailure bool) {
 		names = append(names, f.Name)
 	}
 	bad := false
-	for _, k := range sortedKeys(n.With) {
+	for _, k := range slices.Sorted(maps.Keys(n.With)) {
 		pos := n.WithKeyPos[k]
 		if pos == (Pos{}) {
 			pos = blockPos
@@ -439,7 +440,7 @@ func checkField(ft FieldType, v any) string {
 		if !ok {
 			return "must be a mapping of strings, got " + typeName(v)
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if msg := checkField(FieldString, m[k]); msg != "" {
 				return fmt.Sprintf("key %q %s", k, msg)
 			}
