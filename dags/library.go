@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -100,7 +101,7 @@ func (l *Library) Find(name string) (file string, data []byte, err error) {
 	}
 	switch len(match) {
 	case 0:
-		return "", nil, &notFoundError{name: name, known: names(entries)}
+		return "", nil, &notFoundError{name: name, known: slices.Sorted(maps.Keys(filesByName(entries)))}
 	case 1:
 		return match[0].file, match[0].data, nil
 	}
@@ -108,7 +109,7 @@ func (l *Library) Find(name string) (file string, data []byte, err error) {
 	for i, e := range match {
 		files[i] = e.file
 	}
-	return "", nil, fmt.Errorf("pipeline %q is defined by more than one file: %s", name, strings.Join(files, ", "))
+	return "", nil, ambiguous(name, files)
 }
 
 // List returns the names of the pipelines in the library, sorted. If two
@@ -119,28 +120,28 @@ func (l *Library) List() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	files := filesByName(entries)
+	names := slices.Sorted(maps.Keys(files))
+	var errs []error
+	for _, name := range names {
+		if f := files[name]; len(f) > 1 {
+			errs = append(errs, ambiguous(name, f))
+		}
+	}
+	return names, errors.Join(errs...)
+}
+
+// filesByName groups the entries' files by pipeline name.
+func filesByName(entries []libEntry) map[string][]string {
 	files := map[string][]string{}
 	for _, e := range entries {
 		files[e.pipelineName()] = append(files[e.pipelineName()], e.file)
 	}
-	var errs []error
-	for _, name := range sortedKeys(files) {
-		if f := files[name]; len(f) > 1 {
-			errs = append(errs, fmt.Errorf("pipeline %q is defined by more than one file: %s", name, strings.Join(f, ", ")))
-		}
-	}
-	return sortedKeys(files), errors.Join(errs...)
+	return files
 }
 
-func names(entries []libEntry) []string {
-	var out []string
-	for _, e := range entries {
-		if !slices.Contains(out, e.pipelineName()) {
-			out = append(out, e.pipelineName())
-		}
-	}
-	slices.Sort(out)
-	return out
+func ambiguous(name string, files []string) error {
+	return fmt.Errorf("pipeline %q is defined by more than one file: %s", name, strings.Join(files, ", "))
 }
 
 type notFoundError struct {
