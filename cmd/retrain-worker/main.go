@@ -8,9 +8,5 @@ import (
 )
 
 func main() {
-	app := &cli.App{}
-	cmd := cli.NewWorkerCommand(app)
-	cmd.Use = "retrain-worker"
-	app.AddGlobalFlags(cmd)
-	cli.Execute(cmd)
+	cli.Execute(cli.NewWorkerRoot(&cli.App{}, "retrain-worker"))
 }

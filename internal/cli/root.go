@@ -45,12 +45,7 @@ func (e *ExitError) Error() string {
 // NewRoot returns the `retrain` command with the commands that need no
 // embedded server; callers add their own.
 func NewRoot(app *App, use string) *cobra.Command {
-	if app.Out == nil {
-		app.Out = os.Stdout
-	}
-	if app.Err == nil {
-		app.Err = os.Stderr
-	}
+	app.defaults()
 	root := &cobra.Command{
 		Use:           use,
 		Short:         "retrain runs ML retrain -> validate -> deploy pipelines as DAGs on Temporal",
@@ -63,6 +58,17 @@ func NewRoot(app *App, use string) *cobra.Command {
 	root.AddCommand(NewModelCommand(app), NewGCCommand(app))
 	root.AddCommand(NewApproveCommand(app), NewGPUsCommand(app), NewReportCommand(app))
 	return root
+}
+
+// defaults sends output to the process's stdout and stderr unless the
+// caller chose writers: the commands and the logger write to them.
+func (a *App) defaults() {
+	if a.Out == nil {
+		a.Out = os.Stdout
+	}
+	if a.Err == nil {
+		a.Err = os.Stderr
+	}
 }
 
 // AddGlobalFlags adds the connection and logging flags to cmd.

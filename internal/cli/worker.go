@@ -8,6 +8,16 @@ import (
 	"github.com/retrain-ml/retrain/worker"
 )
 
+// NewWorkerRoot returns `retrain worker` as a program of its own, named use,
+// with the global flags: the retrain-worker binary.
+func NewWorkerRoot(app *App, use string) *cobra.Command {
+	app.defaults()
+	cmd := NewWorkerCommand(app)
+	cmd.Use = use
+	app.AddGlobalFlags(cmd)
+	return cmd
+}
+
 // NewWorkerCommand returns `retrain worker`: poll Temporal and run pipelines.
 func NewWorkerCommand(app *App) *cobra.Command {
 	var cfg worker.Config
