@@ -112,19 +112,14 @@ func RecordProgress(ctx context.Context, details ...any) {
 // the returned context. Activity does this for every node; activities that
 // are not nodes but run long call it themselves. The SDK throttles
 // heartbeats, so steps that also report progress do not multiply traffic.
-func startKeepAlive(ctx context.Context) (context.Context, func()) {
+func startKeepAlive(ctx context.Context) (_ context.Context, stop func()) {
 	hb := &heartbeat{}
 	ctx = context.WithValue(ctx, heartbeatKey{}, hb)
-	return ctx, keepAlive(ctx, activity.GetInfo(ctx).HeartbeatTimeout, hb)
-}
-
-// keepAlive heartbeats at a third of timeout until stopped, repeating hb's
-// latest details.
-func keepAlive(ctx context.Context, timeout time.Duration, hb *heartbeat) (stop func()) {
+	timeout := activity.GetInfo(ctx).HeartbeatTimeout
 	if timeout <= 0 {
-		return func() {}
+		return ctx, func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	beatCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -132,14 +127,14 @@ func keepAlive(ctx context.Context, timeout time.Duration, hb *heartbeat) (stop 
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-beatCtx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx, hb.get()...)
+				activity.RecordHeartbeat(beatCtx, hb.get()...)
 			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	return ctx, func() { cancel(); <-done }
 }
 
 // withAttempt rewraps err as an application error carrying the attempt
