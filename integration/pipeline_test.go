@@ -19,6 +19,7 @@ import (
 
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/temporalconn"
 	"github.com/retrain-ml/retrain/workflows"
 )
 
@@ -416,5 +417,19 @@ nodes:
 	}
 	if st.ID != id.ID || st.Status != workflows.StatusSucceeded || len(st.Nodes) != 2 {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+// TestDialRejectsUnknownNamespace: a typo in --namespace fails at connect
+// time, naming the namespace, instead of at the first call.
+func TestDialRejectsUnknownNamespace(t *testing.T) {
+	conn := temporalconn.Options{Address: server.FrontendAddress(), Namespace: "no-such-namespace"}
+	c, err := conn.Dial(context.Background(), quiet)
+	if err == nil {
+		c.Close()
+		t.Fatal("dial to an unknown namespace succeeded")
+	}
+	if !strings.Contains(err.Error(), `no namespace "no-such-namespace"`) {
+		t.Errorf("error %q does not name the namespace", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 )
@@ -102,8 +104,10 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// Dial connects to Temporal and checks the namespace is reachable, so a
-// wrong address fails here with a clear message instead of at first use.
+// Dial connects to Temporal and checks the namespace exists, so a wrong
+// address or namespace fails here with a clear message instead of at first
+// use. A caller not allowed to describe the namespace is let through: its
+// first real call will say what is wrong.
 func (o Options) Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
 	opts, err := o.ClientOptions(logger)
 	if err != nil {
@@ -112,6 +116,12 @@ func (o Options) Dial(ctx context.Context, logger *slog.Logger) (client.Client, 
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w", o.Address, o.Namespace, err)
+	}
+	_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: o.Namespace})
+	var notFound *serviceerror.NamespaceNotFound
+	if errors.As(err, &notFound) {
+		c.Close()
+		return nil, fmt.Errorf("Temporal at %s has no namespace %q: create it, or pass --namespace", o.Address, o.Namespace)
 	}
 	return c, nil
 }
