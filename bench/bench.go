@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // PlainQueue is the task queue of the plain SDK baseline workflows.
@@ -191,8 +190,7 @@ func runEngine(ctx context.Context, c client.Client, cfg Config, spec []byte) er
 	if err != nil {
 		return err
 	}
-	var res workflows.Result
-	if err := c.GetWorkflow(ctx, run.ID, run.RunID).Get(ctx, &res); err != nil {
+	if err := c.GetWorkflow(ctx, run.ID, run.RunID).Get(ctx, nil); err != nil {
 		return fmt.Errorf("bench run %s: %w", run.ID, err)
 	}
 	return nil

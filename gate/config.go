@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -113,7 +114,7 @@ func (c Config) validate(allowEmpty bool) []error {
 	}
 
 	anyChange := false
-	for _, name := range sortedKeys(c.Metrics) {
+	for _, name := range slices.Sorted(maps.Keys(c.Metrics)) {
 		t := c.Metrics[name]
 		if strings.TrimSpace(name) == "" {
 			add("metrics: empty metric name")
@@ -148,13 +149,4 @@ func (c Config) validate(allowEmpty bool) []error {
 		add("no_baseline: block has no effect: no metric has an absolute or relative threshold")
 	}
 	return errs
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

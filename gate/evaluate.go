@@ -2,7 +2,9 @@ package gate
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -100,7 +102,7 @@ func Evaluate(cfg Config, candidate Candidate, baseline *Baseline) (Result, erro
 	if baseline != nil {
 		r.BaselineVersion = baseline.Version
 	}
-	for _, name := range sortedKeys(cfg.Metrics) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Metrics)) {
 		r.Comparisons = append(r.Comparisons, evaluateMetric(cfg, name, cfg.Metrics[name], candidate, baseline)...)
 	}
 	r.Passed, r.Reason = verdict(cfg, r)

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,7 +29,7 @@ func ParseConfig(with map[string]any) (Config, error) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
 	}
 
-	for _, key := range sortedKeys(with) {
+	for _, key := range slices.Sorted(maps.Keys(with)) {
 		v := with[key]
 		switch key {
 		case "metrics":
@@ -38,7 +40,7 @@ func ParseConfig(with map[string]any) (Config, error) {
 				continue
 			}
 			cfg.Metrics = make(map[string]Threshold, len(metrics))
-			for _, name := range sortedKeys(metrics) {
+			for _, name := range slices.Sorted(maps.Keys(metrics)) {
 				t, err := parseThreshold(name, metrics[name])
 				if err != nil {
 					errs = append(errs, err)
@@ -94,7 +96,7 @@ func parseThreshold(name string, v any) (Threshold, error) {
 		fail(": want a map of checks, got %s", describe(v))
 		return t, errors.Join(errs...)
 	}
-	for _, key := range sortedKeys(m) {
+	for _, key := range slices.Sorted(maps.Keys(m)) {
 		val := m[key]
 		var dst **float64
 		switch key {
