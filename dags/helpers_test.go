@@ -9,7 +9,7 @@ import (
 
 // testRegistry is a small registry like the worker's: a command type with
 // fixed outputs and a noop type with no fields and dynamic outputs.
-func testRegistry(t *testing.T) *Registry {
+func testRegistry(t testing.TB) *Registry {
 	t.Helper()
 	reg, err := NewRegistry(
 		NodeType{

@@ -1,44 +1,99 @@
 package dags
 
 import (
-	"cmp"
+	"errors"
 	"fmt"
-	"math"
-	"regexp"
-	"strconv"
+	"slices"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/expr-lang/expr/builtin"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/compiler"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/file"
+	exprparser "github.com/expr-lang/expr/parser"
+	"github.com/expr-lang/expr/vm"
 )
 
-// When is a parsed `when` condition. Evaluating it is deterministic (no
-// clock, randomness or map order), since it runs inside workflow code that
-// Temporal replays.
+// Limits on a condition. A `when` is text from a spec, and a spec can come
+// from anyone who can start a run: expr's parser is recursive, so without
+// these a long enough run of "(" would overflow the worker's stack, which
+// no recover catches. Real conditions are a line or two.
+const (
+	maxWhenBytes = 4096 // source length
+	maxWhenDepth = 32   // brackets open at once
+	maxWhenNodes = 1000 // syntax tree nodes (expr's own budget)
+)
+
+// WhenFunc is a function a condition may call. Arguments are evaluated
+// values (JSON shapes); an error fails the evaluation.
+type WhenFunc func(args ...any) (any, error)
+
+// whenFuncs are the functions conditions may call, by name. The language
+// grows by adding entries here; none exist yet.
+func whenFuncs() map[string]WhenFunc { return nil }
+
+// When is a parsed `when` condition, compiled with expr
+// (github.com/expr-lang/expr) after references are checked and the
+// operators are bound to retrain's rules (see whenBuilder). Evaluating it
+// is deterministic (no clock, randomness, goroutines or map order), since
+// it runs inside workflow code that Temporal replays.
 type When struct {
 	src  string
-	root expr // nil: the empty condition, always true
+	prog *vm.Program // nil: the empty condition, always true
+	refs []Ref       // in source order
+
+	// Tables the compiled program's internal calls index into.
+	args  []Ref      // $ref
+	tmpls []template // $tmpl: quoted strings holding references
+	texts []string   // $truthy: source of the tested value, for messages
+	cmps  []cmpSite  // $cmp
+}
+
+// cmpSite is one comparison in a condition.
+type cmpSite struct {
+	op, src string
 }
 
 // ParseWhen parses a condition. A blank condition is always true.
 func ParseWhen(src string) (*When, error) {
+	return parseWhen(src, whenFuncs())
+}
+
+func parseWhen(src string, funcs map[string]WhenFunc) (*When, error) {
 	w := &When{src: src}
 	if strings.TrimSpace(src) == "" {
 		return w, nil
 	}
-	toks, err := lex(src)
+	if len(src) > maxWhenBytes {
+		return nil, fmt.Errorf("condition is %d bytes long; the limit is %d", len(src), maxWhenBytes)
+	}
+	sc, err := scanWhen(src)
 	if err != nil {
 		return nil, err
 	}
-	p := &whenParser{src: src, toks: toks}
-	root, err := p.or()
+	config := whenConfig(w, funcs)
+	tree, err := exprparser.ParseWithConfig(sc.text, config)
+	if err != nil {
+		return nil, sc.syntaxError(err)
+	}
+	b := &whenBuilder{scan: sc, funcs: funcs, w: w}
+	root, _, err := b.truthy(tree.Node)
 	if err != nil {
 		return nil, err
 	}
-	if t := p.peek(); t.kind != tEOF {
-		if t.kind == tCmp {
-			return nil, p.errorf(t, "comparisons do not chain; combine them with && or ||")
-		}
-		return nil, p.errorf(t, "unexpected %s", t.describe())
+	tree.Node = root
+	if _, err := checker.Check(tree, config); err != nil {
+		return nil, fmt.Errorf("compiling condition: %w", err)
 	}
-	w.root = root
+	if w.prog, err = compiler.Compile(tree, config); err != nil {
+		return nil, fmt.Errorf("compiling condition: %w", err)
+	}
+	slices.SortStableFunc(b.refs, func(x, y posRef) int { return x.pos - y.pos })
+	for _, r := range b.refs {
+		w.refs = append(w.refs, r.ref)
+	}
 	return w, nil
 }
 
@@ -55,553 +110,248 @@ func EvalWhen(src string, sc Scope) (bool, error) {
 func (w *When) String() string { return w.src }
 
 // Refs returns the references in the condition, in source order.
-func (w *When) Refs() []Ref {
-	var refs []Ref
-	if w.root != nil {
-		w.root.refs(&refs)
-	}
-	return refs
-}
+func (w *When) Refs() []Ref { return slices.Clone(w.refs) }
 
 // Eval evaluates the condition against sc.
 func (w *When) Eval(sc Scope) (bool, error) {
-	if w.root == nil {
+	if w.prog == nil {
 		return true, nil
 	}
-	return evalBool(w.root, sc)
-}
-
-// expr is a node of a condition's syntax tree. eval returns a JSON-shaped
-// value: bool, a number, string, nil, []any or map[string]any.
-type expr interface {
-	eval(sc Scope) (any, error)
-	refs(*[]Ref)
-	String() string // source text, for messages
-}
-
-type (
-	orExpr struct {
-		src string
-		xs  []expr
-	}
-	andExpr struct {
-		src string
-		xs  []expr
-	}
-	notExpr struct {
-		src string
-		x   expr
-	}
-	cmpExpr struct {
-		src  string
-		op   string
-		l, r expr
-	}
-	litExpr struct {
-		src string
-		v   any
-	}
-	refExpr struct {
-		ref Ref
-	}
-	strExpr struct { // a quoted string, which may hold references
-		src string
-		t   template
-	}
-)
-
-func (e *orExpr) String() string  { return e.src }
-func (e *andExpr) String() string { return e.src }
-func (e *notExpr) String() string { return e.src }
-func (e *cmpExpr) String() string { return e.src }
-func (e *litExpr) String() string { return e.src }
-func (e *refExpr) String() string { return e.ref.String() }
-func (e *strExpr) String() string { return e.src }
-
-func (e *orExpr) refs(r *[]Ref) {
-	for _, x := range e.xs {
-		x.refs(r)
-	}
-}
-
-func (e *andExpr) refs(r *[]Ref) {
-	for _, x := range e.xs {
-		x.refs(r)
-	}
-}
-
-func (e *notExpr) refs(r *[]Ref) { e.x.refs(r) }
-func (e *cmpExpr) refs(r *[]Ref) { e.l.refs(r); e.r.refs(r) }
-func (e *litExpr) refs(*[]Ref)   {}
-func (e *refExpr) refs(r *[]Ref) { *r = append(*r, e.ref) }
-
-func (e *strExpr) refs(r *[]Ref) {
-	for _, seg := range e.t {
-		if seg.ref != nil {
-			*r = append(*r, *seg.ref)
-		}
-	}
-}
-
-// || and && short-circuit, left to right, like in Go: a reference on the
-// right of a decided operator need not resolve.
-func (e *orExpr) eval(sc Scope) (any, error) {
-	for _, x := range e.xs {
-		b, err := evalBool(x, sc)
-		if err != nil || b {
-			return b, err
-		}
-	}
-	return false, nil
-}
-
-func (e *andExpr) eval(sc Scope) (any, error) {
-	for _, x := range e.xs {
-		b, err := evalBool(x, sc)
-		if err != nil || !b {
-			return b, err
-		}
-	}
-	return true, nil
-}
-
-func (e *notExpr) eval(sc Scope) (any, error) {
-	b, err := evalBool(e.x, sc)
-	return !b, err
-}
-
-func (e *litExpr) eval(Scope) (any, error)    { return e.v, nil }
-func (e *refExpr) eval(sc Scope) (any, error) { return sc.lookup(e.ref) }
-func (e *strExpr) eval(sc Scope) (any, error) { return e.t.eval(sc) }
-
-func (e *cmpExpr) eval(sc Scope) (any, error) {
-	l, err := e.l.eval(sc)
+	v, err := vm.Run(w.prog, map[string]any{scopeVar: sc})
 	if err != nil {
-		return nil, err
-	}
-	r, err := e.r.eval(sc)
-	if err != nil {
-		return nil, err
-	}
-	return compare(e, l, r)
-}
-
-// evalBool evaluates x and applies the truthiness rules: bools as they
-// are; the strings "true" and "false" in any case (outputs are often text);
-// numbers true unless zero; null false. Anything else is an error rather
-// than a guess.
-func evalBool(x expr, sc Scope) (bool, error) {
-	v, err := x.eval(sc)
-	if err != nil {
+		// expr wraps what a function returned in its own error with a
+		// source snippet; the function's message says it better.
+		if inner := errors.Unwrap(err); inner != nil {
+			return false, inner
+		}
 		return false, err
 	}
-	switch v := v.(type) {
-	case bool:
-		return v, nil
-	case nil:
-		return false, nil
-	case string:
-		switch strings.ToLower(strings.TrimSpace(v)) {
-		case "true":
-			return true, nil
-		case "false":
-			return false, nil
-		}
-		return false, fmt.Errorf("%s is %q, which is not true or false", x, v)
+	b, ok := v.(bool)
+	if !ok { // the root is always a $truthy call
+		return false, fmt.Errorf("condition gave %T, not a bool", v)
 	}
-	if f, ok := toFloat(v); ok {
-		if math.IsNaN(f) {
-			return false, fmt.Errorf("%s is NaN, which is not true or false", x)
-		}
-		return f != 0, nil
-	}
-	return false, fmt.Errorf("%s is a %s, which is not true or false", x, typeName(v))
+	return b, nil
 }
 
-// compare applies a comparison operator. Numbers compare numerically, also
-// against strings that hold a number (outputs such as exit_code may arrive
-// as text or as float64); strings lexically; anything else by equality
-// only, with values of different types never equal.
-func compare(e *cmpExpr, l, r any) (bool, error) {
-	lf, lnum := toFloat(l)
-	rf, rnum := toFloat(r)
-	ls, lstr := l.(string)
-	rs, rstr := r.(string)
-	if lnum && rstr {
-		rf, rnum = numericString(rs)
-	} else if rnum && lstr {
-		lf, lnum = numericString(ls)
-	}
-	var c int
-	switch {
-	case lnum && rnum:
-		if math.IsNaN(lf) || math.IsNaN(rf) {
-			return false, fmt.Errorf("%s: NaN cannot be compared", e)
-		}
-		c = cmp.Compare(lf, rf)
-	case lstr && rstr:
-		c = strings.Compare(ls, rs)
-	default:
-		switch e.op {
-		case "==", "!=":
-			eq, err := equal(l, r)
-			if err != nil {
-				return false, fmt.Errorf("%s: %v", e, err)
+// whenScan is a condition prepared for expr. References are not expr
+// syntax, so each one outside quotes is blanked to an identifier of the
+// same length (padded with a space each side, so that positions in expr's
+// errors and tree are positions in the source), and recorded by offset.
+// Quoted strings are left alone: references in them are templates, found
+// in the tree.
+type whenScan struct {
+	src   string
+	text  string
+	refs  map[int]scannedRef // by byte offset of the placeholder identifier
+	open  int                // brackets left open at the end
+	bytes []int              // byte offset of each rune, when src is not ASCII
+}
+
+type scannedRef struct {
+	raw string // as written, "${...}"
+	pos int    // byte offset of the "$"
+	ref Ref
+}
+
+func whenErrorf(pos int, format string, args ...any) error {
+	return fmt.Errorf("position %d: %s", pos+1, fmt.Sprintf(format, args...))
+}
+
+// scanWhen finds the references, quoted strings and bracket depth in src,
+// in one pass that never recurses.
+func scanWhen(src string) (*whenScan, error) {
+	sc := &whenScan{src: src, refs: map[int]scannedRef{}}
+	text := []byte(src)
+	depth := 0
+	for i := 0; i < len(src); {
+		c := src[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			j := i + 1
+			for ; j < len(src) && src[j] != c; j++ {
+				if src[j] == '\\' && c != '`' {
+					j++
+				}
 			}
-			return eq == (e.op == "=="), nil
+			if j >= len(src) {
+				return nil, whenErrorf(i, "unterminated string %s", truncate(src[i:]))
+			}
+			i = j + 1
+			continue
+		case strings.HasPrefix(src[i:], "${"):
+			end := strings.IndexByte(src[i:], '}')
+			if end < 0 {
+				return nil, whenErrorf(i, "unterminated reference %q; close it with }", truncate(src[i:]))
+			}
+			raw := src[i : i+end+1]
+			r, err := parseRef(raw)
+			if err != nil {
+				return nil, whenErrorf(i, "%v", err)
+			}
+			// The shortest reference, ${params.X}, has 11 bytes.
+			copy(text[i:], " "+strings.Repeat("r", len(raw)-2)+" ")
+			sc.refs[i+1] = scannedRef{raw: raw, pos: i, ref: r}
+			i += len(raw)
+			continue
+		case c == '$':
+			return nil, whenErrorf(i, "unexpected %q", "$")
+		case c == '(' || c == '[' || c == '{':
+			if depth++; depth > maxWhenDepth {
+				return nil, whenErrorf(i, "brackets nested more than %d deep", maxWhenDepth)
+			}
+		case c == ')' || c == ']' || c == '}':
+			depth--
 		}
-		return false, fmt.Errorf("%s: cannot order %s and %s", e, describeValue(l), describeValue(r))
+		i++
 	}
-	switch e.op {
-	case "==":
-		return c == 0, nil
-	case "!=":
-		return c != 0, nil
-	case "<":
-		return c < 0, nil
-	case "<=":
-		return c <= 0, nil
-	case ">":
-		return c > 0, nil
-	default: // ">="
-		return c >= 0, nil
+	sc.open = depth
+	sc.text = string(text)
+	for i := 0; i < len(src); i++ {
+		if src[i] >= utf8.RuneSelf {
+			for b := range src {
+				sc.bytes = append(sc.bytes, b)
+			}
+			break
+		}
 	}
+	return sc, nil
 }
 
-// equal compares values that are not both numbers or both strings. Values
-// of different types are not equal; same-typed ones are equal when their
-// canonical JSON is (map keys sorted, numbers in shortest form).
-func equal(l, r any) (bool, error) {
-	if typeName(l) != typeName(r) {
-		return false, nil
+// offset turns a rune index from expr into a byte offset in the source.
+func (sc *whenScan) offset(runes int) int {
+	if sc.bytes == nil {
+		return min(max(runes, 0), len(sc.src))
 	}
-	lj, err := compactJSON(l)
-	if err != nil {
-		return false, err
+	if runes < 0 {
+		return 0
 	}
-	rj, err := compactJSON(r)
-	if err != nil {
-		return false, err
+	if runes >= len(sc.bytes) {
+		return len(sc.src)
 	}
-	return lj == rj, nil
+	return sc.bytes[runes]
 }
 
-var numericRe = regexp.MustCompile(`^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
-
-// numericString parses a decimal number, ignoring surrounding space (stdout
-// ends with a newline). Unlike strconv.ParseFloat it rejects "NaN", "Inf",
-// hex and underscores: text that merely could be read as a number.
-func numericString(s string) (float64, bool) {
-	s = strings.TrimSpace(s)
-	if !numericRe.MatchString(s) {
-		return 0, false
+// syntaxError turns expr's parse error into one in this language's terms:
+// what was found where, and what to write instead.
+func (sc *whenScan) syntaxError(err error) error {
+	var fe *file.Error
+	if !errors.As(err, &fe) {
+		return err
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil
+	msg := fe.Message
+	if strings.Contains(msg, "maximum allowed nodes") {
+		return fmt.Errorf("condition has more than %d parts", maxWhenNodes)
+	}
+	src := strings.TrimRight(sc.src, " \t\r\n")
+	if strings.Contains(msg, "EOF") || strings.Contains(msg, "end of expression") {
+		// An unclosed bracket after a complete value wants its ")";
+		// anything else (an operator at the end) wants a value.
+		if last := src[len(src)-1]; sc.open > 0 && (isWordByte(last) || strings.IndexByte(`)]}'"`+"`", last) >= 0) {
+			return whenErrorf(len(sc.src), "expected \")\", found end of condition")
+		}
+		return whenErrorf(len(sc.src), "expected a value, found end of condition")
+	}
+	pos := sc.offset(fe.From)
+	if strings.HasPrefix(msg, "bad number syntax") || strings.HasPrefix(msg, "invalid integer") ||
+		strings.HasPrefix(msg, "invalid float") || pos > 0 && pos < len(sc.src) && sc.src[pos] == '.' && isWordByte(sc.src[pos-1]) {
+		for pos > 0 && (isWordByte(sc.src[pos-1]) || sc.src[pos-1] == '.') {
+			pos--
+		}
+		return whenErrorf(pos, "invalid number")
+	}
+	if pos >= len(sc.src) {
+		return whenErrorf(pos, "%s", msg)
+	}
+	tok := sc.token(pos)
+	switch tok {
+	case "=":
+		return whenErrorf(pos, "unexpected \"=\"; use == to compare")
+	case "&", "|":
+		return whenErrorf(pos, "unexpected %q; use && or ||", tok[0])
+	}
+	if strings.HasPrefix(msg, "invalid char escape") {
+		return whenErrorf(pos, "invalid escape in string")
+	}
+	// An operator where an operand belongs: say what was expected.
+	prev := strings.TrimRight(sc.src[:pos], " \t\r\n")
+	isOp := slices.Contains([]string{"==", "!=", "<=", ">=", "<", ">", "&&", "||", ")"}, tok)
+	if isOp && (prev == "" || strings.IndexByte("=<>!&|(", prev[len(prev)-1]) >= 0) {
+		return whenErrorf(pos, "expected a value, found %q", tok)
+	}
+	return whenErrorf(pos, "unexpected %q", tok)
 }
 
-// typeName names a value's JSON type.
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "bool"
-	case string:
-		return "string"
-	case []any, []string:
-		return "list"
-	case map[string]any, map[string]string:
-		return "map"
+// token returns the token starting at byte offset pos, for messages.
+func (sc *whenScan) token(pos int) string {
+	for _, r := range sc.refs {
+		if r.pos <= pos && pos < r.pos+len(r.raw) {
+			return r.raw
+		}
 	}
-	if _, ok := toFloat(v); ok {
-		return "number"
+	s := sc.src[pos:]
+	if s == "" {
+		return ""
 	}
-	return fmt.Sprintf("%T", v)
+	if isWordByte(s[0]) {
+		n := 1
+		for n < len(s) && isWordByte(s[n]) {
+			n++
+		}
+		return s[:n]
+	}
+	for _, op := range []string{"==", "!=", "<=", ">=", "&&", "||", "??", "?.", "..", "**"} {
+		if strings.HasPrefix(s, op) {
+			return op
+		}
+	}
+	_, n := utf8.DecodeRuneInString(s)
+	return s[:n]
 }
-
-func describeValue(v any) string {
-	switch v.(type) {
-	case nil, []any, []string, map[string]any, map[string]string:
-		return typeName(v)
-	}
-	s, err := format(v)
-	if err != nil {
-		return typeName(v)
-	}
-	if _, ok := v.(string); ok {
-		s = strconv.Quote(s)
-	}
-	return typeName(v) + " " + s
-}
-
-// Lexer.
-
-type tokKind int
-
-const (
-	tEOF tokKind = iota
-	tLParen
-	tRParen
-	tNot
-	tAnd
-	tOr
-	tCmp
-	tRef
-	tStr
-	tLit // number, true, false, null
-)
-
-type token struct {
-	kind tokKind
-	pos  int // byte offset in the source
-	text string
-	val  any      // tLit
-	ref  Ref      // tRef
-	tmpl template // tStr
-}
-
-func (t token) describe() string {
-	if t.kind == tEOF {
-		return "end of condition"
-	}
-	return strconv.Quote(t.text)
-}
-
-var numberRe = regexp.MustCompile(`^-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?`)
 
 func isWordByte(c byte) bool {
 	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
-func lex(src string) ([]token, error) {
-	var toks []token
-	errAt := func(pos int, format string, args ...any) error {
-		return fmt.Errorf("position %d: %s", pos+1, fmt.Sprintf(format, args...))
+// truncate shortens text quoted in a message.
+func truncate(s string) string {
+	const n = 40
+	if len(s) <= n {
+		return s
 	}
-	for i := 0; i < len(src); {
-		c := src[i]
-		start := i
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			i++
-			continue
-		case c == '(':
-			toks = append(toks, token{kind: tLParen, pos: i, text: "("})
-			i++
-		case c == ')':
-			toks = append(toks, token{kind: tRParen, pos: i, text: ")"})
-			i++
-		case strings.HasPrefix(src[i:], "&&"):
-			toks = append(toks, token{kind: tAnd, pos: i, text: "&&"})
-			i += 2
-		case strings.HasPrefix(src[i:], "||"):
-			toks = append(toks, token{kind: tOr, pos: i, text: "||"})
-			i += 2
-		case c == '&' || c == '|':
-			return nil, errAt(i, "unexpected %q; use && or ||", c)
-		case strings.HasPrefix(src[i:], "=="), strings.HasPrefix(src[i:], "!="),
-			strings.HasPrefix(src[i:], "<="), strings.HasPrefix(src[i:], ">="):
-			toks = append(toks, token{kind: tCmp, pos: i, text: src[i : i+2]})
-			i += 2
-		case c == '<' || c == '>':
-			toks = append(toks, token{kind: tCmp, pos: i, text: src[i : i+1]})
-			i++
-		case c == '=':
-			return nil, errAt(i, "unexpected \"=\"; use == to compare")
-		case c == '!':
-			toks = append(toks, token{kind: tNot, pos: i, text: "!"})
-			i++
-		case strings.HasPrefix(src[i:], "${"):
-			end := strings.IndexByte(src[i:], '}')
-			if end < 0 {
-				return nil, errAt(i, "unterminated reference %q; close it with }", src[i:])
-			}
-			raw := src[i : i+end+1]
-			r, err := parseRef(raw)
-			if err != nil {
-				return nil, errAt(i, "%v", err)
-			}
-			toks = append(toks, token{kind: tRef, pos: i, text: raw, ref: r})
-			i += end + 1
-		case c == '\'' || c == '"':
-			var b strings.Builder
-			j := i + 1
-			for ; j < len(src) && src[j] != c; j++ {
-				if src[j] == '\\' && j+1 < len(src) {
-					j++
-				}
-				b.WriteByte(src[j])
-			}
-			if j >= len(src) {
-				return nil, errAt(i, "unterminated string %s", src[i:])
-			}
-			t, err := parseTemplate(b.String())
-			if err != nil {
-				return nil, errAt(i, "%v", err)
-			}
-			i = j + 1
-			toks = append(toks, token{kind: tStr, pos: start, text: src[start:i], tmpl: t})
-		case c == '-' || '0' <= c && c <= '9':
-			m := numberRe.FindString(src[i:])
-			if m == "" || i+len(m) < len(src) && (isWordByte(src[i+len(m)]) || src[i+len(m)] == '.') {
-				return nil, errAt(i, "invalid number")
-			}
-			f, err := strconv.ParseFloat(m, 64)
-			if err != nil {
-				return nil, errAt(i, "invalid number %s", m)
-			}
-			toks = append(toks, token{kind: tLit, pos: i, text: m, val: f})
-			i += len(m)
-		case isWordByte(c):
-			j := i
-			for j < len(src) && isWordByte(src[j]) {
-				j++
-			}
-			w := src[i:j]
-			var v any
-			switch w {
-			case "true":
-				v = true
-			case "false":
-				v = false
-			case "null":
-				v = nil
-			case "and", "or", "not":
-				return nil, errAt(i, "unknown word %q; use &&, || and !", w)
-			default:
-				return nil, errAt(i, "unknown word %q; quote strings, and write references as ${params.NAME} or ${nodes.ID.outputs.KEY}", w)
-			}
-			toks = append(toks, token{kind: tLit, pos: i, text: w, val: v})
-			i = j
-		default:
-			return nil, errAt(i, "unexpected %q", src[i:i+1])
-		}
-	}
-	return append(toks, token{kind: tEOF, pos: len(src)}), nil
+	return s[:n] + "..."
 }
 
-// Parser.
-
-type whenParser struct {
-	src  string
-	toks []token
-	i    int
-}
-
-func (p *whenParser) peek() token { return p.toks[p.i] }
-
-func (p *whenParser) next() token {
-	t := p.toks[p.i]
-	if t.kind != tEOF {
-		p.i++
+// whenConfig is the expr configuration of one condition: no builtins, no
+// `if` syntax, a node budget, and the internal functions bound to w's
+// tables plus funcs. The only variable is the scope, which only the
+// internal functions read: conditions cannot reach Go values.
+func whenConfig(w *When, funcs map[string]WhenFunc) *conf.Config {
+	c := conf.CreateNew()
+	for name := range c.Builtins {
+		delete(c.Builtins, name)
 	}
-	return t
-}
-
-func (p *whenParser) errorf(t token, format string, args ...any) error {
-	return fmt.Errorf("position %d: %s", t.pos+1, fmt.Sprintf(format, args...))
-}
-
-// text returns the source from token index from up to the current one.
-func (p *whenParser) text(from int) string {
-	end := len(p.src)
-	if p.i < len(p.toks) {
-		end = p.toks[p.i].pos
+	c.Optimize = false
+	c.MaxNodes = maxWhenNodes
+	c.DisableIfOperator = true
+	c.Strict = true
+	c.WithEnv(map[string]any{scopeVar: Scope{}})
+	add := func(name string, fn func(args ...any) (any, error)) {
+		c.Functions[name] = &builtin.Function{Name: name, Func: fn}
 	}
-	return strings.TrimSpace(p.src[p.toks[from].pos:end])
-}
-
-func (p *whenParser) or() (expr, error) {
-	start := p.i
-	x, err := p.and()
-	if err != nil {
-		return nil, err
+	add(fnRef, func(args ...any) (any, error) {
+		return args[0].(Scope).lookup(w.args[args[1].(int)])
+	})
+	add(fnTmpl, func(args ...any) (any, error) {
+		return w.tmpls[args[1].(int)].eval(args[0].(Scope))
+	})
+	add(fnTruthy, func(args ...any) (any, error) {
+		return truthy(w.texts[args[0].(int)], args[1])
+	})
+	add(fnCmp, func(args ...any) (any, error) {
+		return compare(w.cmps[args[0].(int)], args[1], args[2])
+	})
+	for name, fn := range funcs {
+		add(name, fn)
 	}
-	xs := []expr{x}
-	for p.peek().kind == tOr {
-		p.next()
-		y, err := p.and()
-		if err != nil {
-			return nil, err
-		}
-		xs = append(xs, y)
-	}
-	if len(xs) == 1 {
-		return x, nil
-	}
-	return &orExpr{src: p.text(start), xs: xs}, nil
-}
-
-func (p *whenParser) and() (expr, error) {
-	start := p.i
-	x, err := p.not()
-	if err != nil {
-		return nil, err
-	}
-	xs := []expr{x}
-	for p.peek().kind == tAnd {
-		p.next()
-		y, err := p.not()
-		if err != nil {
-			return nil, err
-		}
-		xs = append(xs, y)
-	}
-	if len(xs) == 1 {
-		return x, nil
-	}
-	return &andExpr{src: p.text(start), xs: xs}, nil
-}
-
-func (p *whenParser) not() (expr, error) {
-	if p.peek().kind != tNot {
-		return p.cmp()
-	}
-	start := p.i
-	p.next()
-	x, err := p.not()
-	if err != nil {
-		return nil, err
-	}
-	return &notExpr{src: p.text(start), x: x}, nil
-}
-
-func (p *whenParser) cmp() (expr, error) {
-	start := p.i
-	l, err := p.operand()
-	if err != nil {
-		return nil, err
-	}
-	if p.peek().kind != tCmp {
-		return l, nil
-	}
-	op := p.next().text
-	r, err := p.operand()
-	if err != nil {
-		return nil, err
-	}
-	return &cmpExpr{src: p.text(start), op: op, l: l, r: r}, nil
-}
-
-func (p *whenParser) operand() (expr, error) {
-	t := p.next()
-	switch t.kind {
-	case tLParen:
-		x, err := p.or()
-		if err != nil {
-			return nil, err
-		}
-		if c := p.next(); c.kind != tRParen {
-			return nil, p.errorf(c, "expected \")\", found %s", c.describe())
-		}
-		return x, nil
-	case tRef:
-		return &refExpr{ref: t.ref}, nil
-	case tStr:
-		return &strExpr{src: t.text, t: t.tmpl}, nil
-	case tLit:
-		return &litExpr{src: t.text, v: t.val}, nil
-	}
-	return nil, p.errorf(t, "expected a value, found %s", t.describe())
+	return c
 }
