@@ -99,6 +99,11 @@ func (e *errs) at(pos Pos, format string, args ...any) {
 func suggest(word string, candidates []string) string {
 	best, bestDist := "", 3
 	for _, c := range candidates {
+		// The distance is at least the difference in length; skipping
+		// those keeps a huge word from costing len(word) x len(c) each.
+		if abs(len(word)-len(c)) >= bestDist {
+			continue
+		}
 		if d := editDistance(word, c); d < bestDist && d < len(word) {
 			best, bestDist = c, d
 		}
@@ -134,4 +139,11 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

@@ -34,10 +34,17 @@ var (
 )
 
 // Limits on what a spec may make the parser do. Aliases let a small file
-// describe a huge or cyclic value, and the walk expands them.
+// describe a huge or cyclic value, and the walk expands them. A spec can
+// come from anyone who can start a run, and the worker parses it: these
+// bound its time and memory. (YAML's own nesting is bounded by yaml.v3,
+// at 10,000 levels; conditions by the limits in when.go.)
 const (
-	maxDepth  = 64
-	maxValues = 1 << 20
+	maxDepth     = 64
+	maxValues    = 1 << 20
+	maxSpecBytes = 1 << 20 // a spec's text
+	// Nodes plus on_failure nodes. A plan is one Temporal payload (2 MiB
+	// at most), at ~230 bytes a node before any with.
+	maxNodes = 5000
 )
 
 // Parse parses a pipeline spec (YAML, or JSON, which is YAML) and checks its
@@ -46,6 +53,10 @@ const (
 // are an ErrorList with the position of each problem.
 func Parse(filename string, data []byte) (*Spec, error) {
 	p := &parser{errs: errs{file: filename}}
+	if len(data) > maxSpecBytes {
+		p.at(Pos{Line: 1}, "spec is %d bytes; the limit is %d (1 MiB)", len(data), maxSpecBytes)
+		return nil, p.list.Err()
+	}
 	s := p.parse(data)
 	if err := p.list.Err(); err != nil {
 		return nil, err
@@ -68,7 +79,8 @@ func Load(filename string, data []byte, reg *Registry) (*Spec, error) {
 
 type parser struct {
 	errs
-	values int // values decoded so far, against maxValues
+	values    int // values decoded so far, against maxValues
+	nodeCount int // nodes and on_failure nodes, against maxNodes
 }
 
 func posOf(n *yaml.Node) Pos { return Pos{n.Line, n.Column} }
@@ -695,6 +707,10 @@ func (p *parser) nodes(n *yaml.Node, what string, onFailure bool) []*Node {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
 		p.errorf(n, "%s must be a list of nodes, got %s", what, kind(n))
+		return nil
+	}
+	if p.nodeCount += len(n.Content); p.nodeCount > maxNodes {
+		p.errorf(n, "too many nodes: %d with on_failure; the limit is %d", p.nodeCount, maxNodes)
 		return nil
 	}
 	var out []*Node

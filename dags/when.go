@@ -262,6 +262,11 @@ func (sc *whenScan) syntaxError(err error) error {
 	if pos >= len(sc.src) {
 		return whenErrorf(pos, "%s", msg)
 	}
+	for _, r := range sc.refs { // a placeholder's position is its reference's
+		if r.pos <= pos && pos < r.pos+len(r.raw) {
+			pos = r.pos
+		}
+	}
 	tok := sc.token(pos)
 	switch tok {
 	case "=":

@@ -153,6 +153,8 @@ func (b *whenBuilder) value(n ast.Node) (ast.Node, span, error) {
 		return b.binary(n, s)
 	case *ast.CallNode:
 		return b.call(n, s)
+	case *ast.BuiltinNode: // expr's builtins are not this language's
+		return nil, s, whenErrorf(s.from, "unknown function %q", n.Name)
 	case *ast.MemberNode:
 		if _, _, err := b.value(n.Node); err != nil {
 			return nil, s, err
