@@ -103,6 +103,13 @@
 // bool, the string "true" or "false" in any case, a number (true unless
 // 0), or null (false).
 //
+// Conditions are parsed and run by expr (github.com/expr-lang/expr), with
+// its syntax cut down to the above and its operators bound to these rules;
+// the language grows by registering functions (whenFuncs). A condition is
+// at most 4096 bytes, 32 brackets deep and 1000 syntax nodes; a spec at
+// most 1 MiB and 5000 nodes, its values at most 64 deep and 2^20 values
+// after expanding YAML aliases. Input past a limit is a validation error.
+//
 // # on_failure
 //
 // When a run fails, each on_failure node whose `compensates` node had
