@@ -78,6 +78,8 @@ func TestWhenRefusesOtherSyntax(t *testing.T) {
 		{"${params.a}${params.b}", `position 12: unexpected "${params.b}"`},
 		{"-${params.n} < 0", `unexpected "-"`},
 		{`'a\qb' == 'x'`, "invalid escape in string"},
+		{"true // ${params.n}", `position 6: unexpected "/"`},
+		{"1 / 1 == 1", `position 3: unexpected "/"`},
 		{"if true { 1 } else { 2 }", `position 4: unexpected "true"`},
 	} {
 		_, err := ParseWhen(tc.expr)

@@ -195,6 +195,8 @@ func scanWhen(src string) (*whenScan, error) {
 			continue
 		case c == '$':
 			return nil, whenErrorf(i, "unexpected %q", "$")
+		case c == '/': // expr's comments would hide text from this scan
+			return nil, whenErrorf(i, "unexpected %q", "/")
 		case c == '(' || c == '[' || c == '{':
 			if depth++; depth > maxWhenDepth {
 				return nil, whenErrorf(i, "brackets nested more than %d deep", maxWhenDepth)
