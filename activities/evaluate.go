@@ -35,7 +35,7 @@ var EvaluateType = dags.NodeType{
 		{Name: "slices", Type: dags.FieldBool, Doc: "also score each value of the split's slice column"},
 		{Name: "max_slices", Type: dags.FieldInt, Doc: "keep the largest N slices (default 20)"},
 	},
-	Outputs: []string{"evaluation", "candidate", "baseline", "baseline_version", "candidate_id", "has_baseline", "metrics_uri", "rows",
+	Outputs: []string{"evaluation", "candidate", "baseline", "baseline_version", "candidate_id", "has_baseline", "metrics_uri", "rows", "window", "dates",
 		MetricAUC, MetricLogLoss, MetricAccuracy, MetricCalibration},
 	Check: func(with map[string]any) error {
 		if err := checkNames(with, "model"); err != nil {
@@ -77,18 +77,28 @@ type evaluateWith struct {
 type ModelMetrics struct {
 	Overall map[string]gate.Number            `json:"overall"`
 	Slices  map[string]map[string]gate.Number `json:"slices,omitempty"`
+	// ROC is the model's ROC curve on all the rows scored (at most
+	// trainer.DefaultROCPoints points; none on a single class) and
+	// CalibrationBins its reliability diagram, for the run report.
+	ROC             []trainer.ROCPoint       `json:"roc,omitempty"`
+	CalibrationBins []trainer.CalibrationBin `json:"calibration_bins,omitempty"`
 }
 
 // EvaluationReport is the metrics file an evaluate node writes.
 type EvaluationReport struct {
-	Data            string        `json:"data"`
-	Dataset         string        `json:"dataset"`
-	Rows            int           `json:"rows"`
-	CandidateID     string        `json:"candidate_id"`
-	Candidate       ModelMetrics  `json:"candidate"`
-	BaselineVersion string        `json:"baseline_version,omitempty"`
-	Baseline        *ModelMetrics `json:"baseline,omitempty"`
-	SliceColumn     string        `json:"slice_column,omitempty"`
+	Data    string `json:"data"`
+	Dataset string `json:"dataset"`
+	Rows    int    `json:"rows"`
+	// Window is the date range of the rows scored, Dates the dates they
+	// hold; RunWindow is the split's (the run's) window.
+	Window          dataset.Window `json:"window"`
+	Dates           []string       `json:"dates"`
+	RunWindow       dataset.Window `json:"run_window"`
+	CandidateID     string         `json:"candidate_id"`
+	Candidate       ModelMetrics   `json:"candidate"`
+	BaselineVersion string         `json:"baseline_version,omitempty"`
+	Baseline        *ModelMetrics  `json:"baseline,omitempty"`
+	SliceColumn     string         `json:"slice_column,omitempty"`
 }
 
 // Headline metric names, as the gate reads them.
@@ -126,8 +136,10 @@ func outputMetrics(m map[string]float64) map[string]any {
 
 // scored is one model scored on the data.
 type scored struct {
-	metrics map[string]float64
-	slices  map[string]map[string]float64
+	metrics     map[string]float64
+	slices      map[string]map[string]float64
+	roc         []trainer.ROCPoint
+	calibration []trainer.CalibrationBin
 }
 
 // Run runs an evaluate node.
@@ -154,6 +166,10 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 		return nil, err
 	}
 	data, err := split.load(ctx, e.Store, w.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	scope, err := evalScope(split, w.Data, w.Dataset, data.Len())
 	if err != nil {
 		return nil, err
 	}
@@ -186,8 +202,9 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 		return nil, Permanent(ErrBadInput, "candidate: %v", err)
 	}
 	report := EvaluationReport{
-		Data: w.Data, Dataset: w.Dataset, Rows: data.Len(), CandidateID: candidateID, SliceColumn: sliceCol,
-		Candidate: ModelMetrics{Overall: numbers(c.metrics), Slices: sliceNumbers(c.slices)},
+		Data: w.Data, Dataset: w.Dataset, Rows: data.Len(), Window: scope.Window, Dates: scope.Dates, RunWindow: split.Outputs.Window,
+		CandidateID: candidateID, SliceColumn: sliceCol,
+		Candidate: ModelMetrics{Overall: numbers(c.metrics), Slices: sliceNumbers(c.slices), ROC: c.roc, CalibrationBins: c.calibration},
 	}
 
 	// The baseline, if the registry has one.
@@ -214,7 +231,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 			}
 			base, baselineVersion = &b, v.Version
 			report.BaselineVersion = v.Version
-			report.Baseline = &ModelMetrics{Overall: numbers(b.metrics), Slices: sliceNumbers(b.slices)}
+			report.Baseline = &ModelMetrics{Overall: numbers(b.metrics), Slices: sliceNumbers(b.slices), ROC: b.roc, CalibrationBins: b.calibration}
 		}
 	}
 
@@ -222,17 +239,22 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 	if err := putJSON(ctx, e.Store, metricsKey, report); err != nil {
 		return nil, fmt.Errorf("write the metrics: %w", err)
 	}
+	// Both models were scored on the same rows here; the gate checks that
+	// the two records agree, so metrics from two evaluations of different
+	// data are never compared.
 	evaluation := map[string]any{
 		"candidate": outputMetrics(c.metrics), "baseline": nil,
 		"baseline_version": baselineVersion, "candidate_id": candidateID,
+		"candidate_data": scope.Map(), "baseline_data": nil,
 	}
 	out := map[string]any{
 		"candidate": evaluation["candidate"], "baseline": nil, "baseline_version": baselineVersion,
 		"candidate_id": candidateID, "has_baseline": base != nil,
-		"metrics_uri": keyURI(e.Store, metricsKey), "rows": data.Len(),
+		"metrics_uri": keyURI(e.Store, metricsKey), "rows": data.Len(), "window": scope.Window, "dates": scope.Dates,
 	}
 	if base != nil {
 		evaluation["baseline"] = outputMetrics(base.metrics)
+		evaluation["baseline_data"] = scope.Map()
 		out["baseline"] = evaluation["baseline"]
 	}
 	out["evaluation"] = evaluation
@@ -240,7 +262,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 	for _, k := range []string{MetricAUC, MetricLogLoss, MetricAccuracy, MetricCalibration} {
 		out[k] = finiteOrNil(c.metrics[k])
 	}
-	log.Info("evaluated", "rows", data.Len(), "candidate_auc", c.metrics[MetricAUC], "baseline", baselineVersion)
+	log.Info("evaluated", "window", scope.Window.String(), "rows", data.Len(), "candidate_auc", c.metrics[MetricAUC], "baseline", baselineVersion)
 	return out, nil
 }
 
@@ -275,7 +297,9 @@ func score(m *trainer.Model, d *dataset.Data, perSlice bool, maxSlices int) (sco
 	if err != nil {
 		return scored{}, err
 	}
-	s := scored{metrics: metricMap(overall)}
+	s := scored{metrics: metricMap(overall),
+		roc:         trainer.ROC(preds, d.Label, trainer.DefaultROCPoints),
+		calibration: trainer.CalibrationBins(preds, d.Label, trainer.DefaultCalibrationBins)}
 	if perSlice && d.Slice != nil {
 		bySlice, err := trainer.EvaluateSlices(preds, d.Label, d.Slice)
 		if err != nil {

@@ -53,6 +53,8 @@ var GateType = dags.NodeType{
 		{Name: "baseline", Type: dags.FieldAny, Doc: "with candidate: the baseline's metrics (null: no baseline)"},
 		{Name: "baseline_version", Type: dags.FieldString, Doc: "with candidate: the baseline's version, for the record"},
 		{Name: "candidate_id", Type: dags.FieldString, Doc: "with candidate: the candidate's id, for the record"},
+		{Name: "candidate_data", Type: dags.FieldAny, Doc: "with candidate: the rows it was scored on ({split, dataset, window, dates, rows}); the gate refuses to compare different rows"},
+		{Name: "baseline_data", Type: dags.FieldAny, Doc: "with candidate: the rows the baseline was scored on"},
 		{Name: "wait_for_approval", Type: dags.FieldDuration, Doc: "when the gate fails, wait this long for `retrain approve` (default: do not wait)"},
 		{Name: "on_reject", Type: dags.FieldString, Doc: "skip (default: output passed=false) or fail (fail the node, and so the run)"},
 	},
@@ -68,7 +70,7 @@ func checkGate(with map[string]any) error {
 		return errors.New("give evaluation (an evaluate node's outputs.evaluation) or candidate (a map of metrics), not both")
 	}
 	if ev {
-		for _, k := range []string{"baseline", "baseline_version", "candidate_id"} {
+		for _, k := range []string{"baseline", "baseline_version", "candidate_id", "candidate_data", "baseline_data"} {
 			if _, ok := with[k]; ok {
 				return fmt.Errorf("%s goes with candidate; evaluation carries its own", k)
 			}
@@ -215,6 +217,7 @@ func decideGate(with map[string]any) (GateDecision, error) {
 func gateInputs(with map[string]any) (gate.Candidate, *gate.Baseline, error) {
 	var (
 		candM, baseM             any
+		candD, baseD             any
 		baseVersion, candidateID string
 	)
 	if ev, ok := with["evaluation"]; ok {
@@ -223,12 +226,27 @@ func gateInputs(with map[string]any) (gate.Candidate, *gate.Baseline, error) {
 			return gate.Candidate{}, nil, fmt.Errorf("evaluation: want an evaluate node's outputs.evaluation, got %T", ev)
 		}
 		candM, baseM = m["candidate"], m["baseline"]
+		candD, baseD = m["candidate_data"], m["baseline_data"]
 		baseVersion, _ = m["baseline_version"].(string)
 		candidateID, _ = m["candidate_id"].(string)
 	} else {
 		candM, baseM = with["candidate"], with["baseline"]
+		candD, baseD = with["candidate_data"], with["baseline_data"]
 		baseVersion, _ = with["baseline_version"].(string)
 		candidateID, _ = with["candidate_id"].(string)
+	}
+	cs, err := parseEvalScope("candidate_data", candD)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	bs, err := parseEvalScope("baseline_data", baseD)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	if baseM != nil {
+		if err := sameScope(cs, bs); err != nil {
+			return gate.Candidate{}, nil, err
+		}
 	}
 	cm, err := metricValuesOf("candidate", candM)
 	if err != nil {

@@ -183,3 +183,40 @@ func TestRejectionMessageNamesFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestGateRefusesMetricsOfDifferentRows: a candidate and a baseline scored
+// on different windows or rows are not comparable, whatever the figures.
+func TestGateRefusesMetricsOfDifferentRows(t *testing.T) {
+	scope := func(dates []any, rows float64) map[string]any {
+		return map[string]any{"split": "s3://b/split/manifest.json", "dataset": "eval", "rows": rows, "dates": dates,
+			"window": map[string]any{"start": dates[0], "end": dates[len(dates)-1]}}
+	}
+	base := func(cd, bd map[string]any) map[string]any {
+		return map[string]any{
+			"metrics":   map[string]any{"auc": map[string]any{"direction": "higher_is_better", "absolute": -0.01, "min": 0.5}},
+			"candidate": map[string]any{"auc": 0.8}, "baseline": map[string]any{"auc": 0.79},
+			"candidate_data": cd, "baseline_data": bd,
+		}
+	}
+	same := scope([]any{"2026-11-04"}, 500)
+	if d := DecideGate(base(same, scope([]any{"2026-11-04"}, 500))); d.Error != "" || !d.Result.Passed {
+		t.Fatalf("same rows: %+v", d)
+	}
+	for name, other := range map[string]map[string]any{
+		"another day":     scope([]any{"2026-11-14"}, 500),
+		"other row count": scope([]any{"2026-11-04"}, 499),
+	} {
+		d := DecideGate(base(same, other))
+		if !strings.Contains(d.Error, "refusing to compare: the candidate was evaluated on 500 eval rows of 2026-11-04") {
+			t.Errorf("%s: %+v", name, d)
+		}
+	}
+	// An evaluate node's evaluation carries both records.
+	ev := map[string]any{
+		"metrics":    map[string]any{"auc": map[string]any{"min": 0.5}},
+		"evaluation": map[string]any{"candidate": map[string]any{"auc": 0.8}, "baseline": map[string]any{"auc": 0.7}, "candidate_data": same, "baseline_data": scope([]any{"2026-11-03", "2026-11-04"}, 900)},
+	}
+	if d := DecideGate(ev); !strings.Contains(d.Error, "refusing to compare") {
+		t.Errorf("evaluation: %+v", d)
+	}
+}

@@ -121,7 +121,7 @@ var StageFeaturesType = dags.NodeType{
 		{Name: "feature_time_column", Type: dags.FieldString, Doc: "feature row time, for as_of (default ts)"},
 		{Name: "lookback_days", Type: dags.FieldInt, Doc: "as_of: how far back a feature row may be (default 7)"},
 	},
-	Outputs: []string{"staging_table", "snapshot_id", "rows", "matched", "feature_columns", "location"},
+	Outputs: []string{"staging_table", "snapshot_id", "rows", "matched", "feature_columns", "location", "start_date", "end_date"},
 	Check: func(with map[string]any) error {
 		if a, ok := with["alignment"].(string); ok && !isRef(a) {
 			if _, err := backfill.ParseAlignment(a); err != nil {
@@ -146,15 +146,19 @@ func (l *Lake) Stage(ctx context.Context, in NodeInput) (map[string]any, error) 
 	return map[string]any{
 		"staging_table": res.Staging, "snapshot_id": strconv.FormatInt(res.SnapshotID, 10),
 		"rows": res.Rows, "matched": res.Matched, "feature_columns": res.Features, "location": res.Location,
+		"start_date": spec.StartDate, "end_date": spec.EndDate,
 	}, nil
 }
 
 // FeatureStatsType is the `feature_stats` node type.
 var FeatureStatsType = dags.NodeType{
 	Name: "feature_stats",
-	Doc:  "Profile feature columns (count, null rate, mean, std, min/max, p50/p99, distinct) into a JSON and HTML report next to the table; optional thresholds fail the node.",
+	Doc: "Profile feature columns (count, null rate, mean, std, min/max, p50/p99, distinct) into a JSON and HTML report next to the table; " +
+		"optional thresholds fail the node. With snapshot_id (a stage node's ${nodes.ID.outputs.snapshot_id}) only the files that snapshot " +
+		"added are read: what this run staged, never partitions earlier runs left in the table. Outputs say which rows were profiled (scope, dates).",
 	Fields: []dags.Field{
 		{Name: "table", Type: dags.FieldString, Required: true, Doc: "namespace.table to profile (a staging table)"},
+		{Name: "snapshot_id", Type: dags.FieldAny, Doc: "profile only the files this snapshot added, e.g. ${nodes.stage.outputs.snapshot_id} (default: the whole table)"},
 		{Name: "columns", Type: dags.FieldStringList, Doc: "columns (default: the staged features)"},
 		{Name: "start_date", Type: dags.FieldString, Doc: "only rows from this date"},
 		{Name: "end_date", Type: dags.FieldString, Doc: "only rows up to this date"},
@@ -163,10 +167,15 @@ var FeatureStatsType = dags.NodeType{
 		{Name: "min_distinct", Type: dags.FieldInt, Doc: "fail if a column has fewer distinct values"},
 		{Name: "min_std", Type: dags.FieldNumber, Doc: "fail if a numeric column's standard deviation is below this"},
 	},
-	Outputs: []string{"report_uri", "html_uri", "rows", "columns", "snapshot_id"},
+	Outputs: []string{"report_uri", "html_uri", "rows", "columns", "snapshot_id", "scope", "dates", "files"},
 	Check: func(with map[string]any) error {
 		if r, ok := with["max_null_rate"].(float64); ok && (r < 0 || r > 1) {
 			return fmt.Errorf("max_null_rate %v is not between 0 and 1", r)
+		}
+		if v, ok := with["snapshot_id"]; ok && !isRef(v) {
+			if _, err := snapshotID(v); err != nil {
+				return fmt.Errorf("snapshot_id: %w", err)
+			}
 		}
 		return checkDates(with)
 	},
@@ -174,6 +183,7 @@ var FeatureStatsType = dags.NodeType{
 
 type statsWith struct {
 	features.StatsSpec
+	Snapshot    any      `json:"snapshot_id"`
 	MaxNullRate *float64 `json:"max_null_rate"`
 	MinDistinct *int64   `json:"min_distinct"`
 	MinStd      *float64 `json:"min_std"`
@@ -187,6 +197,11 @@ func (l *Lake) Stats(ctx context.Context, in NodeInput) (map[string]any, error) 
 		return nil, err
 	}
 	w.StatsSpec.Thresholds = colstats.Thresholds{MaxNullRate: w.MaxNullRate, MinDistinct: w.MinDistinct, MinStd: w.MinStd}
+	if w.Snapshot != nil && w.Snapshot != "" {
+		if w.StatsSpec.SnapshotID, err = snapshotID(w.Snapshot); err != nil {
+			return nil, Permanent(ErrBadInput, "snapshot_id: %v", err)
+		}
+	}
 	res, err := features.Stats(ctx, cat, w.StatsSpec, l.log(in))
 	if err != nil {
 		return nil, lakeError(err)
@@ -194,6 +209,7 @@ func (l *Lake) Stats(ctx context.Context, in NodeInput) (map[string]any, error) 
 	return map[string]any{
 		"report_uri": res.ReportURI, "html_uri": res.HTMLURI, "rows": res.Rows,
 		"columns": res.Columns, "snapshot_id": strconv.FormatInt(res.Snapshot, 10),
+		"scope": res.Scope, "dates": res.Dates, "files": res.Files,
 	}, nil
 }
 
@@ -278,8 +294,9 @@ var RollbackTableType = dags.NodeType{
 	Outputs: []string{"table", "from_snapshot_id", "to_snapshot_id", "ancestor", "schema_restored", "noop"},
 	Check: func(with map[string]any) error {
 		if v, ok := with["to"]; ok && !isRef(v) {
-			_, err := snapshotID(v)
-			return err
+			if _, err := snapshotID(v); err != nil {
+				return fmt.Errorf("to: %w", err)
+			}
 		}
 		return nil
 	},
@@ -291,12 +308,12 @@ func snapshotID(v any) (int64, error) {
 	case string:
 		id, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("to: %q is not a snapshot id", x)
+			return 0, fmt.Errorf("%q is not a snapshot id", x)
 		}
 		return id, nil
 	case float64:
 		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-			return 0, fmt.Errorf("to: %v cannot be an exact snapshot id as a number; pass it as a string", x)
+			return 0, fmt.Errorf("%v cannot be an exact snapshot id as a number; pass it as a string", x)
 		}
 		return int64(x), nil
 	case int:
@@ -304,7 +321,7 @@ func snapshotID(v any) (int64, error) {
 	case int64:
 		return x, nil
 	default:
-		return 0, fmt.Errorf("to: want a snapshot id, got %T", v)
+		return 0, fmt.Errorf("want a snapshot id, got %T", v)
 	}
 }
 
@@ -316,7 +333,7 @@ func (l *Lake) Rollback(ctx context.Context, in NodeInput) (map[string]any, erro
 	}
 	to, err := snapshotID(in.With["to"])
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(ErrBadInput, "to: %v", err)
 	}
 	cat, err := l.open(ctx)
 	if err != nil {

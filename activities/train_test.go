@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/retrain-ml/retrain/backfill"
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dataset"
 	"github.com/retrain-ml/retrain/gpu"
@@ -82,7 +83,11 @@ func writeSplit(t *testing.T, st *s3store.Store, run string, trainRows, evalRows
 				return splitOutputs{}, err
 			}
 		}
-		return splitOutputs{URI: keyURI(st, ref.Manifest), Manifest: ref.Manifest, TrainRows: int64(trainRows), EvalRows: int64(evalRows), Schema: splitSchema}, nil
+		return splitOutputs{
+			URI: keyURI(st, ref.Manifest), Manifest: ref.Manifest, TrainRows: int64(trainRows), EvalRows: int64(evalRows), Schema: splitSchema,
+			Window:     dataset.Window{Start: backfill.Day(1).String(), End: backfill.Day(2).String()},
+			TrainDates: []string{backfill.Day(1).String()}, EvalDates: []string{backfill.Day(2).String()},
+		}, nil
 	})
 	if err != nil {
 		t.Fatal(err)

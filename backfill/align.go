@@ -102,6 +102,9 @@ func (r DateRange) Validate() error {
 // Days is the number of days in the range.
 func (r DateRange) Days() int { return int(r.End-r.Start) + 1 }
 
+// Contains reports whether d is in the range, both ends included.
+func (r DateRange) Contains(d Day) bool { return d >= r.Start && d <= r.End }
+
 func (r DateRange) String() string { return fmt.Sprintf("%s..%s", r.Start, r.End) }
 
 // FeatureWindow is the span of feature rows that training rows of day d

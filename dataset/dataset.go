@@ -268,6 +268,14 @@ func NewConverter(s Schema) *Converter { return &Converter{s: s, typ: s.RowType(
 type Row struct {
 	Date  int32
 	Value any // a value of the schema's RowType
+	// nulls has bit i set when feature column i (of Schema.Columns) is
+	// null in this row; nil when none is. [Coverage] counts them.
+	nulls []uint64
+}
+
+// Null reports whether feature column i (of Schema.Columns) is null.
+func (r Row) Null(i int) bool {
+	return i/64 < len(r.nulls) && r.nulls[i/64]&(1<<(i%64)) != 0
 }
 
 // Rows converts a record batch. Rows whose label is null are dropped (an
@@ -327,19 +335,34 @@ func (c *Converter) Rows(rec arrow.RecordBatch) ([]Row, error) {
 		y, _ := floatAt(labelCol, i)
 		v.Field(f).SetFloat(y)
 		f++
+		var nulls []uint64
 		for j, fc := range c.s.Columns {
 			a := feats[j]
+			null := true
 			switch fc.Kind {
 			case Dense:
 				if x, ok := floatAt(a, i); ok && !math.IsNaN(x) {
 					v.Field(f).Set(reflect.ValueOf(&x))
+					null = false
 				}
 			case ID:
 				if x, ok := intAt(a, i); ok {
 					v.Field(f).Set(reflect.ValueOf(&x))
+					null = false
 				}
 			case IDList:
+				// A null list is written as an empty one (the trainer
+				// sees no ids either way) but counted as missing: an
+				// empty list is a value, a null is a join that found
+				// nothing.
+				null = a.IsNull(i)
 				v.Field(f).Set(reflect.ValueOf(intsAt(a, i)))
+			}
+			if null {
+				if nulls == nil {
+					nulls = make([]uint64, (len(c.s.Columns)+63)/64)
+				}
+				nulls[j/64] |= 1 << (j % 64)
 			}
 			f++
 		}
@@ -349,7 +372,7 @@ func (c *Converter) Rows(rec arrow.RecordBatch) ([]Row, error) {
 				v.Field(f).Set(reflect.ValueOf(&s))
 			}
 		}
-		out = append(out, Row{Date: int32(day), Value: v.Interface()})
+		out = append(out, Row{Date: int32(day), Value: v.Interface(), nulls: nulls})
 	}
 	return out, nil
 }
@@ -435,7 +458,7 @@ func EvalDates(dates []int32, evalDays int, from int32, hasFrom bool) (map[int32
 	slices.Sort(ds)
 	ds = slices.Compact(ds)
 	if len(ds) < 2 {
-		return nil, fmt.Errorf("the table has %d distinct dates: a train/eval split needs at least 2", len(ds))
+		return nil, fmt.Errorf("%d distinct date(s) with rows: a train/eval split needs at least 2", len(ds))
 	}
 	eval := map[int32]bool{}
 	if hasFrom {

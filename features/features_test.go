@@ -2,10 +2,12 @@ package features_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +29,7 @@ type env struct {
 	cfg demodata.Config
 }
 
-func newEnv(t *testing.T, rows int64, days int) *env {
+func newEnv(t testing.TB, rows int64, days int) *env {
 	t.Helper()
 	dir := t.TempDir()
 	cat, err := lake.Open(context.Background(), lake.Config{DataDir: dir}, nil)
@@ -257,4 +259,69 @@ func TestStatsThresholds(t *testing.T) {
 
 func colstatsThresholds(maxNull float64) colstats.Thresholds {
 	return colstats.Thresholds{MaxNullRate: &maxNull}
+}
+
+// TestStatsProfilesOnlyWhatTheSnapshotAdded is the diluted-null-rate bug:
+// a staging table keeps the partitions of earlier runs, so profiling the
+// whole table hid a feature that was 100% null in this run's dates. With
+// the stage's snapshot the profile reads only the files it added, and says
+// which dates those are.
+func TestStatsProfilesOnlyWhatTheSnapshotAdded(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 2000, 4)
+	stage := func(from, to int) features.StageResult {
+		t.Helper()
+		st, err := features.Stage(ctx, e.cat, features.StageSpec{
+			Training: "ml.training", Feature: "features.user_daily", Keys: []string{"user_id"},
+			StartDate: e.day(from), EndDate: e.day(to), Alignment: "previous_day",
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// An earlier run staged days 0-1 from good data.
+	first := stage(0, 1)
+	// Then the feature pipeline broke: sessions is null everywhere.
+	cfg := e.cfg
+	cfg.Broken = demodata.Broken{Feature: "sessions", Mode: "nulls"}
+	if _, err := demodata.Write(ctx, e.cat, cfg, demodata.DefaultTables, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	second := stage(2, 3)
+
+	limit := 0.5
+	whole, err := features.Stats(ctx, e.cat, features.StatsSpec{Table: second.Staging}, nil)
+	if err != nil {
+		t.Fatalf("whole table: %v", err)
+	}
+	if !strings.HasPrefix(whole.Scope, "the whole table") || len(whole.Dates) != 4 {
+		t.Errorf("whole-table scope %q, dates %v", whole.Scope, whole.Dates)
+	}
+	res, err := features.Stats(ctx, e.cat, features.StatsSpec{
+		Table: second.Staging, SnapshotID: second.SnapshotID, Thresholds: colstatsThresholds(limit),
+	}, nil)
+	if !features.IsCheckFailed(err) || !strings.Contains(err.Error(), "column sessions: null rate 1.0000 exceeds max_null_rate 0.5000") {
+		t.Fatalf("this run's snapshot: want sessions at 100%% null, got %v", err)
+	}
+	if want := []string{e.day(2), e.day(3)}; !slices.Equal(res.Dates, want) {
+		t.Errorf("dates profiled %v, want %v", res.Dates, want)
+	}
+	if res.Rows != second.Rows || res.Rows >= whole.Rows {
+		t.Errorf("rows profiled %d, staged %d, whole table %d", res.Rows, second.Rows, whole.Rows)
+	}
+	if !strings.Contains(res.Scope, fmt.Sprintf("files added by snapshot %d", second.SnapshotID)) || res.Files == 0 {
+		t.Errorf("scope %q, files %d", res.Scope, res.Files)
+	}
+	// The first run's snapshot, read later, is still what it added then.
+	old, err := features.Stats(ctx, e.cat, features.StatsSpec{Table: first.Staging, SnapshotID: first.SnapshotID}, nil)
+	if err != nil {
+		t.Fatalf("first run's snapshot: %v", err)
+	}
+	if want := []string{e.day(0), e.day(1)}; !slices.Equal(old.Dates, want) || old.Rows != first.Rows {
+		t.Errorf("first snapshot: dates %v rows %d, want %v and %d", old.Dates, old.Rows, want, first.Rows)
+	}
+	if _, err := features.Stats(ctx, e.cat, features.StatsSpec{Table: second.Staging, SnapshotID: 42}, nil); !features.IsBadInput(err) {
+		t.Errorf("unknown snapshot: %v", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/retrain-ml/retrain/backfill"
 	"github.com/retrain-ml/retrain/colstats"
+	"github.com/retrain-ml/retrain/dataset"
 	"github.com/retrain-ml/retrain/lake"
 )
 
@@ -24,6 +26,10 @@ type StatsSpec struct {
 	StartDate  string   `json:"start_date,omitempty"`
 	EndDate    string   `json:"end_date,omitempty"`
 	DateColumn string   `json:"date_column,omitempty"` // default "date"
+	// SnapshotID, when set, profiles only the data files that snapshot
+	// added: what the stage node that committed it wrote, not partitions
+	// earlier runs left in the staging table.
+	SnapshotID int64 `json:"-"`
 	colstats.Thresholds
 }
 
@@ -34,6 +40,11 @@ type StatsResult struct {
 	Rows      int64    `json:"rows"`
 	Columns   []string `json:"columns"`
 	Snapshot  int64    `json:"snapshot_id,string"`
+	// Scope says which rows were profiled, in words; Dates are the dates
+	// they hold and Files how many data files were read.
+	Scope string   `json:"scope"`
+	Dates []string `json:"dates"`
+	Files int      `json:"files"`
 }
 
 // Stats profiles feature columns of a table and writes the report, as JSON
@@ -76,12 +87,33 @@ func Stats(ctx context.Context, cat *lake.Catalog, spec StatsSpec, log *slog.Log
 	if spec.MaxNullRate != nil && (*spec.MaxNullRate < 0 || *spec.MaxNullRate > 1) {
 		return res, badInput("max_null_rate %v is not between 0 and 1", *spec.MaxNullRate)
 	}
-	rep := colstats.Report{Table: spec.Table, Filter: filter, Generated: time.Now().UTC()}
+	rep := colstats.Report{Table: spec.Table, Generated: time.Now().UTC()}
 	accs := map[string]*colstats.Accumulator{}
-	if snap := tbl.CurrentSnapshot(); snap != nil {
+	snap := tbl.CurrentSnapshot()
+	if spec.SnapshotID != 0 {
+		if snap = tbl.Metadata().SnapshotByID(spec.SnapshotID); snap == nil {
+			return res, badInput("table %s has no snapshot %d", spec.Table, spec.SnapshotID)
+		}
+		opts = append(opts, table.WithSnapshotID(spec.SnapshotID))
+	}
+	days := map[int32]bool{}
+	if snap != nil {
 		rep.Snapshot = snap.SnapshotID
-		opts = append(opts, table.WithSelectedFields(cols...))
-		_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+		_, hasDate := tbl.Schema().FindFieldByName(spec.DateColumn)
+		selected := cols
+		if hasDate && !slices.Contains(cols, spec.DateColumn) {
+			selected = append(slices.Clone(cols), spec.DateColumn)
+		}
+		scan := tbl.Scan(append(opts, table.WithSelectedFields(selected...))...)
+		tasks, err := scan.PlanFiles(ctx)
+		if err == nil && spec.SnapshotID != 0 {
+			tasks, err = lake.AddedTasks(ctx, tbl, spec.SnapshotID, scan)
+		}
+		if err != nil {
+			return res, fmt.Errorf("plan %s: %w", spec.Table, err)
+		}
+		res.Files = len(tasks)
+		_, recs, err := scan.ReadTasks(ctx, tasks)
 		if err != nil {
 			return res, fmt.Errorf("scan %s: %w", spec.Table, err)
 		}
@@ -105,10 +137,25 @@ func Stats(ctx context.Context, cat *lake.Catalog, spec StatsSpec, log *slog.Log
 					return res, err
 				}
 			}
+			if hasDate {
+				ds, err := dataset.Dates(rec, spec.DateColumn)
+				if err != nil {
+					rec.Release()
+					return res, err
+				}
+				for _, d := range ds {
+					days[d] = true
+				}
+			}
 			rep.Rows += rec.NumRows()
 			rec.Release()
 		}
 	}
+	for _, d := range slices.Sorted(maps.Keys(days)) {
+		res.Dates = append(res.Dates, backfill.Day(d).String())
+	}
+	res.Scope = statsScope(spec, rep.Snapshot, filter, res.Dates)
+	rep.Filter = res.Scope
 	for _, c := range cols {
 		if acc, ok := accs[c]; ok {
 			rep.Columns = append(rep.Columns, acc.Result())
@@ -125,18 +172,40 @@ func Stats(ctx context.Context, cat *lake.Catalog, spec StatsSpec, log *slog.Log
 		return res, err
 	}
 	base := fmt.Sprintf("%s/stats/%d-%d", strings.TrimRight(tbl.Location(), "/"), rep.Snapshot, rep.Generated.UnixNano())
-	res = StatsResult{ReportURI: base + ".json", HTMLURI: base + ".html", Rows: rep.Rows, Columns: cols, Snapshot: rep.Snapshot}
+	res.ReportURI, res.HTMLURI, res.Rows, res.Columns, res.Snapshot = base+".json", base+".html", rep.Rows, cols, rep.Snapshot
 	if err := lake.WriteObject(ctx, tbl, res.ReportURI, jsonBytes); err != nil {
 		return res, err
 	}
 	if err := lake.WriteObject(ctx, tbl, res.HTMLURI, html); err != nil {
 		return res, err
 	}
-	log.Info("stats: report written", "table", spec.Table, "rows", rep.Rows, "html", res.HTMLURI)
+	log.Info("stats: report written", "table", spec.Table, "scope", res.Scope, "rows", rep.Rows, "html", res.HTMLURI)
 	if v := rep.Violations(spec.Thresholds); len(v) > 0 {
-		return res, &CheckFailedError{Err: fmt.Errorf("feature check failed on %s: %s (report %s)", spec.Table, strings.Join(v, "; "), res.HTMLURI)}
+		return res, &CheckFailedError{Err: fmt.Errorf("feature check failed on %s, %s: %s (report %s)", spec.Table, res.Scope, strings.Join(v, "; "), res.HTMLURI)}
 	}
 	return res, nil
+}
+
+// statsScope says in words which rows a profile covers.
+func statsScope(spec StatsSpec, snap int64, filter string, dates []string) string {
+	var b strings.Builder
+	if spec.SnapshotID != 0 {
+		fmt.Fprintf(&b, "files added by snapshot %d", snap)
+	} else {
+		fmt.Fprintf(&b, "the whole table at snapshot %d", snap)
+	}
+	if filter != "" {
+		fmt.Fprintf(&b, ", %s", filter)
+	}
+	switch len(dates) {
+	case 0:
+		b.WriteString(" (no rows)")
+	case 1:
+		fmt.Fprintf(&b, " (date %s)", dates[0])
+	default:
+		fmt.Fprintf(&b, " (%d dates, %s..%s)", len(dates), dates[0], dates[len(dates)-1])
+	}
+	return b.String()
 }
 
 // defaultFeatureColumns are the staged features of a staging table, or

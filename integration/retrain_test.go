@@ -289,7 +289,7 @@ name: killtrain
 nodes:
   - id: split
     type: split
-    with: {table: ml.training, sparse: [user_id, ad_id], eval_days: 1}
+    with: {table: ml.training, start_date: "2026-11-01", end_date: "2026-11-04", sparse: [user_id, ad_id], eval_days: 1}
   - id: train
     type: train
     needs: [split]
