@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,7 +35,7 @@ var CheckpointType = dags.NodeType{
 		{Name: "command", Type: dags.FieldStringList, Doc: "program and arguments that print the table as CSV with a header row on stdout"},
 		{Name: "source", Type: dags.FieldString, Doc: "instead of command: a local CSV or Parquet file, a folder of them, or a glob"},
 		{Name: "format", Type: dags.FieldString, Doc: "csv or parquet (default: from the source's file names; csv for a command)"},
-		{Name: "columns", Type: dags.FieldStringMap, Doc: "CSV column types (int64, double, bool, string); default: inferred from the data. With a command, declared columns let rows stream to S3 while the command runs"},
+		{Name: "columns", Type: dags.FieldStringMap, Doc: "CSV column types (int64, double, bool, string); default: inferred from the data. With a command, declared columns let rows stream to S3 while the command runs. The Parquet columns keep the CSV header's order (the first file's, for several)"},
 		{Name: "inputs", Type: dags.FieldAny, Doc: "values that identify the data (upstream snapshot ids, dates), part of the inputs fingerprint with the rest of this block and the source files' contents"},
 		{Name: "dataset", Type: dags.FieldString, Doc: "dataset name within the checkpoint (default data)"},
 		{Name: "max_file_rows", Type: dags.FieldInt, Doc: "start a new Parquet file after this many rows (default: files of about 128 MiB)"},
@@ -92,7 +94,7 @@ type checkpointOutputs struct {
 	Rows     int64    `json:"rows"`
 	Files    int      `json:"files"`
 	Bytes    int64    `json:"bytes"`
-	Columns  []string `json:"columns"` // "name:type", in schema order
+	Columns  []string `json:"columns"` // "name:type", in schema order, e.g. "u_recent_ads:list<int64>"
 }
 
 // rowBatch is how many rows move from a source to the encoder at once.
@@ -178,7 +180,7 @@ func (c *Checkpoints) Run(ctx context.Context, in NodeInput) (map[string]any, er
 	for _, f := range ds.Files {
 		out.Bytes += f.Size
 	}
-	out.Columns = schemaColumns(ds.Schema)
+	out.Columns = columnStrings(ds)
 	log.Info("checkpoint ready", "uri", out.URI, "rows", out.Rows, "files", out.Files, "reused", hit)
 	return map[string]any{
 		"uri": out.URI, "manifest": out.Manifest, "dataset": out.Dataset, "rows": out.Rows, "files": out.Files,
@@ -192,19 +194,62 @@ var errBadData = errors.New("bad input data")
 
 func badData(err error) error { return fmt.Errorf("%w: %w", errBadData, err) }
 
+// parseColumns reads declared column types. A mapping has no order once
+// decoded, so they come sorted by name, and [inHeaderOrder] puts them in
+// the data's order.
 func parseColumns(in map[string]string) ([]tabular.Column, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
 	cols := make([]tabular.Column, 0, len(in))
-	for name, t := range in {
-		typ, err := tabular.ParseType(t)
+	for _, name := range slices.Sorted(maps.Keys(in)) {
+		typ, err := tabular.ParseType(in[name])
 		if err != nil {
 			return nil, fmt.Errorf("columns: %s: %w", name, err)
 		}
 		cols = append(cols, tabular.Column{Name: name, Type: typ})
 	}
 	return cols, nil
+}
+
+// inHeaderOrder orders declared columns as a CSV header lists them, so that
+// the Parquet files keep the source's column order. Declared columns the
+// header lacks go last, and header names not declared are skipped: the CSV
+// reader reports both.
+func inHeaderOrder(columns []tabular.Column, header []string) []tabular.Column {
+	pos := make(map[string]int, len(header))
+	for i, name := range header {
+		pos[name] = i
+	}
+	out := slices.Clone(columns)
+	slices.SortStableFunc(out, func(a, b tabular.Column) int {
+		pa, oka := pos[a.Name]
+		pb, okb := pos[b.Name]
+		switch {
+		case oka && okb:
+			return pa - pb
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// fileHeader reads the header row of the CSV file at path.
+func fileHeader(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	header, err := tabular.CSVHeader(f)
+	if err != nil {
+		return nil, badData(fmt.Errorf("%s: %w", path, err))
+	}
+	return header, nil
 }
 
 // sourceFiles expands a file, folder or glob into data files, sorted.
@@ -331,6 +376,12 @@ func fromCSVFiles(cw *checkpoint.Writer, name string, files []string, columns []
 		if columns, err = inferFiles(files); err != nil {
 			return checkpoint.Ref{}, err
 		}
+	} else {
+		header, err := fileHeader(files[0])
+		if err != nil {
+			return checkpoint.Ref{}, err
+		}
+		columns = inHeaderOrder(columns, header)
 	}
 	schema, err := tabular.Schema(columns)
 	if err != nil {
@@ -371,7 +422,8 @@ func copyCSVFile(d *checkpoint.RowWriter, path string, columns []tabular.Column)
 func isTabular(err error) bool { return strings.HasPrefix(err.Error(), "tabular: ") }
 
 // inferFiles infers the columns of CSV files, which must share a header
-// (in any order): a column takes the widest type any file needs.
+// (in any order): a column takes the widest type any file needs, and the
+// columns the first file's order.
 func inferFiles(files []string) ([]tabular.Column, error) {
 	var cols []tabular.Column
 	for _, path := range files {
@@ -528,15 +580,18 @@ func readCommandCSV(cw *checkpoint.Writer, name string, stdout io.Reader, column
 		}
 		return fromCSVFiles(cw, name, []string{spool.Name()}, nil, opts)
 	}
-	schema, err := tabular.Schema(columns)
+	// The header is read ahead to order the columns, and read again by
+	// the CSV reader from a copy of what reading it took from the pipe.
+	var head bytes.Buffer
+	header, err := tabular.CSVHeader(io.TeeReader(stdout, &head))
 	if err != nil {
 		return checkpoint.Ref{}, err
 	}
-	r, err := tabular.NewCSVReader(stdout, columns)
+	r, err := tabular.NewCSVReader(io.MultiReader(&head, stdout), inHeaderOrder(columns, header))
 	if err != nil {
 		return checkpoint.Ref{}, err
 	}
-	d, err := checkpoint.CreateRows(cw, name, schema, opts)
+	d, err := checkpoint.CreateRows(cw, name, r.Schema(), opts)
 	if err != nil {
 		return checkpoint.Ref{}, err
 	}
@@ -544,6 +599,19 @@ func readCommandCSV(cw *checkpoint.Writer, name string, stdout io.Reader, column
 		return checkpoint.Ref{}, err
 	}
 	return d.Close()
+}
+
+// columnStrings lists a dataset's columns as "name:type" in schema order.
+func columnStrings(ds checkpoint.Dataset) []string {
+	if len(ds.Columns) == 0 {
+		// A manifest written before columns were recorded in it.
+		return schemaColumns(ds.Schema)
+	}
+	cols := make([]string, len(ds.Columns))
+	for i, c := range ds.Columns {
+		cols[i] = c.String()
+	}
+	return cols
 }
 
 // schemaColumns lists a Parquet schema's leaf columns as "name:type", from

@@ -199,7 +199,7 @@ func TestCheckpointSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out["rows"] != int64(4) || !slices.Equal(out["columns"].([]string), []string{"id:int64", "name:string", "score:double"}) {
+	if out["rows"] != int64(4) || !slices.Equal(out["columns"].([]string), []string{"id:int64", "score:double", "name:string"}) {
 		t.Fatalf("outputs %v", out)
 	}
 	got := readBack(t, st, out)
@@ -217,7 +217,7 @@ func TestCheckpointSources(t *testing.T) {
 	out, err = c.Run(ctx, checkpointInput("run-cmd", map[string]any{
 		"command": []any{"sh", "-c", "printf 'id,flag\\n1,true\\n2,false\\n'"},
 	}))
-	if err != nil || out["rows"] != int64(2) || !slices.Equal(out["columns"].([]string), []string{"flag:boolean", "id:int64"}) {
+	if err != nil || out["rows"] != int64(2) || !slices.Equal(out["columns"].([]string), []string{"id:int64", "flag:boolean"}) {
 		t.Fatalf("command outputs %v, %v", out, err)
 	}
 

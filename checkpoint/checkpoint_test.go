@@ -304,6 +304,10 @@ func TestDatasets(t *testing.T) {
 	if m.Rows != 330 || len(m.Datasets) != 3 || !strings.Contains(m.Datasets[0].Schema, "label") {
 		t.Errorf("manifest rows=%d datasets=%d schema=%q", m.Rows, len(m.Datasets), m.Datasets[0].Schema)
 	}
+	wantCols := []checkpoint.Column{{Name: "id", Type: "int64"}, {Name: "label", Type: "string"}, {Name: "score", Type: "double"}}
+	if ds, _ := m.Dataset("train"); !slices.Equal(ds.Columns, wantCols) {
+		t.Errorf("manifest columns %v, want %v", ds.Columns, wantCols)
+	}
 	if _, err := checkpoint.Open[sample](t.Context(), st, checkpoint.Ref{Manifest: out.Train.Manifest, Dataset: "nope"}); !errors.Is(err, checkpoint.ErrNotFound) {
 		t.Errorf("Open of a missing dataset = %v, want ErrNotFound", err)
 	}

@@ -25,8 +25,9 @@
 // the files of the attempt that completed it. Files no manifest names are
 // ignored, deleted by the attempt that commits, and swept by [GC].
 //
-// The manifest records, for each dataset, the Parquet schema, the row count
-// and each file's size, row count and CRC32C, plus the step's outputs. A
+// The manifest records, for each dataset, the Parquet schema, its columns
+// in schema order ([Column]), the row count and each file's size, row count
+// and CRC32C, plus the step's outputs. A
 // [Reader] verifies all of them while streaming rows back.
 //
 // # Retention

@@ -42,8 +42,11 @@ type Manifest struct {
 type Dataset struct {
 	Name   string `json:"name"`
 	Schema string `json:"schema"` // Parquet schema, in Parquet's text form
-	Rows   int64  `json:"rows"`
-	Files  []File `json:"files"`
+	// Columns are the top-level columns in schema order (absent from
+	// manifests written before it was recorded).
+	Columns []Column `json:"columns,omitempty"`
+	Rows    int64    `json:"rows"`
+	Files   []File   `json:"files"`
 }
 
 // File is one Parquet file of a dataset.

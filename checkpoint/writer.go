@@ -347,7 +347,7 @@ func (d *DatasetWriter[T]) Close() (Ref, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.open, d.name)
-	w.datasets[d.name] = Dataset{Name: d.name, Schema: d.schema.String(), Rows: d.rows, Files: d.files}
+	w.datasets[d.name] = Dataset{Name: d.name, Schema: d.schema.String(), Columns: ColumnsOf(d.schema), Rows: d.rows, Files: d.files}
 	d.err = errors.New("checkpoint: dataset already closed")
 	return w.Ref(d.name), nil
 }

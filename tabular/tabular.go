@@ -53,12 +53,16 @@ type Column struct {
 	Type Type   `json:"type"`
 }
 
-// Schema returns the Parquet schema of columns. Parquet orders a group's
-// fields by name; [Encoder] maps fields to that order.
+// Schema returns the Parquet schema of columns, in their order: readers
+// (DuckDB, pandas) show a file's columns in schema order, and a table's
+// order is part of what its author wrote.
 func Schema(columns []Column) (*parquet.Schema, error) {
 	if len(columns) == 0 {
 		return nil, errors.New("tabular: no columns")
 	}
+	// A parquet.Group sorts its fields by name, so the root is an
+	// orderedGroup of the Group's fields (which know how to read a value)
+	// arranged in column order.
 	g := parquet.Group{}
 	for _, c := range columns {
 		if c.Name == "" {
@@ -82,7 +86,27 @@ func Schema(columns []Column) (*parquet.Schema, error) {
 		}
 		g[c.Name] = parquet.Optional(leaf)
 	}
-	return parquet.NewSchema("row", g), nil
+	pos := make(map[string]int, len(columns))
+	for i, c := range columns {
+		pos[c.Name] = i
+	}
+	fields := g.Fields()
+	slices.SortFunc(fields, func(a, b parquet.Field) int { return pos[a.Name()] - pos[b.Name()] })
+	return parquet.NewSchema("row", orderedGroup{Group: g, fields: fields}), nil
+}
+
+// orderedGroup is a parquet.Group whose fields keep a given order.
+type orderedGroup struct {
+	parquet.Group // everything but the order and the printed form
+	fields        []parquet.Field
+}
+
+func (g orderedGroup) Fields() []parquet.Field { return g.fields }
+
+func (g orderedGroup) String() string {
+	var b strings.Builder
+	parquet.PrintSchema(&b, "", g)
+	return b.String()
 }
 
 // parse converts one CSV field to a value of typ.
@@ -144,6 +168,10 @@ func readHeader(cr *csv.Reader) ([]string, error) {
 	return header, nil
 }
 
+// CSVHeader reads the header row of CSV input and returns its column names
+// in order.
+func CSVHeader(r io.Reader) ([]string, error) { return readHeader(newCSVReader(r)) }
+
 // InferCSV reads the whole CSV input and returns its columns in header
 // order, each typed with the narrowest type all its non-null values parse
 // as. A column with no values is a string column.
@@ -199,7 +227,7 @@ type CSVReader struct {
 }
 
 // NewCSVReader reads the header from r and checks that it names exactly
-// the given columns (in any order).
+// the given columns (in any order). Rows have the columns' order.
 func NewCSVReader(r io.Reader, columns []Column) (*CSVReader, error) {
 	schema, err := Schema(columns)
 	if err != nil {
