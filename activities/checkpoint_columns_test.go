@@ -160,3 +160,16 @@ func TestCheckpointParquetListColumn(t *testing.T) {
 		t.Fatalf("read back %+v", rows)
 	}
 }
+
+// TestColumnStringsOldManifest: a manifest written before columns were
+// recorded in it still yields columns, from its schema text.
+func TestColumnStringsOldManifest(t *testing.T) {
+	ds := checkpoint.Dataset{Schema: "message row {\n\toptional int64 id (INT(64,true));\n\toptional binary name (STRING);\n\toptional double score;\n}"}
+	if got, want := columnStrings(ds), []string{"id:int64", "name:string", "score:double"}; !slices.Equal(got, want) {
+		t.Fatalf("columnStrings = %v, want %v", got, want)
+	}
+	ds.Columns = []checkpoint.Column{{Name: "u_recent_ads", Type: "list<int64>"}}
+	if got := columnStrings(ds); !slices.Equal(got, []string{"u_recent_ads:list<int64>"}) {
+		t.Fatalf("columnStrings = %v: recorded columns come first", got)
+	}
+}
