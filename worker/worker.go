@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/activity"
@@ -60,6 +62,10 @@ type Config struct {
 	// opened, and checked, by New: a worker that cannot reach it does not
 	// start.
 	Store storage.Config
+	// ReportURL is where runs' HTML reports are served, with {run} in
+	// place of the run id (`retrain dev` serves them and sets it). Runs
+	// link to it from their details in the Web UI.
+	ReportURL string
 }
 
 // AddFlags registers the worker flags.
@@ -71,6 +77,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxConcurrentActivities, "max-concurrent-activities", 0, "steps run at once on the default queue (0 = SDK default)")
 	fs.IntVar(&c.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 0, "workflow tasks run at once (0 = SDK default)")
 	fs.StringVar(&c.PipelinesDir, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "folder of pipeline YAML files that runs may name (env RETRAIN_PIPELINES)")
+	fs.StringVar(&c.ReportURL, "report-url", os.Getenv("RETRAIN_REPORT_URL"), "URL of a run's HTML report, {run} standing for the run id, linked from the Web UI (env RETRAIN_REPORT_URL)")
 	c.Lake.AddFlags(fs)
 	c.Store.AddFlags(fs) // after the lake's: they share --s3-endpoint and --s3-region
 }
@@ -92,6 +99,9 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	}
 	if cfg.TaskQueue == "" {
 		cfg.TaskQueue = DefaultTaskQueue
+	}
+	if err := checkReportURL(cfg.ReportURL); err != nil {
+		return nil, err
 	}
 	var lib *dags.Library
 	switch {
@@ -136,6 +146,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		Library:          lib,
 		Registry:         activities.Types(),
 		SearchAttributes: EnsureSearchAttributes(ctx, c, namespace, logger),
+		ReportURL:        cfg.ReportURL,
 	}
 
 	main := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{
@@ -181,6 +192,22 @@ func openStore(ctx context.Context, cfg storage.Config, logger *slog.Logger) (*s
 	}
 	logger.Info("object store ready", "uri", store.URI().String())
 	return store, nil
+}
+
+// checkReportURL accepts an empty template or an absolute http(s) URL
+// holding {run}.
+func checkReportURL(template string) error {
+	if template == "" {
+		return nil
+	}
+	u, err := url.Parse(strings.ReplaceAll(template, "{run}", "RUN"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--report-url %q: want an http(s) URL such as http://host:8234/runs/{run}", template)
+	}
+	if !strings.Contains(template, "{run}") {
+		return fmt.Errorf("--report-url %q: has no {run} where the run id goes", template)
+	}
+	return nil
 }
 
 func registerSteps(w sdkworker.Worker, steps []activities.Step) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -25,6 +26,9 @@ const (
 	StateQuery       = "state"           // query: the Result so far
 	PlanQuery        = "plan"            // query: the resolved plan
 	ErrPipelineFail  = "PipelineFailed"  // error type of a failed run; details hold the Result
+	// ErrInvalidPipeline is the error type of a run whose spec or params did
+	// not validate; its details hold the Result too.
+	ErrInvalidPipeline = activities.ErrInvalidPipeline
 )
 
 // Search attributes every run carries, so the Temporal UI can filter runs by
@@ -121,10 +125,11 @@ func (r *Result) Node(id string) *NodeState {
 	return nil
 }
 
-// ResultFromError extracts the Result a failed run attaches to its error.
+// ResultFromError extracts the Result a failed run attaches to its error
+// (PipelineFailed, or InvalidPipeline for a spec that did not validate).
 func ResultFromError(err error) (*Result, bool) {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrPipelineFail || !appErr.HasDetails() {
+	if !errors.As(err, &appErr) || (appErr.Type() != ErrPipelineFail && appErr.Type() != ErrInvalidPipeline) || !appErr.HasDetails() {
 		return nil, false
 	}
 	var res Result
@@ -168,9 +173,11 @@ func Pipeline(ctx workflow.Context, in PipelineInput) (*Result, error) {
 
 	resolved, err := resolve(ctx, in)
 	if err != nil {
-		return run.finish(ctx, fmt.Errorf("resolve pipeline: %w", unwrapActivity(err)))
+		return run.invalid(ctx, in, unwrapActivity(err))
 	}
 	run.start(resolved.Plan)
+	run.reportURL = resolved.ReportURL
+	run.showDetails(ctx)
 	if resolved.SearchAttributes {
 		if err := workflow.UpsertTypedSearchAttributes(ctx,
 			PipelineKey.ValueSet(run.plan.Pipeline), ParamsDigestKey.ValueSet(run.plan.ParamsDigest)); err != nil {
@@ -202,8 +209,9 @@ func resolve(ctx workflow.Context, in PipelineInput) (activities.ResolveOutput, 
 
 // pipelineRun is the interpreter's state for one run.
 type pipelineRun struct {
-	plan   *dags.Plan
-	result Result
+	plan      *dags.Plan
+	result    Result
+	reportURL string // template of the report's URL (see ReportURL); empty for none
 
 	index      map[string]int      // node id -> position in plan.Nodes and result.Nodes
 	dependents map[string][]string // node id -> nodes that need it, in plan order
@@ -293,6 +301,9 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 		if running == 0 {
 			break
 		}
+		if !selector.HasPending() {
+			r.showDetails(ctx) // about to block: what queries see until the next event
+		}
 		selector.Select(ctx)
 	}
 
@@ -355,6 +366,9 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map
 			TaskQueue:          node.Queue,
 			WorkflowRunTimeout: node.Timeout,
 			RetryPolicy:        retry,
+			// User metadata: the UI names the child by its node, not its type.
+			StaticSummary: node.ID,
+			StaticDetails: fmt.Sprintf("node %s (%s) of run %s", node.ID, node.Type, r.result.ID),
 		})
 		return workflow.ExecuteChildWorkflow(cctx, node.Target, in)
 	}
@@ -367,6 +381,10 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map
 		// Wait for the activity to acknowledge cancellation so that a
 		// cancelled command's process group is gone before the run ends.
 		WaitForCancellation: true,
+		// The UI's timeline shows the summary instead of the activity type,
+		// so five command nodes read as their ids. User metadata only:
+		// replay does not compare it.
+		Summary: node.ID,
 	})
 	return workflow.ExecuteActivity(actx, node.Target, in)
 }
@@ -440,8 +458,10 @@ func (r *pipelineRun) compensate(ctx workflow.Context) {
 			default:
 				now := workflow.Now(dctx)
 				state.Status, state.ScheduledAt = NodeRunning, &now
+				f := r.execute(dctx, node, with)
+				r.showDetails(dctx)
 				var res activities.NodeResult
-				if err := r.execute(dctx, node, with).Get(dctx, &res); err != nil {
+				if err := f.Get(dctx, &res); err != nil {
 					r.fail(dctx, state, attemptsOf(err, node), unwrapActivity(err))
 				} else {
 					applyResult(state, res)
@@ -455,6 +475,7 @@ func (r *pipelineRun) compensate(ctx workflow.Context) {
 // Result on success, or an error carrying the Result as details so clients
 // still get every node's state while Temporal shows the run as failed.
 func (r *pipelineRun) finish(ctx workflow.Context, runErr error) (*Result, error) {
+	defer r.showDetails(ctx)
 	now := workflow.Now(ctx)
 	r.result.EndedAt = &now
 	if runErr == nil {
@@ -476,6 +497,63 @@ func (r *pipelineRun) finish(ctx workflow.Context, runErr error) (*Result, error
 	return nil, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("pipeline %s %s: %s", r.result.Pipeline, r.result.Status, r.result.Error),
 		ErrPipelineFail, nil, r.result)
+}
+
+// labelInvalidVersion guards the search attribute upsert of a run that
+// failed validation: histories recorded before it have no upsert there.
+const labelInvalidVersion = "label-invalid-runs"
+
+// invalid ends a run whose spec could not be resolved. A spec or params
+// that did not validate fail the run with error type InvalidPipeline
+// (details: the Result), after labelling it with the pipeline it asked
+// for, so `RetrainPipeline = "NAME"` finds failed attempts too. Any other
+// resolver failure (it timed out, say) is a plain PipelineFailed.
+func (r *pipelineRun) invalid(ctx workflow.Context, in PipelineInput, err error) (*Result, error) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrInvalidPipeline {
+		return r.finish(ctx, fmt.Errorf("resolve pipeline: %w", err))
+	}
+	var failure activities.ResolveFailure
+	if appErr.HasDetails() {
+		_ = appErr.Details(&failure) // none from older workers: the run goes unnamed as before
+	}
+	if r.result.Pipeline == "" {
+		r.result.Pipeline = failure.Pipeline
+	}
+	if name := label(r.result.Pipeline); name != "" && failure.SearchAttributes &&
+		workflow.GetVersion(ctx, labelInvalidVersion, workflow.DefaultVersion, 1) >= 1 {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, PipelineKey.ValueSet(name)); err != nil {
+			workflow.GetLogger(ctx).Warn("cannot set search attributes", "error", err)
+		}
+	}
+	now := workflow.Now(ctx)
+	r.result.EndedAt = &now
+	r.result.Status, r.result.Error = StatusFailed, appErr.Message()
+	r.showDetails(ctx)
+	subject := "pipeline " + r.result.Pipeline
+	switch {
+	case r.result.Pipeline != "":
+	case in.SpecFile != "":
+		subject = "spec " + in.SpecFile
+	default:
+		subject = "the spec"
+	}
+	return nil, temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("%s is invalid: %s", subject, appErr.Message()), ErrInvalidPipeline, nil, r.result)
+}
+
+// label cuts a pipeline name to what a keyword search attribute holds
+// comfortably; the name of a spec that failed validation is unchecked.
+func label(name string) string {
+	const maxLabel = 200
+	if len(name) <= maxLabel {
+		return name
+	}
+	name = name[:maxLabel]
+	for !utf8.ValidString(name) {
+		name = name[:len(name)-1]
+	}
+	return name
 }
 
 // attemptsOf reports how many attempts a failed node made: the activity

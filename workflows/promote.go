@@ -38,12 +38,12 @@ func PromoteFeatures(ctx workflow.Context, in activities.NodeInput) (activities.
 		// execution and round, stable across activity retries.
 		id := fmt.Sprintf("%s/%s/%s/%d", in.RunID, in.Node, info.WorkflowExecution.RunID, round)
 		var plan features.PromotionPlan
-		if err := workflow.ExecuteActivity(ctx, activities.PromotePlanActivity, activities.PromotePlanInput{With: in.With, ID: id}).Get(ctx, &plan); err != nil {
+		if err := workflow.ExecuteActivity(summarized(ctx, fmt.Sprintf("plan (round %d)", round)), activities.PromotePlanActivity, activities.PromotePlanInput{With: in.With, ID: id}).Get(ctx, &plan); err != nil {
 			return activities.NodeResult{}, stepError("plan", err)
 		}
 		futures := make([]workflow.Future, len(plan.Groups))
 		for i, g := range plan.Groups {
-			futures[i] = workflow.ExecuteActivity(ctx, activities.PromoteBucketsActivity, activities.PromoteBucketsInput{Plan: &plan, Buckets: g})
+			futures[i] = workflow.ExecuteActivity(summarized(ctx, fmt.Sprintf("buckets %v", g)), activities.PromoteBucketsActivity, activities.PromoteBucketsInput{Plan: &plan, Buckets: g})
 		}
 		results := make([]features.BucketResult, len(plan.Groups))
 		var firstErr error
@@ -56,7 +56,7 @@ func PromoteFeatures(ctx workflow.Context, in activities.NodeInput) (activities.
 			return activities.NodeResult{}, firstErr
 		}
 		var commit features.CommitResult
-		if err := workflow.ExecuteActivity(ctx, activities.PromoteCommitActivity, activities.PromoteCommitInput{Plan: &plan, Results: results}).Get(ctx, &commit); err != nil {
+		if err := workflow.ExecuteActivity(summarized(ctx, "commit"), activities.PromoteCommitActivity, activities.PromoteCommitInput{Plan: &plan, Results: results}).Get(ctx, &commit); err != nil {
 			return activities.NodeResult{}, stepError("commit", err)
 		}
 		if commit.Conflict {
@@ -86,6 +86,14 @@ func PromoteFeatures(ctx workflow.Context, in activities.NodeInput) (activities.
 	}
 	return activities.NodeResult{}, temporal.NewApplicationError(
 		fmt.Sprintf("promotion lost the race for the table %d times in a row", features.MaxRounds), "PromotionContended")
+}
+
+// summarized names an activity in the Web UI's timeline (user metadata,
+// not compared on replay).
+func summarized(ctx workflow.Context, summary string) workflow.Context {
+	opts := workflow.GetActivityOptions(ctx)
+	opts.Summary = summary
+	return workflow.WithActivityOptions(ctx, opts)
 }
 
 // stepError reports a failed activity under the step's name, keeping its

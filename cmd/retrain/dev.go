@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +15,10 @@ import (
 
 func newDevCommand(app *cli.App) *cobra.Command {
 	var (
-		opts   devstack.Options
-		cfg    worker.Config
-		s3Port int
+		opts       devstack.Options
+		cfg        worker.Config
+		s3Port     int
+		reportPort int
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -24,11 +27,28 @@ func newDevCommand(app *cli.App) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := app.Logger()
+			// The report server's port is taken first: the worker puts its
+			// URL in every run's details in the Web UI.
+			reportLn, err := cli.ListenReports(net.JoinHostPort("127.0.0.1", strconv.Itoa(reportPort)))
+			if err != nil {
+				return fmt.Errorf("report server port: %w", err)
+			}
+			defer reportLn.Close()
+			if cfg.ReportURL == "" {
+				cfg.ReportURL = cli.ReportURLTemplate(reportLn.Addr().String())
+			}
 			s, err := startLocal(ctx, app, opts, s3Port, cfg, log)
 			if err != nil {
 				return err
 			}
 			defer s.close()
+			store, err := storage.Open(ctx, s.store, log.With("component", "s3"))
+			if err != nil {
+				log.Warn("reports leave out what lives in the object store", "error", err)
+				store = nil
+			}
+			reports := cli.ServeReports(reportLn, s.client, store, log.With("component", "reports"))
+			defer reports.Stop()
 			out := app.Out
 			fmt.Fprintln(out, "retrain dev stack is up")
 			fmt.Fprintf(out, "  Temporal:  %s (namespace %s)\n", s.server.FrontendAddress(), s.server.Namespace())
@@ -41,6 +61,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 			} else {
 				fmt.Fprintf(out, "  S3:        %s (--s3-uri)\n", cfg.Store.S3.URI)
 			}
+			fmt.Fprintf(out, "  Reports:   %s\n", cli.ReportURLTemplate(reportLn.Addr().String()))
 			fmt.Fprintf(out, "  Data:      %s\n", opts.DataDir)
 			fmt.Fprintf(out, "  Worker:    task queue %s\n", cfg.TaskQueue)
 			fmt.Fprintln(out, "Start a run:")
@@ -58,6 +79,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 	f.IntVar(&opts.Port, "port", 7233, "Temporal frontend gRPC port")
 	f.IntVar(&opts.UIPort, "ui-port", 8233, "Web UI port")
 	f.IntVar(&s3Port, "s3-port", 7070, "S3 server port (checkpoints and models; 0 picks a free one)")
+	f.IntVar(&reportPort, "report-port", 8234, "HTTP port serving run reports at /runs/RUN (0 picks a free one)")
 	cfg.AddFlags(f)
 	return cmd
 }

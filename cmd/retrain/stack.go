@@ -13,6 +13,7 @@ import (
 	"github.com/retrain-ml/retrain/devstack"
 	"github.com/retrain-ml/retrain/devstack/s3server"
 	"github.com/retrain-ml/retrain/internal/cli"
+	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"
@@ -25,6 +26,7 @@ type localStack struct {
 	s3     *s3server.Server // nil when the worker uses an S3 of its own (--s3-uri)
 	client client.Client
 	worker *worker.Worker
+	store  storage.Config // the worker's object store
 }
 
 // startLocal starts the dev stack and a worker polling it. The worker knows
@@ -60,9 +62,14 @@ func startLocal(ctx context.Context, app *cli.App, opts devstack.Options, s3Port
 		s.close()
 		return nil, err
 	}
+	// `retrain run` reads it back to link to the UI on its real port.
+	if err := runs.PublishUIAddress(ctx, s.client, srv.Namespace(), srv.UIAddress()); err != nil {
+		log.Warn("Web UI links from `retrain run` will use --ui-address", "error", err)
+	}
 	if cfg.PipelinesDir == "" {
 		cfg.Pipelines = examples.FS
 	}
+	s.store = cfg.Store
 	if !cfg.Lake.Configured() {
 		cfg.Lake.DataDir = opts.DataDir // the lake lives with the stack: DATA/catalog.db, DATA/warehouse
 	}

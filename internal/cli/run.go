@@ -66,7 +66,11 @@ func NewRunCommand(app *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(app.Err, "run %s started\n  %s\n", run.ID, app.RunLink(run.ID, run.RunID))
+			app.useNamespaceUI(ctx, cmd, c)
+			fmt.Fprintf(app.Err, "run %s started\n", run.ID)
+			if app.UIAddress != "" {
+				fmt.Fprintf(app.Err, "  %s\n", app.RunLink(run.ID, run.RunID))
+			}
 			if !wait {
 				if asJSON {
 					return json.NewEncoder(app.Out).Encode(map[string]string{"id": run.ID, "run_id": run.RunID})

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/s3store"
+)
+
+// ReportURLPath is the path the report server serves a run's report on;
+// {run} stands for the run id (a worker's --report-url uses the same
+// placeholder).
+const ReportURLPath = "/runs/{run}"
+
+// ReportHandler serves runs' HTML reports: GET /runs/RUN renders RUN's
+// report on demand from the run's state at that moment, so a running run
+// shows its progress so far and a reload shows more. store may be nil
+// (the report then leaves out what lives in the object store).
+func ReportHandler(c client.Client, store *s3store.Store, logger *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /runs/{run...}", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("run")
+		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+		defer cancel()
+		res, err := runs.State(ctx, c, id)
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound):
+			http.Error(w, "no run "+id, http.StatusNotFound)
+			return
+		case err != nil:
+			logger.Warn("report: run state", "run", id, "error", err)
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		var page bytes.Buffer // rendered whole first, so a failure is a clean 500
+		if err := RenderRunReport(ctx, c, store, res, &page); err != nil {
+			logger.Warn("report: render", "run", id, "error", err)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		// The report has no scripts and no remote assets; keep it so.
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+		h.Set("Cache-Control", "no-store")
+		_, _ = w.Write(page.Bytes())
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "retrain run reports: GET /runs/RUN", http.StatusNotFound)
+	})
+	return mux
+}
+
+// ReportServer is a running report server.
+type ReportServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+// ListenReports opens the report server's listener on addr (host:port,
+// port 0 for a free one), before the workers that link to it start.
+func ListenReports(addr string) (net.Listener, error) {
+	return net.Listen("tcp", addr)
+}
+
+// ServeReports serves ReportHandler on ln until Stop.
+func ServeReports(ln net.Listener, c client.Client, store *s3store.Store, logger *slog.Logger) *ReportServer {
+	s := &ReportServer{
+		srv: &http.Server{
+			Handler:           ReportHandler(c, store, logger),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		},
+		ln:   ln,
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("report server stopped", "error", err)
+		}
+	}()
+	return s
+}
+
+// URL is the report URL template workers get: http://host:port/runs/{run}.
+func (s *ReportServer) URL() string { return ReportURLTemplate(s.ln.Addr().String()) }
+
+// ReportURLTemplate is the report URL template for a server on addr.
+func ReportURLTemplate(addr string) string { return "http://" + addr + ReportURLPath }
+
+// Stop closes the listener and waits (bounded) for requests in flight.
+func (s *ReportServer) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
+	<-s.done
+}

@@ -1,0 +1,213 @@
+package workflows
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// Current details are the markdown the Temporal Web UI shows on a run's
+// page ("Current Details"): a table of the nodes and where the run's
+// report is. They live in the workflow's memory only (the SDK answers the
+// UI's metadata query with them), so setting them records nothing in
+// history and cannot break replay.
+
+// maxDetailRows bounds the node table: a run of 8,000 nodes shows the rows
+// that matter (running and failed nodes first) and counts the rest, so
+// each rebuild costs one pass over the statuses plus this many rows.
+const maxDetailRows = 50
+
+// Limits of one table cell: outputs are a glance, the report has them all.
+const (
+	maxValueRunes = 40
+	maxCellRunes  = 120
+)
+
+// ReportURL fills a report URL template: {run} becomes the run id, escaped
+// as a path segment (run ids may hold '/').
+func ReportURL(template, runID string) string {
+	return strings.ReplaceAll(template, "{run}", url.PathEscape(runID))
+}
+
+// showDetails sets the run's current details to its state now. The
+// scheduling loop calls it only when the workflow is about to block, so a
+// workflow task that completes a hundred nodes renders the table once.
+func (r *pipelineRun) showDetails(ctx workflow.Context) {
+	workflow.SetCurrentDetails(ctx, renderDetails(&r.result, r.reportURL))
+}
+
+// renderDetails draws a run's state as markdown: a headline, the report
+// link (or the command that writes the report), the error if any, and a
+// table of at most maxDetailRows nodes with counts of the rest.
+func renderDetails(res *Result, reportURL string) string {
+	var b strings.Builder
+	name := res.Pipeline
+	if name == "" {
+		name = "(unnamed spec)"
+	}
+	done := 0
+	for _, n := range res.Nodes {
+		if n.Status != NodePending && n.Status != NodeRunning {
+			done++
+		}
+	}
+	fmt.Fprintf(&b, "**%s** %s", escapeMarkdown(name), res.Status)
+	if len(res.Nodes) > 0 {
+		fmt.Fprintf(&b, ": %d of %d nodes done", done, len(res.Nodes))
+	}
+	b.WriteString("\n\n")
+	if reportURL != "" {
+		link := ReportURL(reportURL, res.ID)
+		fmt.Fprintf(&b, "Report: [%s](%s)\n\n", escapeMarkdown(link), link)
+	} else {
+		fmt.Fprintf(&b, "Report: `retrain report %s`\n\n", strings.ReplaceAll(res.ID, "`", ""))
+	}
+	if res.Error != "" {
+		fmt.Fprintf(&b, "Error: %s\n\n", cell(res.Error, 4*maxCellRunes))
+	}
+	if len(res.Nodes) == 0 {
+		return b.String()
+	}
+
+	b.WriteString("| node | type | status | attempts | duration | outputs |\n|---|---|---|---|---|---|\n")
+	rows := detailRows(res.Nodes, maxDetailRows)
+	for _, i := range rows {
+		writeRow(&b, res.Nodes[i], "")
+	}
+	for _, c := range res.Compensations {
+		writeRow(&b, c, c.Compensates)
+	}
+	if hidden := len(res.Nodes) - len(rows); hidden > 0 {
+		shown := make([]bool, len(res.Nodes))
+		for _, i := range rows {
+			shown[i] = true
+		}
+		counts := map[NodeStatus]int{}
+		for i, n := range res.Nodes {
+			if !shown[i] {
+				counts[n.Status]++
+			}
+		}
+		var parts []string
+		for _, s := range []NodeStatus{NodeRunning, NodeFailed, NodeSucceeded, NodePending, NodeSkipped, NodeCancelled} {
+			if counts[s] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+			}
+		}
+		fmt.Fprintf(&b, "\n%d more nodes not shown: %s\n", hidden, strings.Join(parts, ", "))
+	}
+	return b.String()
+}
+
+// detailRows picks which nodes the table shows, in plan order: all of
+// them when they fit, else running and failed nodes first, then the rest
+// in plan order up to limit.
+func detailRows(nodes []NodeState, limit int) []int {
+	if len(nodes) <= limit {
+		rows := make([]int, len(nodes))
+		for i := range rows {
+			rows[i] = i
+		}
+		return rows
+	}
+	rows := make([]int, 0, limit)
+	picked := make([]bool, len(nodes))
+	for i, n := range nodes {
+		if len(rows) == limit {
+			break
+		}
+		if n.Status == NodeRunning || n.Status == NodeFailed {
+			rows, picked[i] = append(rows, i), true
+		}
+	}
+	for i := range nodes {
+		if len(rows) == limit {
+			break
+		}
+		if !picked[i] {
+			rows = append(rows, i)
+		}
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+func writeRow(b *strings.Builder, n NodeState, compensates string) {
+	typ := n.Type
+	if compensates != "" {
+		typ += " (undoes " + compensates + ")"
+	}
+	attempts := ""
+	if n.Attempts > 0 {
+		attempts = fmt.Sprint(n.Attempts)
+	}
+	fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n",
+		cell(n.ID, maxCellRunes), cell(typ, maxCellRunes), n.Status, attempts, duration(n), summary(n))
+}
+
+// duration is how long the node took, or since when it runs.
+func duration(n NodeState) string {
+	switch {
+	case n.StartedAt != nil && n.EndedAt != nil:
+		d := n.EndedAt.Sub(*n.StartedAt)
+		if d < time.Second {
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(100 * time.Millisecond).String()
+	case n.Status == NodeRunning && n.ScheduledAt != nil:
+		return "since " + n.ScheduledAt.UTC().Format("15:04:05Z")
+	}
+	return ""
+}
+
+// summary is the outputs column: the error of a failed node, the reason a
+// node was skipped or cancelled, or its outputs as key=value, each value
+// cut short.
+func summary(n NodeState) string {
+	switch {
+	case n.Error != "":
+		return cell(n.Error, maxCellRunes)
+	case n.Reason != "":
+		return cell(n.Reason, maxCellRunes)
+	case len(n.Outputs) == 0:
+		return ""
+	}
+	keys := make([]string, 0, len(n.Outputs))
+	for k := range n.Outputs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // map order is random: the details must be deterministic
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + truncate(strings.TrimSpace(fmt.Sprint(n.Outputs[k])), maxValueRunes)
+	}
+	return cell(strings.Join(parts, ", "), maxCellRunes)
+}
+
+// cell makes s safe inside a markdown table cell: one line, markdown
+// characters escaped (outputs are whatever a command printed), at most max
+// runes.
+func cell(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return escapeMarkdown(truncate(s, max))
+}
+
+func truncate(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max-1]) + "…"
+}
+
+var markdownEscaper = strings.NewReplacer(
+	`\`, `\\`, "`", "\\`", `*`, `\*`, `_`, `\_`, `[`, `\[`, `]`, `\]`,
+	`<`, `&lt;`, `>`, `&gt;`, `|`, `\|`, `#`, `\#`, `~`, `\~`, `!`, `\!`,
+)
+
+func escapeMarkdown(s string) string { return markdownEscaper.Replace(s) }

@@ -1,0 +1,190 @@
+package workflows
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/dags"
+)
+
+// metadataQuery is the SDK's built-in query the Web UI reads current
+// details with.
+const metadataQuery = "__temporal_workflow_metadata"
+
+func TestRenderDetailsTable(t *testing.T) {
+	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	end := start.Add(1500 * time.Millisecond)
+	res := &Result{
+		ID: "hello-1", Pipeline: "hello", Status: StatusRunning,
+		Nodes: []NodeState{
+			{ID: "greet", Type: "command", Status: NodeSucceeded, Attempts: 2, StartedAt: &start, EndedAt: &end,
+				Outputs: map[string]any{"stdout": "hi | *there*\n" + strings.Repeat("x", 100), "exit_code": 0}},
+			{ID: "count", Type: "command", Status: NodeRunning, ScheduledAt: &start},
+			{ID: "broken", Type: "command", Status: NodeFailed, Attempts: 3, Error: "exit status 1"},
+			{ID: "later", Type: "noop", Status: NodeSkipped, Reason: `when "false" is false`},
+		},
+	}
+	got := renderDetails(res, "http://127.0.0.1:8234/runs/{run}")
+	for _, want := range []string{
+		"**hello** running: 3 of 4 nodes done",
+		"Report: [http://127.0.0.1:8234/runs/hello-1](http://127.0.0.1:8234/runs/hello-1)",
+		"| node | type | status | attempts | duration | outputs |",
+		// Sorted keys, markdown escaped, long values cut.
+		`| greet | command | succeeded | 2 | 1.5s | exit\_code=0, stdout=hi \| \*there\* ` + strings.Repeat("x", 26) + "… |",
+		"| count | command | running |  | since 10:00:00Z |  |",
+		"| broken | command | failed | 3 |  | exit status 1 |",
+		`| later | noop | skipped |  |  | when "false" is false |`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("details lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "more nodes") {
+		t.Errorf("four nodes reported as cut:\n%s", got)
+	}
+	if again := renderDetails(res, "http://127.0.0.1:8234/runs/{run}"); again != got {
+		t.Error("rendering the same state twice differs: map order leaked into the details")
+	}
+
+	noURL := renderDetails(res, "")
+	if !strings.Contains(noURL, "Report: `retrain report hello-1`") {
+		t.Errorf("without a report URL the details do not name the command:\n%s", noURL)
+	}
+}
+
+func TestRenderDetailsCapsRowsRunningFirst(t *testing.T) {
+	res := &Result{ID: "big", Pipeline: "big", Status: StatusRunning}
+	for i := range 1000 {
+		st := NodeSucceeded
+		switch {
+		case i >= 900:
+			st = NodePending
+		case i == 700 || i == 800:
+			st = NodeRunning
+		case i == 750:
+			st = NodeFailed
+		}
+		res.Nodes = append(res.Nodes, NodeState{ID: fmt.Sprintf("n%04d", i), Type: "noop", Status: st})
+	}
+	got := renderDetails(res, "")
+	rows := strings.Count(got, "| noop |")
+	if rows != maxDetailRows {
+		t.Errorf("%d rows, want %d", rows, maxDetailRows)
+	}
+	for _, want := range []string{"| n0700 |", "| n0750 |", "| n0800 |", "| n0000 |", "| n0046 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("details lack row %s", want)
+		}
+	}
+	if strings.Contains(got, "| n0047 |") {
+		t.Error("row n0047 shown: running and failed nodes did not come first")
+	}
+	// Hidden: 897 succeeded less the 47 shown, and the 100 pending.
+	if want := "950 more nodes not shown: 850 succeeded, 100 pending"; !strings.Contains(got, want) {
+		t.Errorf("details lack %q:\n%s", want, got[len(got)-200:])
+	}
+	if i, j := strings.Index(got, "| n0046 |"), strings.Index(got, "| n0700 |"); i > j {
+		t.Error("rows are not in plan order")
+	}
+}
+
+func TestReportURLEscapesRunID(t *testing.T) {
+	if got := ReportURL("http://h:1/runs/{run}", "a/b c"); got != "http://h:1/runs/a%2Fb%20c" {
+		t.Errorf("ReportURL = %s", got)
+	}
+}
+
+// TestPipelineCurrentDetails checks what the Web UI's metadata query gets
+// from a finished run: the node table and the report link the resolver
+// passed on from the worker's config.
+func TestPipelineCurrentDetails(t *testing.T) {
+	h := newHarness(t)
+	env := h.NewTestWorkflowEnvironment()
+	reg, _ := dags.NewRegistry(stepType)
+	Register(env)
+	resolver := &activities.Resolver{Registry: reg, ReportURL: "http://reports.test/runs/{run}"}
+	env.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: ResolveActivity})
+	env.RegisterActivityWithOptions(activities.Activity(h.step), activity.RegisterOptions{Name: "step"})
+	spec, _ := json.Marshal("name: shown\nnodes:\n  - {id: greet, type: step, with: {msg: hi}}\n  - {id: count, type: step, needs: [greet], with: {n: 3}}\n")
+	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := env.QueryWorkflow(metadataQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md sdkpb.WorkflowMetadata
+	if err := v.Get(&md); err != nil {
+		t.Fatal(err)
+	}
+	got := md.GetCurrentDetails()
+	for _, want := range []string{
+		"**shown** succeeded: 2 of 2 nodes done",
+		"(http://reports.test/runs/default-test-workflow-id)",
+		"| greet | step | succeeded | 1 |", "msg=hi |",
+		"| count | step | succeeded | 1 |", "n=3 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("current details lack %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestPipelineInvalidSpecKeepsItsType checks a spec that fails validation
+// fails the run as InvalidPipeline, not PipelineFailed, with the Result in
+// its details, named after the spec's pipeline and labelled with it.
+func TestPipelineInvalidSpecKeepsItsType(t *testing.T) {
+	h := newHarness(t)
+	env := h.NewTestWorkflowEnvironment()
+	reg, _ := dags.NewRegistry(stepType)
+	Register(env)
+	env.RegisterActivityWithOptions((&activities.Resolver{Registry: reg, SearchAttributes: true}).Resolve,
+		activity.RegisterOptions{Name: ResolveActivity})
+	var labelled []string
+	env.OnUpsertTypedSearchAttributes(temporal.NewSearchAttributes(PipelineKey.ValueSet("cyclic"))).Run(func(mock.Arguments) {
+		labelled = append(labelled, "cyclic")
+	}).Return(nil).Once()
+	spec, _ := json.Marshal("name: cyclic\nnodes:\n  - {id: a, type: step, needs: [b]}\n  - {id: b, type: step, needs: [a]}\n")
+	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec, SpecFile: "cyclic.yaml"})
+	err := env.GetWorkflowError()
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrInvalidPipeline {
+		t.Fatalf("error %v, want type %s", err, ErrInvalidPipeline)
+	}
+	if !strings.HasPrefix(appErr.Message(), "pipeline cyclic is invalid: ") || !strings.Contains(appErr.Message(), "-> a") {
+		t.Errorf("message %q does not name the pipeline and the cycle", appErr.Message())
+	}
+	res := mustFail(t, err)
+	if res.Pipeline != "cyclic" || !strings.Contains(res.Error, "cycle") || len(res.Nodes) != 0 {
+		t.Errorf("result = %+v", res)
+	}
+	if len(labelled) != 1 {
+		t.Errorf("search attribute upserts %v, want RetrainPipeline=cyclic once", labelled)
+	}
+	env.AssertExpectations(t)
+}
+
+// TestPipelineUnparsableSpecNamesItsFile: no name to be had, the message
+// names the file instead of printing an empty pipeline name.
+func TestPipelineUnparsableSpecNamesItsFile(t *testing.T) {
+	h := newHarness(t)
+	_, err := h.run("nodes: [", nil, nil)
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrInvalidPipeline {
+		t.Fatalf("error %v, want type %s", err, ErrInvalidPipeline)
+	}
+	if !strings.HasPrefix(appErr.Message(), "spec test.yaml is invalid: ") {
+		t.Errorf("message %q", appErr.Message())
+	}
+}
