@@ -3,7 +3,6 @@ package report
 import (
 	"encoding/json"
 	"fmt"
-	"html"
 	"html/template"
 	"io"
 	"maps"
@@ -17,14 +16,17 @@ import (
 	"github.com/retrain-ml/retrain/workflows"
 )
 
-// Write renders r as an HTML page.
-func Write(w io.Writer, r *Report) error {
-	return page.Execute(w, view(r))
+// Write renders r as an HTML page whose links o says.
+func Write(w io.Writer, r *Report, o Options) error {
+	return page.Execute(w, view(r, o))
 }
 
 type pageView struct {
 	Title, Status, Error, Started, Duration string
 	Params                                  string
+	Deploys                                 []deployView
+	Links                                   []linkView
+	Data                                    []dataView
 	DAG                                     template.HTML
 	Timeline                                template.HTML
 	Nodes                                   []nodeView
@@ -59,7 +61,8 @@ type statsRow struct {
 
 type evalView struct {
 	Node, Baseline, Candidate string
-	Rows                      int
+	Scope                     string
+	ROC, Calibration          template.HTML
 	Metrics                   []metricRow
 	SliceColumn               string
 	Slices                    []sliceRow
@@ -70,13 +73,13 @@ type metricRow struct{ Name, Candidate, Baseline, Diff string }
 type sliceRow struct{ Slice, Count, CandAUC, BaseAUC, CandLogLoss, BaseLogLoss string }
 
 type gateView struct {
-	Node, Verdict, Reason, Forced string
-	Comparisons                   []comparisonRow
+	Node, Title, Verdict, Reason, Forced string
+	Comparisons                          []comparisonRow
 }
 
 type comparisonRow struct{ Metric, Check, Candidate, Baseline, Threshold, Result, Reason string }
 
-func view(r *Report) pageView {
+func view(r *Report, o Options) pageView {
 	res := r.Result
 	v := pageView{
 		Title:  res.Pipeline + " " + res.ID,
@@ -93,6 +96,11 @@ func view(r *Report) pageView {
 	if len(res.Params) > 0 {
 		b, _ := json.Marshal(res.Params)
 		v.Params = string(b)
+	}
+	v.Deploys = deployments(res)
+	v.Links = links(res, o, v.Deploys)
+	for _, id := range slices.Sorted(maps.Keys(r.Splits)) {
+		v.Data = append(v.Data, dataRows(id, r.Splits[id]))
 	}
 	v.DAG = dagSVG(res.Nodes, r.Edges)
 	v.Timeline = timelineSVG(res)
@@ -135,6 +143,10 @@ func view(r *Report) pageView {
 	for _, n := range res.Nodes {
 		if n.Type == activities.GateType.Name {
 			v.Gates = append(v.Gates, gateRows(n))
+			// The gate's line under the headline already says why the run failed.
+			if n.Status == workflows.NodeFailed && n.Error != "" && strings.HasSuffix(v.Error, n.Error) {
+				v.Error = ""
+			}
 		}
 	}
 	return v
@@ -211,9 +223,21 @@ func fig(n gate.Number, ok bool) string {
 }
 
 func evalRows(id string, e *activities.EvaluationReport) evalView {
-	ev := evalView{Node: id, Baseline: e.BaselineVersion, Candidate: e.CandidateID, Rows: e.Rows, SliceColumn: e.SliceColumn}
+	ev := evalView{Node: id, Baseline: e.BaselineVersion, Candidate: e.CandidateID, Scope: evalScope(e), SliceColumn: e.SliceColumn}
+	series := []plotSeries{{Name: "candidate", Color: candidateColor, ROC: e.Candidate.ROC, Bins: e.Candidate.CalibrationBins,
+		AUC: fig(e.Candidate.Overall[activities.MetricAUC], true)}}
 	if ev.Baseline == "" {
 		ev.Baseline = "none (no production model yet)"
+	}
+	if e.Baseline != nil {
+		series = append(series, plotSeries{Name: "baseline " + e.BaselineVersion, Color: baselineColor, Dashed: true, ROC: e.Baseline.ROC,
+			Bins: e.Baseline.CalibrationBins, AUC: fig(e.Baseline.Overall[activities.MetricAUC], true)})
+	}
+	if slices.ContainsFunc(series, func(s plotSeries) bool { return len(s.ROC) > 0 }) {
+		ev.ROC = rocSVG(series)
+	}
+	if slices.ContainsFunc(series, func(s plotSeries) bool { return len(s.Bins) > 0 }) {
+		ev.Calibration = calibrationSVG(series)
 	}
 	for _, m := range []string{activities.MetricAUC, activities.MetricLogLoss, activities.MetricAccuracy, activities.MetricCalibration, "mean_prediction", "mean_label"} {
 		c, cok := e.Candidate.Overall[m]
@@ -242,7 +266,10 @@ func evalRows(id string, e *activities.EvaluationReport) evalView {
 }
 
 func gateRows(n workflows.NodeState) gateView {
-	g := gateView{Node: n.ID}
+	g := gateView{Node: n.ID, Title: "Gate " + n.ID}
+	if n.ID == "gate" {
+		g.Title = "Gate"
+	}
 	switch {
 	case n.Status == workflows.NodeSucceeded && n.Outputs["passed"] == true:
 		g.Verdict = "passed"
@@ -285,166 +312,66 @@ func gateRows(n workflows.NodeState) gateView {
 	return g
 }
 
-var statusColor = map[workflows.NodeStatus]string{
-	workflows.NodeSucceeded: "#c8ecc9",
-	workflows.NodeFailed:    "#f6c1c1",
-	workflows.NodeSkipped:   "#e4e4e4",
-	workflows.NodeCancelled: "#f3dfb3",
-	workflows.NodeRunning:   "#c6dcf5",
-	workflows.NodePending:   "#ffffff",
-}
-
-// dagSVG draws the DAG left to right: a node's column is the length of the
-// longest path of needs to it; nodes of a column are stacked in plan order.
-func dagSVG(nodes []workflows.NodeState, edges map[string][]string) template.HTML {
-	const bw, bh, gx, gy, pad = 150, 40, 60, 18, 10
-	level := map[string]int{}
-	var depth func(id string, seen map[string]bool) int
-	depth = func(id string, seen map[string]bool) int {
-		if l, ok := level[id]; ok {
-			return l
-		}
-		if seen[id] {
-			return 0 // a cycle cannot pass validation; stay finite anyway
-		}
-		seen[id] = true
-		l := 0
-		for _, n := range edges[id] {
-			l = max(l, depth(n, seen)+1)
-		}
-		level[id] = l
-		return l
-	}
-	rows := map[int]int{}
-	pos := map[string][2]int{}
-	maxX, maxY := 0, 0
-	for _, n := range nodes {
-		l := depth(n.ID, map[string]bool{})
-		x, y := pad+l*(bw+gx), pad+rows[l]*(bh+gy)
-		rows[l]++
-		pos[n.ID] = [2]int{x, y}
-		maxX, maxY = max(maxX, x+bw), max(maxY, y+bh)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, maxX+pad, maxY+pad)
-	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs>`)
-	for _, n := range nodes {
-		to := pos[n.ID]
-		for _, need := range edges[n.ID] {
-			from, ok := pos[need]
-			if !ok {
-				continue
-			}
-			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#777" marker-end="url(#arrow)"/>`,
-				from[0]+bw, from[1]+bh/2, to[0], to[1]+bh/2)
-		}
-	}
-	for _, n := range nodes {
-		p := pos[n.ID]
-		color := statusColor[n.Status]
-		if color == "" {
-			color = "#fff"
-		}
-		fmt.Fprintf(&b, `<g><title>%s</title><rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" stroke="#555"/>`,
-			html.EscapeString(n.ID+": "+string(n.Status)+" "+n.Error+n.Reason), p[0], p[1], bw, bh, color)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-weight="bold">%s</text>`, p[0]+bw/2, p[1]+16, html.EscapeString(n.ID))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="#444">%s · %s</text></g>`, p[0]+bw/2, p[1]+32, html.EscapeString(n.Type), html.EscapeString(string(n.Status)))
-	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) // every text above is escaped
-}
-
-// timelineSVG draws one bar per node that ran, on the run's time axis.
-func timelineSVG(res *workflows.Result) template.HTML {
-	const w, rowH, label = 700, 18, 130
-	start := res.StartedAt
-	end := start
-	var ran []workflows.NodeState
-	for _, n := range append(slices.Clone(res.Nodes), res.Compensations...) {
-		if n.StartedAt == nil || n.EndedAt == nil {
-			continue
-		}
-		ran = append(ran, n)
-		if n.EndedAt.After(end) {
-			end = *n.EndedAt
-		}
-		if start.IsZero() || n.StartedAt.Before(start) {
-			start = *n.StartedAt
-		}
-	}
-	if len(ran) == 0 {
-		return ""
-	}
-	span := max(end.Sub(start).Seconds(), 1e-3)
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, label+w+70, rowH*len(ran)+24)
-	for i, n := range ran {
-		x0 := label + int(float64(w)*n.StartedAt.Sub(start).Seconds()/span)
-		x1 := label + int(float64(w)*n.EndedAt.Sub(start).Seconds()/span)
-		y := 4 + i*rowH
-		color := statusColor[n.Status]
-		fmt.Fprintf(&b, `<text x="0" y="%d">%s</text><rect x="%d" y="%d" width="%d" height="%d" fill="%s" stroke="#555"/><text x="%d" y="%d" fill="#444">%s</text>`,
-			y+12, html.EscapeString(n.ID), x0, y, max(x1-x0, 2), rowH-4, color, max(x1, x0+2)+4, y+12,
-			n.EndedAt.Sub(*n.StartedAt).Round(time.Millisecond))
-	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#444">0</text><text x="%d" y="%d" text-anchor="end" fill="#444">%.1fs</text>`,
-		label, rowH*len(ran)+20, label+w, rowH*len(ran)+20, span)
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
-}
-
-// curveSVG plots loss against step.
-func curveSVG(c []activities.CurvePoint) template.HTML {
-	if len(c) == 0 {
-		return ""
-	}
-	const w, h, left, bottom = 640, 240, 60, 30
-	minS, maxS := c[0].Step, c[len(c)-1].Step
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, p := range c {
-		lo, hi = math.Min(lo, p.Loss), math.Max(hi, p.Loss)
-	}
-	if hi == lo {
-		hi = lo + 1
-	}
-	if maxS == minS {
-		maxS = minS + 1
-	}
-	var pts []string
-	for _, p := range c {
-		x := left + float64(w)*float64(p.Step-minS)/float64(maxS-minS)
-		y := 10 + float64(h)*(1-(p.Loss-lo)/(hi-lo))
-		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, left+w+20, h+bottom+20)
-	fmt.Fprintf(&b, `<line x1="%d" y1="10" x2="%d" y2="%d" stroke="#999"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`,
-		left, left, h+10, left, h+10, left+w, h+10)
-	fmt.Fprintf(&b, `<text x="%d" y="16" text-anchor="end">%.4f</text><text x="%d" y="%d" text-anchor="end">%.4f</text>`, left-4, hi, left-4, h+10, lo)
-	fmt.Fprintf(&b, `<text x="%d" y="%d">step %d</text><text x="%d" y="%d" text-anchor="end">step %d</text>`, left, h+26, minS, left+w, h+26, maxS)
-	fmt.Fprintf(&b, `<polyline fill="none" stroke="#1f6fb5" stroke-width="1.5" points="%s"/>`, strings.Join(pts, " "))
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
-}
-
 var page = template.Must(template.New("report").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Title}}</title>
+<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>{{.Title}}</title>
 <style>
-body{font-family:sans-serif;margin:24px;color:#222}
-h1{font-size:20px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}
+body{font-family:sans-serif;margin:24px;color:#222;max-width:1232px}
+h1{font-size:20px;margin:0 0 6px}h2{font-size:16px;margin-top:28px;border-bottom:1px solid #ddd}h3{font-size:14px}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
-th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a31515}.detail{font-family:monospace;font-size:12px;max-width:720px;word-break:break-all}
-.fail{color:#a31515;font-weight:bold}.note{color:#8a5a00}
+th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a31515}.detail{font-family:monospace;font-size:12px;word-break:break-all}
+.fail{color:#a31515;font-weight:bold}.note{color:#8a5a00}.num{text-align:right;font-variant-numeric:tabular-nums}
+.box{max-width:100%;overflow-x:auto}
+.banner{border-radius:8px;padding:12px 16px;margin:12px 0;font-size:15px}
+.banner b{font-size:22px;margin-right:10px}
+.deployed{background:#e3f4e4;border:1px solid #7cc47f}.notdeployed{background:#fbe9e9;border:1px solid #e08b8b}
+.links{font-size:14px;line-height:1.7}.links td{border:none;padding:0 12px 0 0}code{background:#f4f4f4;padding:1px 4px;border-radius:3px}
+.bar{display:inline-block;height:8px;background:#1f6fb5;vertical-align:middle;margin-right:6px}.bar.eval{background:#d9731a}
+.barcell{width:170px;white-space:nowrap}
+.plots{display:flex;flex-wrap:wrap;gap:24px;margin-top:12px}.plots figure{margin:0}.plots figcaption{font-size:13px;font-weight:bold;margin-bottom:4px}
 </style></head><body>
 <h1>Run {{.Title}}: <span class="status-{{.Status}}">{{.Status}}</span></h1>
+{{range .Deploys}}<div class="banner {{if .Deployed}}deployed{{else}}notdeployed{{end}}"><b>{{.Text}}</b>{{.Detail}}</div>
+{{end}}{{range .Gates}}<p><b>{{.Title}}: {{.Verdict}}.</b> {{.Reason}}{{if .Forced}} <span class="note">{{.Forced}}</span>{{end}}</p>
+{{end}}{{if .Error}}<p class="fail">{{.Error}}</p>{{end}}
+<table class="links">
+{{range .Links}}<tr><td>{{.Label}}</td><td>{{if .Href}}<a href="{{.Href}}">{{.Text}}</a>{{else}}<code>{{.Text}}</code>{{end}}{{if .Command}} &nbsp; <code>{{.Command}}</code>{{end}}</td></tr>
+{{end}}</table>
 <p>Started {{.Started}}{{if .Duration}}, took {{.Duration}}{{end}}.{{if .Params}} Params: <code>{{.Params}}</code>{{end}}</p>
-{{if .Error}}<p class="fail">{{.Error}}</p>{{end}}
+
+{{range .Data}}<h2>Data: {{.Node}}{{if .Reused}} (reused from an earlier attempt){{end}}</h2>
+<table><tr><th></th><th>dates</th><th class="num">rows</th></tr>
+<tr><td>run window</td><td>{{.Window}}</td><td class="num">{{.TrainRows}} + {{.EvalRows}}</td></tr>
+<tr><td>trained on</td><td title="{{.TrainDatesAll}}">{{.TrainDates}}</td><td class="num">{{.TrainRows}}</td></tr>
+<tr><td>held out (evaluated on)</td><td title="{{.EvalDatesAll}}">{{.EvalDates}}</td><td class="num">{{.EvalRows}}</td></tr>
+</table>
+{{if .Features}}<h3>Null rates of the rows trained on and held out</h3>
+<table><tr><th>feature</th><th>kind</th><th>train nulls</th><th>held-out nulls</th><th>limit</th></tr>
+{{range .Features}}<tr{{if .Over}} class="fail"{{end}}><td>{{.Feature}}</td><td>{{.Kind}}</td><td class="barcell"><span class="bar" style="width:{{.TrainPct}}"></span>{{.Train}}</td><td class="barcell"><span class="bar eval" style="width:{{.EvalPct}}"></span>{{.Eval}}</td><td>{{.Limit}}</td></tr>
+{{end}}</table>{{end}}{{end}}
+
+{{range .Evaluations}}<h2>Candidate vs baseline: {{.Node}}</h2>
+<p>{{.Scope}}. Candidate {{.Candidate}}; baseline {{.Baseline}}.</p>
+<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>candidate − baseline</th></tr>
+{{range .Metrics}}<tr><td>{{.Name}}</td><td class="num">{{.Candidate}}</td><td class="num">{{.Baseline}}</td><td class="num">{{.Diff}}</td></tr>
+{{end}}</table>
+{{if or .ROC .Calibration}}<div class="plots">{{if .ROC}}<figure><figcaption>ROC curve</figcaption>{{.ROC}}</figure>{{end}}
+{{if .Calibration}}<figure><figcaption>Calibration (reliability diagram, 10 bins; marker area ∝ rows)</figcaption>{{.Calibration}}</figure>{{end}}</div>{{end}}
+{{if .Slices}}<h3>Per slice ({{.SliceColumn}})</h3>
+<table><tr><th>slice</th><th>rows</th><th>candidate AUC</th><th>baseline AUC</th><th>candidate log loss</th><th>baseline log loss</th></tr>
+{{range .Slices}}<tr><td>{{.Slice}}</td><td class="num">{{.Count}}</td><td class="num">{{.CandAUC}}</td><td class="num">{{.BaseAUC}}</td><td class="num">{{.CandLogLoss}}</td><td class="num">{{.BaseLogLoss}}</td></tr>
+{{end}}</table>{{end}}{{end}}
+
+{{range .Gates}}<h2>{{.Title}}: {{.Verdict}}</h2>
+<p>{{.Reason}}</p>{{if .Forced}}<p class="note">{{.Forced}}</p>{{end}}
+{{if .Comparisons}}<table><tr><th>metric</th><th>check</th><th>candidate</th><th>baseline</th><th>threshold</th><th>result</th><th>why</th></tr>
+{{range .Comparisons}}<tr><td>{{.Metric}}</td><td>{{.Check}}</td><td class="num">{{.Candidate}}</td><td class="num">{{.Baseline}}</td><td class="num">{{.Threshold}}</td><td{{if eq .Result "FAIL"}} class="fail"{{end}}>{{.Result}}</td><td>{{.Reason}}</td></tr>
+{{end}}</table>{{end}}{{end}}
 
 <h2>DAG</h2>
-{{.DAG}}
+<div class="box">{{.DAG}}</div>
 
 <h2>Node timings</h2>
-{{.Timeline}}
+<div class="box">{{.Timeline}}</div>
 <table><tr><th>node</th><th>type</th><th>status</th><th>attempts</th><th>started</th><th>took</th><th>outputs / error</th></tr>
 {{range .Nodes}}<tr><td>{{.ID}}</td><td>{{.Type}}</td><td class="status-{{.Status}}">{{.Status}}</td><td>{{.Attempts}}</td><td>{{.Started}}</td><td>{{.Duration}}</td><td class="detail">{{.Detail}}</td></tr>
 {{end}}</table>
@@ -454,29 +381,13 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 {{end}}</table>{{end}}
 
 {{range .Stats}}<h2>Feature statistics: {{.Node}} ({{.Table}}, {{.Rows}} rows)</h2>
-<table><tr><th>column</th><th>type</th><th>nulls</th><th>mean</th><th>std</th><th>min</th><th>p50</th><th>p99</th><th>max</th><th>distinct≈</th></tr>
-{{range .Columns}}<tr><td>{{.Name}}</td><td>{{.Type}}</td><td>{{.NullRate}}</td><td>{{.Mean}}</td><td>{{.Std}}</td><td>{{.Min}}</td><td>{{.P50}}</td><td>{{.P99}}</td><td>{{.Max}}</td><td>{{.Distinct}}</td></tr>
-{{end}}</table>{{end}}
+<div class="box"><table><tr><th>column</th><th>type</th><th>nulls</th><th>mean</th><th>std</th><th>min</th><th>p50</th><th>p99</th><th>max</th><th>distinct≈</th></tr>
+{{range .Columns}}<tr><td>{{.Name}}</td><td>{{.Type}}</td><td class="num">{{.NullRate}}</td><td class="num">{{.Mean}}</td><td class="num">{{.Std}}</td><td class="num">{{.Min}}</td><td class="num">{{.P50}}</td><td class="num">{{.P99}}</td><td class="num">{{.Max}}</td><td class="num">{{.Distinct}}</td></tr>
+{{end}}</table></div>{{end}}
 
 {{range .Curves}}<h2>Loss curve: {{.Node}}</h2>
 <p>{{.Last}} (training loss of each step's batch)</p>
-{{.SVG}}{{end}}
-
-{{range .Evaluations}}<h2>Candidate vs baseline: {{.Node}}</h2>
-<p>{{.Rows}} held-out rows. Candidate {{.Candidate}}; baseline {{.Baseline}}.</p>
-<table><tr><th>metric</th><th>candidate</th><th>baseline</th><th>candidate − baseline</th></tr>
-{{range .Metrics}}<tr><td>{{.Name}}</td><td>{{.Candidate}}</td><td>{{.Baseline}}</td><td>{{.Diff}}</td></tr>
-{{end}}</table>
-{{if .Slices}}<h3>Per slice ({{.SliceColumn}})</h3>
-<table><tr><th>slice</th><th>rows</th><th>candidate AUC</th><th>baseline AUC</th><th>candidate log loss</th><th>baseline log loss</th></tr>
-{{range .Slices}}<tr><td>{{.Slice}}</td><td>{{.Count}}</td><td>{{.CandAUC}}</td><td>{{.BaseAUC}}</td><td>{{.CandLogLoss}}</td><td>{{.BaseLogLoss}}</td></tr>
-{{end}}</table>{{end}}{{end}}
-
-{{range .Gates}}<h2>Gate: {{.Node}}: {{.Verdict}}</h2>
-<p>{{.Reason}}</p>{{if .Forced}}<p class="note">{{.Forced}}</p>{{end}}
-{{if .Comparisons}}<table><tr><th>metric</th><th>check</th><th>candidate</th><th>baseline</th><th>threshold</th><th>result</th><th>why</th></tr>
-{{range .Comparisons}}<tr><td>{{.Metric}}</td><td>{{.Check}}</td><td>{{.Candidate}}</td><td>{{.Baseline}}</td><td>{{.Threshold}}</td><td{{if eq .Result "FAIL"}} class="fail"{{end}}>{{.Result}}</td><td>{{.Reason}}</td></tr>
-{{end}}</table>{{end}}{{end}}
+<div class="box">{{.SVG}}</div>{{end}}
 
 {{if .Notes}}<h2>Notes</h2><ul>{{range .Notes}}<li class="note">{{.}}</li>{{end}}</ul>{{end}}
 </body></html>

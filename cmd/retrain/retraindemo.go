@@ -203,7 +203,8 @@ func (d *retrainDemo) run(ctx context.Context, extra map[string]any, progress io
 	cli.PrintSummary(d.out, res)
 	d.describe(res)
 	path := cli.ReportPath(d.dataDir, res.ID)
-	if err := cli.WriteRunReport(ctx, d.s.client, d.store, res, path); err != nil {
+	links := cli.ReportLinks{UIAddress: d.s.server.UIAddress(), Namespace: d.s.server.Namespace()}
+	if err := cli.WriteRunReport(ctx, d.s.client, d.store, res, path, links); err != nil {
 		fmt.Fprintf(d.out, "  report: %v\n", err)
 	} else {
 		fmt.Fprintf(d.out, "  report: %s\n", path)

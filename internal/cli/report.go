@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/report"
 	"github.com/retrain-ml/retrain/runs"
@@ -28,11 +32,43 @@ func ReportPath(dataDir, runID string) string {
 	return filepath.Join(dataDir, "reports", name+".html")
 }
 
-// WriteRunReport renders a run's report to path: the DAG (the plan is
-// asked of the run), node timings, and what the nodes' outputs point at
-// in the object store or on local disk (feature statistics, loss curves,
-// metrics).
-func WriteRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *workflows.Result, path string) error {
+// ReportLinks says where a report links the run to: the Temporal Web UI
+// (UIAddress "" for none) and the namespace the run is in.
+type ReportLinks struct {
+	UIAddress string
+	Namespace string
+}
+
+// WriteRunReport renders a run's report to path: what was deployed, the
+// DAG (the plan is asked of the run), the data, node timings, and what the
+// nodes' outputs point at in the object store or on local disk (feature
+// statistics, loss curves, metrics). Feature statistics pages are copied
+// into a folder next to it (PATH without .html, plus .files) and linked
+// relatively, so the report and its pages move together.
+func WriteRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *workflows.Result, path string, links ReportLinks) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	fetch := report.LocalFiles(storeFetcher(store))
+	rep, opts := collectRunReport(ctx, c, fetch, res, links)
+	opts.StatsPages = copyStatsPages(ctx, fetch, res, path, rep)
+	var page bytes.Buffer // rendered whole first: a failure leaves no half-written file
+	if err := report.Write(&page, rep, opts); err != nil {
+		return fmt.Errorf("write report %s: %w", path, err)
+	}
+	return os.WriteFile(path, page.Bytes(), 0o644)
+}
+
+// RenderRunReport writes a run's report as HTML to w (see WriteRunReport),
+// without links to the Web UI or to copies of the stats pages.
+func RenderRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *workflows.Result, w io.Writer) error {
+	rep, opts := collectRunReport(ctx, c, report.LocalFiles(storeFetcher(store)), res, ReportLinks{})
+	return report.Write(w, rep, opts)
+}
+
+// collectRunReport gathers a run's report and the links it can make
+// without writing anything.
+func collectRunReport(ctx context.Context, c client.Client, fetch report.Fetcher, res *workflows.Result, links ReportLinks) (*report.Report, report.Options) {
 	var plan *dags.Plan
 	if v, err := c.QueryWorkflow(ctx, res.ID, "", workflows.PlanQuery); err == nil {
 		var p dags.Plan
@@ -40,22 +76,49 @@ func WriteRunReport(ctx context.Context, c client.Client, store *s3store.Store, 
 			plan = &p
 		}
 	}
-	rep := report.Collect(ctx, report.LocalFiles(storeFetcher(store)), res, plan)
+	rep := report.Collect(ctx, fetch, res, plan)
 	if plan == nil {
 		rep.Notes = append(rep.Notes, "the run's plan could not be queried (no worker?): the DAG is drawn without its edges")
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+	opts := report.Options{UIBase: links.UIAddress, Namespace: links.Namespace}
+	if links.UIAddress != "" {
+		// The run's own execution, so the link survives a later run with
+		// the same id; without it the link lists the id's executions.
+		if d, err := c.DescribeWorkflowExecution(ctx, res.ID, ""); err == nil {
+			opts.TemporalRunID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	return rep, opts
+}
+
+// copyStatsPages copies the HTML page of each feature_stats node into
+// the report's folder (see WriteRunReport) and returns the relative links
+// to them. A page that cannot be copied is noted in the report and shown
+// by its URI.
+func copyStatsPages(ctx context.Context, fetch report.Fetcher, res *workflows.Result, reportPath string, rep *report.Report) map[string]string {
+	dirName := strings.TrimSuffix(filepath.Base(reportPath), ".html") + ".files"
+	dir := filepath.Join(filepath.Dir(reportPath), dirName)
+	pages := map[string]string{}
+	for _, n := range res.Nodes {
+		uri, _ := n.Outputs["html_uri"].(string)
+		if n.Type != activities.FeatureStatsType.Name || uri == "" {
+			continue
+		}
+		b, err := fetch.Fetch(ctx, uri)
+		if err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err == nil {
+			// Node ids are [A-Za-z][A-Za-z0-9_-]*: safe as file names.
+			err = os.WriteFile(filepath.Join(dir, n.ID+".html"), b, 0o644)
+		}
+		if err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: cannot copy the stats page %s: %v", n.ID, uri, err))
+			continue
+		}
+		pages[n.ID] = url.PathEscape(dirName) + "/" + url.PathEscape(n.ID+".html")
 	}
-	if err := report.Write(f, rep); err != nil {
-		f.Close()
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	return f.Close()
+	return pages
 }
 
 // storeFetcher reads s3:// URIs of the store.
@@ -86,11 +149,18 @@ func NewReportCommand(app *App) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
 		Use:   "report RUN",
-		Short: "Write a run's HTML report: DAG, node timings, feature statistics, loss curves, candidate vs baseline metrics",
+		Short: "Write a run's HTML report: what was deployed, data windows and null rates, ROC and calibration of candidate vs baseline, DAG, timings",
 		Long: `Writes a self-contained HTML page about a run (waiting for it to end if it
 is still running) to --out, default DATA_DIR/reports/RUN.html, and prints
-its path. Loss curves and metrics are read from the object store (the
-worker's: --s3-uri, or the dev stack's under --data-dir).`,
+its path. At the top: the model version deployed (or why none was), the gate's
+verdict, and links to the run in the Temporal Web UI (--ui-address, or the
+address the namespace publishes: retrain dev publishes its own), to the
+feature statistics pages (copied into RUN.files/ next to the report) and to
+the model version. Then the split's date windows, row counts and per-feature
+null rates, the candidate's metrics, ROC curve and reliability diagram next
+to the baseline's, the DAG, node timings and loss curves. Metrics, curves
+and stats are read from the object store (the worker's: --s3-uri, or the dev
+stack's under --data-dir).`,
 		Args: cobra.ExactArgs(1),
 	}
 	open := storeFlags(app, cmd)
@@ -115,7 +185,9 @@ worker's: --s3-uri, or the dev stack's under --data-dir).`,
 			dir, _ := cmd.Flags().GetString("data-dir")
 			path = ReportPath(dir, res.ID)
 		}
-		if err := WriteRunReport(ctx, c, store, res, path); err != nil {
+		app.useNamespaceUI(ctx, cmd, c)
+		links := ReportLinks{UIAddress: app.UIAddress, Namespace: app.Conn.Namespace}
+		if err := WriteRunReport(ctx, c, store, res, path, links); err != nil {
 			return err
 		}
 		fmt.Fprintln(app.Out, path)
