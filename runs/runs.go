@@ -8,6 +8,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -63,9 +64,15 @@ func Start(ctx context.Context, c client.Client, req Request) (Run, error) {
 	if queue == "" {
 		queue = DefaultTaskQueue
 	}
+	summary := "pipeline " + req.Pipeline
+	if req.Pipeline == "" {
+		summary = "spec " + cmp.Or(req.SpecFile, "given inline")
+	}
 	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                queue,
+		ID:        id,
+		TaskQueue: queue,
+		// The Web UI's Summary of the run; its current details show the nodes.
+		StaticSummary:            summary,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 	}, workflows.PipelineWorkflow, in)

@@ -182,9 +182,13 @@ func summary(n NodeState) string {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys) // map order is random: the details must be deterministic
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + truncate(strings.TrimSpace(fmt.Sprint(n.Outputs[k])), maxValueRunes)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		v := strings.TrimSpace(fmt.Sprint(n.Outputs[k]))
+		if v == "" || v == "<nil>" {
+			continue // an empty stderr says nothing at a glance
+		}
+		parts = append(parts, k+"="+truncate(v, maxValueRunes))
 	}
 	return cell(strings.Join(parts, ", "), maxCellRunes)
 }

@@ -28,7 +28,7 @@ func TestRenderDetailsTable(t *testing.T) {
 		ID: "hello-1", Pipeline: "hello", Status: StatusRunning,
 		Nodes: []NodeState{
 			{ID: "greet", Type: "command", Status: NodeSucceeded, Attempts: 2, StartedAt: &start, EndedAt: &end,
-				Outputs: map[string]any{"stdout": "hi | *there*\n" + strings.Repeat("x", 100), "exit_code": 0}},
+				Outputs: map[string]any{"stdout": "hi | *there*\n" + strings.Repeat("x", 100), "exit_code": 0, "stderr": ""}},
 			{ID: "count", Type: "command", Status: NodeRunning, ScheduledAt: &start},
 			{ID: "broken", Type: "command", Status: NodeFailed, Attempts: 3, Error: "exit status 1"},
 			{ID: "later", Type: "noop", Status: NodeSkipped, Reason: `when "false" is false`},
