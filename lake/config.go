@@ -111,6 +111,9 @@ func (c Config) Resolved() (Config, error) {
 				c.Warehouse = "file://" + filepath.ToSlash(filepath.Join(dir, "warehouse"))
 			}
 		}
+		if d := c.Props["sql.driver"]; d == "" || d == "sqlite" {
+			c.URI = sqliteWriters(c.URI)
+		}
 	case TypeREST:
 		if c.URI == "" {
 			return c, errors.New("lake: a rest catalog needs --catalog-uri")
@@ -122,11 +125,51 @@ func (c Config) Resolved() (Config, error) {
 	return c, nil
 }
 
-// sqliteURI is the modernc.org/sqlite DSN of a catalog database. WAL and a
-// busy timeout let a worker and CLI commands share the file: the catalog's
-// commits are short compare-and-swap updates, so waiting is always right.
+// sqliteURI is the modernc.org/sqlite DSN of a catalog database. WAL lets
+// readers go on while one connection writes; sqliteWriters adds what lets
+// writers share the file.
 func sqliteURI(path string) string {
-	return "file:" + filepath.ToSlash(path) + "?_pragma=busy_timeout(30000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	return "file:" + filepath.ToSlash(path) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+}
+
+// sqliteWriters makes every connection to a SQLite catalog wait for the
+// write lock instead of failing, unless the URI already says otherwise.
+// Several stage nodes create and commit tables at once, from one worker's
+// connection pool or from several worker and CLI processes; the catalog's
+// writes are short compare-and-swap updates, so waiting is always right.
+//
+//   - busy_timeout: a statement that finds the file locked retries for up
+//     to 30 s instead of failing at once with SQLITE_BUSY.
+//   - _txlock=immediate: write transactions start with BEGIN IMMEDIATE.
+//     iceberg-go's sql catalog creates a table (and commits a new one) in a
+//     transaction that reads first (does the namespace exist, is the name
+//     free) and inserts after. Begun DEFERRED, such a transaction holds a
+//     read snapshot when it asks for the write lock, and SQLite then fails
+//     it with SQLITE_BUSY at once, without consulting busy_timeout (waiting
+//     there could deadlock, or its snapshot is already stale:
+//     SQLITE_BUSY_SNAPSHOT); iceberg-go retries that 3 times within 30 ms
+//     and then gives up ("failed to create table: database is locked").
+//     IMMEDIATE takes the write lock at BEGIN, before any read, where the
+//     busy timeout applies, so concurrent writers queue. The lock is in the
+//     database file, so it orders writers in other processes too, which no
+//     lock inside this process could. Read-only transactions (table loads)
+//     stay deferred and never wait for a writer.
+func sqliteWriters(uri string) string {
+	if !strings.HasPrefix(uri, "file:") {
+		return uri
+	}
+	sep := "?"
+	if strings.Contains(uri, "?") {
+		sep = "&"
+	}
+	if !strings.Contains(uri, "busy_timeout") && !strings.Contains(uri, "_timeout=") {
+		uri += sep + "_pragma=busy_timeout(30000)"
+		sep = "&"
+	}
+	if !strings.Contains(uri, "_txlock=") {
+		uri += sep + "_txlock=immediate"
+	}
+	return uri
 }
 
 // Properties are the iceberg-go catalog properties of a resolved config.

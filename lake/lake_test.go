@@ -58,7 +58,7 @@ func rows(n int, base int64) []row {
 	return out
 }
 
-func record(t *testing.T, tbl *table.Table, rs []row) (*arrow.Schema, arrow.RecordBatch) {
+func record(t testing.TB, tbl *table.Table, rs []row) (*arrow.Schema, arrow.RecordBatch) {
 	t.Helper()
 	schema, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
 	if err != nil {
