@@ -83,25 +83,44 @@ func renderDetails(res *Result, reportURL string) string {
 		writeRow(&b, c, c.Compensates)
 	}
 	if hidden := len(res.Nodes) - len(rows); hidden > 0 {
-		shown := make([]bool, len(res.Nodes))
-		for _, i := range rows {
-			shown[i] = true
+		// Count every node, then take the shown rows back out: no per-node
+		// bookkeeping (see BenchmarkRenderDetails).
+		var counts [len(statusOrder)]int
+		for _, n := range res.Nodes {
+			counts[statusIndex(n.Status)]++
 		}
-		counts := map[NodeStatus]int{}
-		for i, n := range res.Nodes {
-			if !shown[i] {
-				counts[n.Status]++
-			}
+		for _, i := range rows {
+			counts[statusIndex(res.Nodes[i].Status)]--
 		}
 		var parts []string
-		for _, s := range []NodeStatus{NodeRunning, NodeFailed, NodeSucceeded, NodePending, NodeSkipped, NodeCancelled} {
-			if counts[s] > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
+		for i, s := range statusOrder {
+			if counts[i] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", counts[i], s))
 			}
 		}
 		fmt.Fprintf(&b, "\n%d more nodes not shown: %s\n", hidden, strings.Join(parts, ", "))
 	}
 	return b.String()
+}
+
+// statusOrder is the order the counts of hidden nodes are listed in.
+var statusOrder = [...]NodeStatus{NodeRunning, NodeFailed, NodeSucceeded, NodePending, NodeSkipped, NodeCancelled}
+
+func statusIndex(s NodeStatus) int {
+	switch s {
+	case NodeRunning:
+		return 0
+	case NodeFailed:
+		return 1
+	case NodeSucceeded:
+		return 2
+	case NodePending:
+		return 3
+	case NodeSkipped:
+		return 4
+	default:
+		return 5
+	}
 }
 
 // detailRows picks which nodes the table shows, in plan order: all of
@@ -115,21 +134,21 @@ func detailRows(nodes []NodeState, limit int) []int {
 		}
 		return rows
 	}
+	urgent := func(n NodeState) bool { return n.Status == NodeRunning || n.Status == NodeFailed }
 	rows := make([]int, 0, limit)
-	picked := make([]bool, len(nodes))
 	for i, n := range nodes {
 		if len(rows) == limit {
 			break
 		}
-		if n.Status == NodeRunning || n.Status == NodeFailed {
-			rows, picked[i] = append(rows, i), true
+		if urgent(n) {
+			rows = append(rows, i)
 		}
 	}
-	for i := range nodes {
+	for i, n := range nodes {
 		if len(rows) == limit {
 			break
 		}
-		if !picked[i] {
+		if !urgent(n) {
 			rows = append(rows, i)
 		}
 	}

@@ -188,3 +188,28 @@ func TestPipelineUnparsableSpecNamesItsFile(t *testing.T) {
 		t.Errorf("message %q", appErr.Message())
 	}
 }
+
+// BenchmarkRenderDetails measures one rebuild of the current details of
+// an 8,000-node run (about the most a run's history holds): the loop pays
+// this once per workflow task in which a node changed state.
+//
+//	go test ./workflows -run '^$' -bench RenderDetails
+func BenchmarkRenderDetails(b *testing.B) {
+	res := &Result{ID: "big", Pipeline: "big", Status: StatusRunning}
+	start := time.Now()
+	end := start.Add(time.Second)
+	for i := range 8000 {
+		n := NodeState{ID: fmt.Sprintf("n%05d", i), Type: "command", Status: NodePending}
+		if i < 4000 {
+			n.Status, n.Attempts, n.StartedAt, n.EndedAt = NodeSucceeded, 1, &start, &end
+			n.Outputs = map[string]any{"exit_code": 0, "stdout": "some output", "stderr": ""}
+		} else if i < 4016 {
+			n.Status, n.ScheduledAt = NodeRunning, &start
+		}
+		res.Nodes = append(res.Nodes, n)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		renderDetails(res, "http://127.0.0.1:8234/runs/{run}")
+	}
+}
