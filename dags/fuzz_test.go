@@ -122,7 +122,7 @@ func FuzzParseSpec(f *testing.F) {
 	}
 	f.Add([]byte(exampleSpec))
 	for _, s := range whenSeeds {
-		f.Add([]byte("name: x\nnodes:\n  - id: a\n    type: command\n    with: {argv: [x]}\n  - id: b\n    type: noop\n    needs: [a]\n    when: " + strings.ReplaceAll(s, "'", "''") + "\n"))
+		f.Add([]byte("name: x\nnodes:\n  - id: a\n    type: command\n    with: {argv: [x]}\n  - id: b\n    type: noop\n    needs: [a]\n    when: '" + strings.ReplaceAll(s, "'", "''") + "'\n"))
 	}
 	f.Add([]byte("name: x\nx: &a [*a]\nnodes: [{id: a, type: noop, with: {v: *a}}]\n"))
 	f.Add([]byte("name: x\nnodes:\n  - &n {id: a, type: noop}\n  - {<<: *n, id: b, needs: [a]}\n"))

@@ -183,9 +183,74 @@ func TestSpecLimits(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("refusing the alias bomb took %v", d)
 	}
+	// The same with merge keys, which are expanded for every mapping.
+	merges := "name: x\nx:\n  l0: &l0 {k: 1}\n"
+	for i := 1; i <= 9; i++ {
+		p := fmt.Sprintf("*l%d", i-1)
+		merges += fmt.Sprintf("  l%d: &l%d {<<: [%s]}\n", i, i, strings.Repeat(p+", ", 9)+p)
+	}
+	merges += "nodes: [{id: a, type: noop, with: {v: *l9}}]\n"
+	start = time.Now()
+	checkError(t, parseErr("test.yaml", merges), "values after expanding aliases", 0)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("refusing the merge bomb took %v", d)
+	}
 }
 
 func parseErr(file, src string) error {
 	_, err := Parse(file, []byte(src))
 	return err
+}
+
+// maxNodesSpec is a spec at the node limit: a chain, each node's condition
+// and with referring to the one before (the worst case for upstream checks).
+func maxNodesSpec() []byte {
+	var b strings.Builder
+	b.WriteString("name: x\nnodes:\n  - {id: n0, type: command, with: {argv: [x]}}\n")
+	for i := 1; i < maxNodes; i++ {
+		fmt.Fprintf(&b, "  - {id: n%d, type: command, needs: [n%d], when: \"${nodes.n%d.outputs.exit_code} == 0\", with: {argv: [\"${nodes.n%d.outputs.stdout}\"]}}\n", i, i-1, i-1, i-1)
+	}
+	return []byte(b.String())
+}
+
+// A spec at the node limit is accepted.
+func TestSpecAtNodeLimit(t *testing.T) {
+	s := mustParse(t, string(maxNodesSpec()))
+	plan, err := Compile(s, testRegistry(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Nodes) != maxNodes {
+		t.Errorf("%d nodes", len(plan.Nodes))
+	}
+}
+
+// BenchmarkCompileAtNodeLimit measures parse + validate + compile of a spec
+// at the node limit, the most work one spec can cost a worker:
+//
+//	go test ./dags/ -run '^$' -bench CompileAtNodeLimit -benchtime 3x
+func BenchmarkCompileAtNodeLimit(b *testing.B) {
+	data := maxNodesSpec()
+	reg := testRegistry(b)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		s, err := Parse("bench.yaml", data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Compile(s, reg, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEvalWhen measures parsing and evaluating one typical condition,
+// which the workflow does for each node that has one.
+func BenchmarkEvalWhen(b *testing.B) {
+	sc := whenScope()
+	for b.Loop() {
+		if _, err := EvalWhen("${nodes.eval.outputs.auc} >= ${params.limit} && ${params.env} == 'prod'", sc); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -81,6 +81,7 @@ type parser struct {
 	errs
 	values    int // values decoded so far, against maxValues
 	nodeCount int // nodes and on_failure nodes, against maxNodes
+	tooBig    bool
 }
 
 func posOf(n *yaml.Node) Pos { return Pos{n.Line, n.Column} }
@@ -268,6 +269,13 @@ func (p *parser) mappingDepth(n *yaml.Node, what string, depth int) (mapping, bo
 	}
 	if depth > maxDepth {
 		p.errorf(n, "%s is nested too deeply", what)
+		return nil, false
+	}
+	// Merge keys are expanded for every mapping that uses them, so a
+	// small file can ask for a mapping built from billions of others:
+	// entries count against the same budget as values.
+	if p.values += len(n.Content) / 2; p.values > maxValues {
+		p.tooLarge(n, what)
 		return nil, false
 	}
 	var m, merged mapping
@@ -463,9 +471,7 @@ func (p *parser) valueDepth(n *yaml.Node, what string, depth int) (any, bool) {
 		p.errorf(n, "%s is nested too deeply (a YAML alias that contains itself?)", what)
 		return nil, false
 	case p.values > maxValues:
-		if p.values == maxValues+1 {
-			p.errorf(n, "%s is too large (more than %d values after expanding aliases)", what, maxValues)
-		}
+		p.tooLarge(n, what)
 		return nil, false
 	}
 	switch n.Kind {
@@ -491,6 +497,14 @@ func (p *parser) valueDepth(n *yaml.Node, what string, depth int) (any, bool) {
 	}
 	p.errorf(n, "%s: unexpected YAML node", what)
 	return nil, false
+}
+
+// tooLarge reports, once, that the spec expands past maxValues.
+func (p *parser) tooLarge(n *yaml.Node, what string) {
+	if !p.tooBig {
+		p.tooBig = true
+		p.errorf(n, "%s is too large (more than %d values after expanding aliases)", what, maxValues)
+	}
 }
 
 func (p *parser) scalar(n *yaml.Node, what string) (any, bool) {
