@@ -215,7 +215,7 @@ func TestReportServer(t *testing.T) {
 	queue := newQueue(t)
 	startWorker(t, queue)
 	res := runNamed(t, queue, "hello")
-	srv := httptest.NewServer(cli.ReportHandler(tclient, nil, quiet))
+	srv := httptest.NewServer(cli.ReportHandler(tclient, nil, cli.ReportLinks{UIAddress: "http://ui.test:8233", Namespace: "default"}, quiet))
 	defer srv.Close()
 
 	resp, err := http.Get(srv.URL + "/runs/" + res.ID)
@@ -234,6 +234,18 @@ func TestReportServer(t *testing.T) {
 	}
 	if !bytes.Contains(page, []byte(res.ID)) {
 		t.Error("report page does not name the run")
+	}
+	if !bytes.Contains(page, []byte("http://ui.test:8233/namespaces/default/workflows/"+res.ID)) {
+		t.Error("report page does not link to the run in the Web UI")
+	}
+	// hello has no feature_stats node, so no stats page to serve.
+	resp, err = http.Get(srv.URL + "/stats/greet/" + res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET stats page of a command node: %s, want 404", resp.Status)
 	}
 
 	resp, err = http.Get(srv.URL + "/runs/no-such-run")

@@ -47,7 +47,8 @@ func newDevCommand(app *cli.App) *cobra.Command {
 				log.Warn("reports leave out what lives in the object store", "error", err)
 				store = nil
 			}
-			reports := cli.ServeReports(reportLn, s.client, store, log.With("component", "reports"))
+			links := cli.ReportLinks{UIAddress: s.server.UIAddress(), Namespace: s.server.Namespace()}
+			reports := cli.ServeReports(reportLn, s.client, store, links, log.With("component", "reports"))
 			defer reports.Stop()
 			out := app.Out
 			fmt.Fprintln(out, "retrain dev stack is up")

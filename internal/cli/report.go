@@ -60,9 +60,19 @@ func WriteRunReport(ctx context.Context, c client.Client, store *s3store.Store, 
 }
 
 // RenderRunReport writes a run's report as HTML to w (see WriteRunReport),
-// without links to the Web UI or to copies of the stats pages.
-func RenderRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *workflows.Result, w io.Writer) error {
-	rep, opts := collectRunReport(ctx, c, report.LocalFiles(storeFetcher(store)), res, ReportLinks{})
+// for a server: statsURL (nil: none) gives the link to a feature_stats
+// node's page, which the server serves itself.
+func RenderRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *workflows.Result, w io.Writer,
+	links ReportLinks, statsURL func(node string) string) error {
+	rep, opts := collectRunReport(ctx, c, report.LocalFiles(storeFetcher(store)), res, links)
+	if statsURL != nil {
+		opts.StatsPages = map[string]string{}
+		for _, n := range res.Nodes {
+			if uri, _ := n.Outputs["html_uri"].(string); n.Type == activities.FeatureStatsType.Name && uri != "" {
+				opts.StatsPages[n.ID] = statsURL(n.ID)
+			}
+		}
+	}
 	return report.Write(w, rep, opts)
 }
 

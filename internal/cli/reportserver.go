@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/report"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/s3store"
 )
@@ -23,42 +26,86 @@ const ReportURLPath = "/runs/{run}"
 
 // ReportHandler serves runs' HTML reports: GET /runs/RUN renders RUN's
 // report on demand from the run's state at that moment, so a running run
-// shows its progress so far and a reload shows more. store may be nil
-// (the report then leaves out what lives in the object store).
-func ReportHandler(c client.Client, store *s3store.Store, logger *slog.Logger) http.Handler {
+// shows its progress so far and a reload shows more; GET /stats/NODE/RUN
+// serves the page of RUN's feature_stats node NODE, which the report links
+// to. store may be nil (the report then leaves out what lives in the
+// object store). links say where the Web UI is, for links to the run.
+func ReportHandler(c client.Client, store *s3store.Store, links ReportLinks, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
+	fetch := report.LocalFiles(storeFetcher(store))
+	mux.HandleFunc("GET /stats/{node}/{run...}", func(w http.ResponseWriter, r *http.Request) {
+		id, node := r.PathValue("run"), r.PathValue("node")
+		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+		defer cancel()
+		res, err := runs.State(ctx, c, id)
+		if err != nil {
+			serveRunError(w, logger, id, err)
+			return
+		}
+		uri := ""
+		for _, n := range res.Nodes {
+			if n.ID == node && n.Type == activities.FeatureStatsType.Name {
+				uri, _ = n.Outputs["html_uri"].(string)
+			}
+		}
+		if uri == "" {
+			http.Error(w, "run "+id+" has no statistics page of a node "+node, http.StatusNotFound)
+			return
+		}
+		page, err := fetch.Fetch(ctx, uri)
+		if err != nil {
+			logger.Warn("report: stats page", "run", id, "node", node, "error", err)
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		writeHTML(w, page)
+	})
 	mux.HandleFunc("GET /runs/{run...}", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("run")
 		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 		defer cancel()
 		res, err := runs.State(ctx, c, id)
-		var notFound *serviceerror.NotFound
-		switch {
-		case errors.As(err, &notFound):
-			http.Error(w, "no run "+id, http.StatusNotFound)
-			return
-		case err != nil:
-			logger.Warn("report: run state", "run", id, "error", err)
-			http.Error(w, err.Error(), http.StatusBadGateway)
+		if err != nil {
+			serveRunError(w, logger, id, err)
 			return
 		}
+		statsURL := func(node string) string {
+			return "/stats/" + url.PathEscape(node) + "/" + url.PathEscape(id)
+		}
 		var page bytes.Buffer // rendered whole first, so a failure is a clean 500
-		if err := RenderRunReport(ctx, c, store, res, &page); err != nil {
+		if err := RenderRunReport(ctx, c, store, res, &page, links, statsURL); err != nil {
 			logger.Warn("report: render", "run", id, "error", err)
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		// The report has no scripts and no remote assets; keep it so.
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
-		h.Set("Cache-Control", "no-store")
-		_, _ = w.Write(page.Bytes())
+		writeHTML(w, page.Bytes())
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "retrain run reports: GET /runs/RUN", http.StatusNotFound)
 	})
 	return mux
+}
+
+// serveRunError answers a failed look-up of a run.
+func serveRunError(w http.ResponseWriter, logger *slog.Logger, id string, err error) {
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		http.Error(w, "no run "+id, http.StatusNotFound)
+		return
+	}
+	logger.Warn("report: run state", "run", id, "error", err)
+	http.Error(w, err.Error(), http.StatusBadGateway)
+}
+
+// writeHTML sends a page of the report server.
+func writeHTML(w http.ResponseWriter, page []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	// Reports and stats pages have no scripts and no remote assets; keep
+	// it so.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+	h.Set("Cache-Control", "no-store")
+	_, _ = w.Write(page)
 }
 
 // ReportServer is a running report server.
@@ -75,10 +122,10 @@ func ListenReports(addr string) (net.Listener, error) {
 }
 
 // ServeReports serves ReportHandler on ln until Stop.
-func ServeReports(ln net.Listener, c client.Client, store *s3store.Store, logger *slog.Logger) *ReportServer {
+func ServeReports(ln net.Listener, c client.Client, store *s3store.Store, links ReportLinks, logger *slog.Logger) *ReportServer {
 	s := &ReportServer{
 		srv: &http.Server{
-			Handler:           ReportHandler(c, store, logger),
+			Handler:           ReportHandler(c, store, links, logger),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
