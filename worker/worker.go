@@ -90,10 +90,11 @@ type Worker struct {
 	gpus    GPUHost // nil without --gpu
 }
 
-// New registers the Pipeline workflow, the resolver and every node type.
-// It checks the namespace has retrain's search attributes (adding them if
-// it may) so runs can be filtered by pipeline in the UI.
-func New(ctx context.Context, c client.Client, namespace string, cfg Config, logger *slog.Logger) (*Worker, error) {
+// New registers the Pipeline workflow, the resolver and every node type,
+// the built-in ones and any given WithNodeTypes. It checks the namespace
+// has retrain's search attributes (adding them if it may) so runs can be
+// filtered by pipeline in the UI.
+func New(ctx context.Context, c client.Client, namespace string, cfg Config, logger *slog.Logger, opts ...Option) (*Worker, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -101,6 +102,16 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		cfg.TaskQueue = DefaultTaskQueue
 	}
 	if err := checkReportURL(cfg.ReportURL); err != nil {
+		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	// Custom types are checked before anything is opened: a name clash is
+	// a programming error in this binary, not a reason to touch NVML.
+	custom, err := customSteps(o.nodeTypes)
+	if err != nil {
 		return nil, err
 	}
 	var lib *dags.Library
@@ -121,7 +132,6 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		gpuSlots int
 	)
 	if cfg.GPU {
-		var err error
 		if gpus, gpuSlots, err = openGPUs(cfg, logger); err != nil {
 			return nil, err
 		}
@@ -141,10 +151,17 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		deps.GPUs = gpu.NewAllocator(gpus, gpu.ByUUID)
 		deps.GPUMonitor = gpus
 	}
-	steps := activities.Steps(deps)
+	steps := append(activities.Steps(deps), custom...)
+	// The resolver validates against the steps this worker runs, so a spec
+	// is accepted exactly when every node has an activity here.
+	reg, err := registryOf(steps)
+	if err != nil {
+		closeGPUs(gpus, logger)
+		return nil, err
+	}
 	resolver := &activities.Resolver{
 		Library:          lib,
-		Registry:         activities.Types(),
+		Registry:         reg,
 		SearchAttributes: EnsureSearchAttributes(ctx, c, namespace, logger),
 		ReportURL:        cfg.ReportURL,
 	}
