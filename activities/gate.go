@@ -3,13 +3,14 @@ package activities
 import (
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gate"
+	"github.com/retrain-ml/retrain/internal/number"
 )
 
 // GateWorkflow is the workflow a gate node runs as: a child workflow, so
@@ -263,35 +264,22 @@ func gateInputs(with map[string]any) (gate.Candidate, *gate.Baseline, error) {
 	return cand, &gate.Baseline{Version: baseVersion, Metrics: bm}, nil
 }
 
-// metricValuesOf reads a map of metric figures. A null figure (the
-// evaluate node writes a NaN AUC as null) becomes NaN, which fails every
-// check on it rather than passing silently; numeric strings are accepted,
-// as templating yields text.
+// metricValuesOf reads a map of metric figures by package number's rule
+// for figures: a null figure (the evaluate node writes a NaN AUC as null)
+// becomes NaN, which fails every check on it rather than passing silently;
+// numeric strings are numbers, as templating yields text.
 func metricValuesOf(what string, v any) (map[string]float64, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("%s: want a map of metric name to number, got %T", what, v)
 	}
 	out := make(map[string]float64, len(m))
-	for k, x := range m {
-		switch f := x.(type) {
-		case nil:
-			out[k] = math.NaN()
-		case float64:
-			out[k] = f
-		case int:
-			out[k] = float64(f)
-		case int64:
-			out[k] = float64(f)
-		case string:
-			p, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %s: %q is not a number", what, k, f)
-			}
-			out[k] = p
-		default:
-			return nil, fmt.Errorf("%s: %s: want a number, got %T", what, k, x)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		f, err := number.Figure(m[k])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", what, k, err)
 		}
+		out[k] = f
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -131,7 +132,12 @@ func TestDecideGate(t *testing.T) {
 		{"candidate metrics given directly, as text", map[string]any{"metrics": metrics,
 			"candidate": map[string]any{"auc": "0.8", "log_loss": "0.3"}}, true, "", ""},
 		{"a metric that is not a number", map[string]any{"metrics": metrics,
-			"candidate": map[string]any{"auc": "high", "log_loss": 0.3}}, false, "not a number", ""},
+			"candidate": map[string]any{"auc": "high", "log_loss": 0.3}}, false, `candidate: auc: want a number, got "high"`, ""},
+		{"NaN written as text is refused, not read as a figure", map[string]any{"metrics": metrics,
+			"candidate": map[string]any{"auc": "nan", "log_loss": 0.3}}, false, `candidate: auc: "nan" is not a finite number`, ""},
+		{"any Go number is a figure", map[string]any{"metrics": metrics,
+			"candidate": map[string]any{"auc": json.Number("0.8"), "log_loss": float32(0.25)},
+			"baseline":  map[string]any{"auc": int64(0), "log_loss": 0.3}}, true, "", ""},
 		{"unresolved threshold", map[string]any{"metrics": map[string]any{"auc": map[string]any{"min": "${params.x}"}},
 			"candidate": map[string]any{"auc": 0.8}}, false, "auc", ""},
 	}

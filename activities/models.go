@@ -8,16 +8,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/models"
 	"github.com/retrain-ml/retrain/s3store"
 )
@@ -314,28 +317,34 @@ func validateDeploy(w deployWith) error {
 	return nil
 }
 
-// metricValues accepts numbers and numeric strings (outputs of command
-// nodes are strings).
+// metricValues reads the metrics a version records, by package number's
+// rule (outputs of command nodes are strings). A version records finite
+// figures only: JSON has no NaN, and a null metric here is a pipeline that
+// passed on a figure it could not compute.
 func metricValues(in map[string]any) (map[string]float64, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
 	out := make(map[string]float64, len(in))
-	for k, v := range in {
-		switch x := v.(type) {
-		case float64:
-			out[k] = x
-		case string:
-			f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-			if err != nil {
-				return nil, fmt.Errorf("metrics: %s = %q is not a number", k, x)
-			}
-			out[k] = f
-		default:
-			return nil, fmt.Errorf("metrics: %s: want a number, got %T", k, v)
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		f, err := number.Figure(in[k])
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %s: %w", k, err)
 		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("metrics: %s is %s: a model version records finite figures only", k, describeFigure(in[k], f))
+		}
+		out[k] = f
 	}
 	return out, nil
+}
+
+// describeFigure names a non-finite figure as given: null or its value.
+func describeFigure(v any, f float64) string {
+	if v == nil {
+		return "null"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // modelsError maps registry errors to Temporal errors: bad names, missing

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -355,6 +357,8 @@ func TestModelStepsRejectBadInput(t *testing.T) {
 		{"neither dir nor version", map[string]any{"model": "ctr"}},
 		{"bad webhook", map[string]any{"model": "ctr", "dir": dir, "webhooks": []any{"file:///etc/passwd"}}},
 		{"bad metric", map[string]any{"model": "ctr", "dir": dir, "metrics": map[string]any{"auc": "high"}}},
+		{"null metric", map[string]any{"model": "ctr", "dir": dir, "metrics": map[string]any{"auc": nil}}},
+		{"NaN metric as text", map[string]any{"model": "ctr", "dir": dir, "metrics": map[string]any{"auc": "NaN"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -374,6 +378,23 @@ func TestModelStepsRejectBadInput(t *testing.T) {
 	none := &Models{Logger: quiet}
 	if _, err := none.Deploy(ctx, deployInput("run", "deploy", map[string]any{"model": "ctr", "dir": dir})); errType(err) != ErrNoStore {
 		t.Fatalf("deploy without a store: %v", err)
+	}
+}
+
+// TestMetricValues: a version's metrics are read by package number's rule
+// (any Go number, numeric text), and only finite figures are recorded.
+func TestMetricValues(t *testing.T) {
+	got, err := metricValues(map[string]any{"auc": "0.81\n", "rows": 1200, "loss": json.Number("0.3"), "f": float32(0.5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]float64{"auc": 0.81, "rows": 1200, "loss": 0.3, "f": 0.5}; !maps.Equal(got, want) {
+		t.Errorf("metricValues = %v, want %v", got, want)
+	}
+	for v, msg := range map[any]string{nil: "metrics: auc is null", math.Inf(1): "metrics: auc is +Inf", "Inf": `metrics: auc: "Inf" is not a finite number`, true: "metrics: auc: want a number, got bool true"} {
+		if _, err := metricValues(map[string]any{"auc": v}); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("metricValues(auc: %#v) = %v, want an error containing %q", v, err, msg)
+		}
 	}
 }
 

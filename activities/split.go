@@ -18,6 +18,7 @@ import (
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/dataset"
+	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/lake"
 	"github.com/retrain-ml/retrain/s3store"
 )
@@ -131,22 +132,12 @@ func nullRateOverrides(v any) (map[string]float64, error) {
 	}
 	out := make(map[string]float64, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		var f float64
-		switch x := m[k].(type) {
-		case float64:
-			f = x
-		case int:
-			f = float64(x)
-		case int64:
-			f = float64(x)
-		case string:
-			p, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
-			if err != nil {
-				return nil, fmt.Errorf("max_null_rates: %s: %q is not a number", k, x)
-			}
-			f = p
-		default:
-			return nil, fmt.Errorf("max_null_rates: %s: want a number, got %T", k, m[k])
+		if m[k] == nil {
+			return nil, fmt.Errorf("max_null_rates: %s: want a rate, got null", k)
+		}
+		f, err := number.Figure(m[k])
+		if err != nil {
+			return nil, fmt.Errorf("max_null_rates: %s: %w", k, err)
 		}
 		if !(f >= 0 && f <= 1) {
 			return nil, fmt.Errorf("max_null_rates: %s: %v is not between 0 and 1", k, f)

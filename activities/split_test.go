@@ -150,6 +150,20 @@ func TestSplitCoverageFailsOnMissingFeatures(t *testing.T) {
 	}
 }
 
+// TestNullRateOverrides: rates are read by package number's rule and must
+// lie in 0..1; null is refused rather than read as NaN.
+func TestNullRateOverrides(t *testing.T) {
+	got, err := nullRateOverrides(map[string]any{"a": "0.25", "b": 1, "c": 0.5})
+	if err != nil || got["a"] != 0.25 || got["b"] != 1 || got["c"] != 0.5 {
+		t.Fatalf("nullRateOverrides = %v, %v", got, err)
+	}
+	for v, msg := range map[any]string{nil: "a: want a rate, got null", "NaN": `a: "NaN" is not a finite number`, 1.5: "a: 1.5 is not between 0 and 1", "x": `a: want a number, got "x"`} {
+		if _, err := nullRateOverrides(map[string]any{"a": v}); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("nullRateOverrides(a: %#v) = %v, want an error containing %q", v, err, msg)
+		}
+	}
+}
+
 func TestSplitWindowErrors(t *testing.T) {
 	e := newSplitEnv(t)
 	for _, c := range []struct {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrain-ml/retrain/internal/number"
 )
 
 // Compile validates s against reg, binds params and resolves every default,
@@ -127,7 +129,7 @@ func coerceParam(t ParamType, v any) (any, error) {
 		switch v.(type) {
 		case bool, json.Number:
 		default:
-			if _, ok := toFloat(v); !ok {
+			if _, ok := number.Of(v); !ok {
 				return nil, fmt.Errorf("want a string, got %s", typeName(v))
 			}
 		}
@@ -143,7 +145,7 @@ func coerceParam(t ParamType, v any) (any, error) {
 			}
 			v = f
 		}
-		if _, ok := toFloat(v); !ok {
+		if _, ok := number.Of(v); !ok {
 			return nil, fmt.Errorf("want an integer, got %s", typeName(v))
 		}
 		i, ok := toInt64(v)
@@ -159,7 +161,7 @@ func coerceParam(t ParamType, v any) (any, error) {
 			}
 			return f, nil
 		}
-		f, ok := toFloat(v)
+		f, ok := number.Of(v)
 		if !ok {
 			return nil, fmt.Errorf("want a number, got %s", typeName(v))
 		}

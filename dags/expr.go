@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/retrain-ml/retrain/internal/number"
 )
 
 // Ref is a reference in a spec value: ${params.NAME} or
@@ -301,7 +303,7 @@ func format(v any) (string, error) {
 	case json.Number:
 		return x.String(), nil
 	}
-	if f, ok := toFloat(v); ok {
+	if f, ok := number.Of(v); ok {
 		if i, ok := toInt64(v); ok {
 			return strconv.FormatInt(i, 10), nil
 		}
@@ -337,40 +339,6 @@ func compactJSON(v any) (string, error) {
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-// toFloat converts any Go number to float64.
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case int8:
-		return float64(x), true
-	case int16:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case uint:
-		return float64(x), true
-	case uint8:
-		return float64(x), true
-	case uint16:
-		return float64(x), true
-	case uint32:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	}
-	return 0, false
-}
-
 // toInt64 returns v as an int64 if it is a Go integer, or a float with an
 // integral value in range.
 func toInt64(v any) (int64, bool) {
@@ -401,7 +369,7 @@ func toInt64(v any) (int64, bool) {
 			return i, true
 		}
 	}
-	f, ok := toFloat(v)
+	f, ok := number.Of(v)
 	// 2^63 is exactly representable; anything at or above it is out of range.
 	if !ok || f != math.Trunc(f) || f < -(1<<63) || f >= 1<<63 {
 		return 0, false

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/retrain-ml/retrain/internal/number"
 )
 
 func testScope() Scope {
@@ -179,9 +181,9 @@ func TestNumbers(t *testing.T) {
 		{json.Number("7"), 7, 7, true}, {json.Number("7.5"), 7.5, 0, false}, {uint64(1 << 63), 1 << 63, 0, false},
 		{1e19, 1e19, 0, false},
 	} {
-		f, ok := toFloat(tc.v)
+		f, ok := number.Of(tc.v)
 		if !ok || f != tc.f {
-			t.Errorf("toFloat(%T %v) = %v, %v", tc.v, tc.v, f, ok)
+			t.Errorf("number.Of(%T %v) = %v, %v", tc.v, tc.v, f, ok)
 		}
 		i, ok := toInt64(tc.v)
 		if ok != tc.isInt || ok && i != tc.i {
@@ -189,8 +191,8 @@ func TestNumbers(t *testing.T) {
 		}
 	}
 	for _, v := range []any{"1", true, nil, []any{}} {
-		if _, ok := toFloat(v); ok {
-			t.Errorf("toFloat(%#v) ok", v)
+		if _, ok := number.Of(v); ok {
+			t.Errorf("number.Of(%#v) ok", v)
 		}
 	}
 }

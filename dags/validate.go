@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/retrain-ml/retrain/internal/number"
 )
 
 // Validate checks what Parse cannot see alone: the graph (ids, needs,
@@ -409,7 +411,7 @@ func checkField(ft FieldType, v any) string {
 			return "must be an integer, got " + describeValue(v)
 		}
 	case FieldNumber:
-		if _, ok := toFloat(v); !ok {
+		if _, ok := number.Of(v); !ok {
 			return "must be a number, got " + describeValue(v)
 		}
 	case FieldBool:

@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/retrain-ml/retrain/internal/number"
 )
 
 // truthy applies the truthiness rules to v, the value of the source text
@@ -28,7 +29,7 @@ func truthy(src string, v any) (bool, error) {
 		}
 		return false, fmt.Errorf("%s is %q, which is not true or false", src, v)
 	}
-	if f, ok := toFloat(v); ok {
+	if f, ok := number.Of(v); ok {
 		if math.IsNaN(f) {
 			return false, fmt.Errorf("%s is NaN, which is not true or false", src)
 		}
@@ -42,8 +43,8 @@ func truthy(src string, v any) (bool, error) {
 // as text or as float64); strings lexically; anything else by equality
 // only, with values of different types never equal.
 func compare(e cmpSite, l, r any) (bool, error) {
-	lf, lnum := toFloat(l)
-	rf, rnum := toFloat(r)
+	lf, lnum := number.Of(l)
+	rf, rnum := number.Of(r)
 	ls, lstr := l.(string)
 	rs, rstr := r.(string)
 	if lnum && rstr {
@@ -105,17 +106,11 @@ func equal(l, r any) (bool, error) {
 	return lj == rj, nil
 }
 
-var numericRe = regexp.MustCompile(`^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
-
-// numericString parses a decimal number, ignoring surrounding space (stdout
-// ends with a newline). Unlike strconv.ParseFloat it rejects "NaN", "Inf",
-// hex and underscores: text that merely could be read as a number.
+// numericString reads text as a number by package number's rule: decimal
+// digits, surrounding space ignored (stdout ends with a newline); "NaN",
+// "Inf", hex and underscores are text that merely could be read as one.
 func numericString(s string) (float64, bool) {
-	s = strings.TrimSpace(s)
-	if !numericRe.MatchString(s) {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(s, 64)
+	f, err := number.Text(s)
 	return f, err == nil
 }
 
@@ -133,7 +128,7 @@ func typeName(v any) string {
 	case map[string]any, map[string]string:
 		return "map"
 	}
-	if _, ok := toFloat(v); ok {
+	if _, ok := number.Of(v); ok {
 		return "number"
 	}
 	return fmt.Sprintf("%T", v)

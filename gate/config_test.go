@@ -100,6 +100,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"max a bool", m(map[string]any{"max": true}), []string{"metrics.auc.max: want a number, got bool true"}},
 		{"absolute a list", m(map[string]any{"direction": "higher_is_better", "absolute": []any{1}}), []string{"metrics.auc.absolute: want a number, got a list"}},
 		{"NaN string", m(map[string]any{"min": "NaN"}), []string{`metrics.auc.min: "NaN" is not a finite number`}},
+		{"null threshold", m(map[string]any{"min": nil}), []string{"metrics.auc.min: want a number, got null"}},
+		{"hex text", m(map[string]any{"min": "0x1p-1"}), []string{`metrics.auc.min: want a number, got "0x1p-1"`}},
 		{"NaN float", m(map[string]any{"min": math.NaN()}), []string{"metrics.auc.min: NaN is not a finite number"}},
 		{"Inf float", m(map[string]any{"max": math.Inf(1)}), []string{"metrics.auc.max: +Inf is not a finite number"}},
 		{"-Inf relative", m(map[string]any{"direction": "lower_is_better", "relative": math.Inf(-1)}), []string{"metrics.auc.relative: -Inf is not a finite number"}},

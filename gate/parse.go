@@ -1,14 +1,12 @@
 package gate
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/retrain-ml/retrain/internal/number"
 )
 
 // ParseConfig decodes the `with` block of a gate node, as YAML or JSON
@@ -120,7 +118,13 @@ func parseThreshold(name string, v any) (Threshold, error) {
 			fail(": unknown key %q (want direction, min, max, absolute or relative)", key)
 			continue
 		}
-		f, err := toFloat(val)
+		if val == nil {
+			// A threshold of null is a typo, not a missing figure: say so
+			// rather than "NaN is not a finite number".
+			fail(".%s: want a number, got null", key)
+			continue
+		}
+		f, err := number.Figure(val)
 		if err != nil {
 			fail(".%s: %v", key, err)
 			continue
@@ -147,56 +151,6 @@ func asMap(v any) (map[string]any, bool) {
 		return out, true
 	}
 	return nil, false
-}
-
-// toFloat converts a decoded number to float64. Non-finite values convert
-// without error; Validate rejects them with the metric and key.
-func toFloat(v any) (float64, error) {
-	switch x := v.(type) {
-	case float64:
-		return x, nil
-	case float32:
-		return float64(x), nil
-	case int:
-		return float64(x), nil
-	case int8:
-		return float64(x), nil
-	case int16:
-		return float64(x), nil
-	case int32:
-		return float64(x), nil
-	case int64:
-		return float64(x), nil
-	case uint:
-		return float64(x), nil
-	case uint8:
-		return float64(x), nil
-	case uint16:
-		return float64(x), nil
-	case uint32:
-		return float64(x), nil
-	case uint64:
-		return float64(x), nil
-	case json.Number:
-		return parseNumber(string(x))
-	case string:
-		return parseNumber(x)
-	}
-	return 0, fmt.Errorf("want a number, got %s", describe(v))
-}
-
-func parseNumber(s string) (float64, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil {
-		if errors.Is(err, strconv.ErrRange) {
-			return 0, fmt.Errorf("%q is out of range", s)
-		}
-		return 0, fmt.Errorf("want a number, got %q", s)
-	}
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q is not a finite number", s)
-	}
-	return f, nil
 }
 
 func describe(v any) string {
