@@ -49,12 +49,12 @@ var CheckpointType = dags.NodeType{
 		if cmd == src {
 			return errors.New("give exactly one of command and source")
 		}
-		if f, ok := with["format"].(string); ok && !isRef(f) && f != "csv" && f != "parquet" {
+		if f, ok := with["format"].(string); ok && !dags.HasRef(f) && f != "csv" && f != "parquet" {
 			return fmt.Errorf("format %q: want csv or parquet", f)
 		}
 		if cols, ok := with["columns"].(map[string]any); ok {
 			for name, t := range cols {
-				if s, ok := t.(string); ok && !isRef(s) {
+				if s, ok := t.(string); ok && !dags.HasRef(s) {
 					if _, err := tabular.ParseType(s); err != nil {
 						return fmt.Errorf("columns: %s: %v", name, err)
 					}

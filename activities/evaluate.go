@@ -41,12 +41,12 @@ var EvaluateType = dags.NodeType{
 		if err := checkNames(with, "model"); err != nil {
 			return err
 		}
-		if s, ok := with["baseline"].(string); ok && !isRef(s) {
+		if s, ok := with["baseline"].(string); ok && !dags.HasRef(s) {
 			if err := models.ValidateName("baseline", s); err != nil {
 				return err
 			}
 		}
-		if d, ok := with["dataset"].(string); ok && !isRef(d) && d != TrainDataset && d != EvalDataset {
+		if d, ok := with["dataset"].(string); ok && !dags.HasRef(d) && d != TrainDataset && d != EvalDataset {
 			return fmt.Errorf("dataset %q: want eval or train", d)
 		}
 		if n, ok := with["max_slices"].(float64); ok && n < 1 {

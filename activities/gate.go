@@ -77,7 +77,7 @@ func checkGate(with map[string]any) error {
 			}
 		}
 	}
-	if r, ok := with["on_reject"].(string); ok && !isRef(r) && r != RejectSkip && r != RejectFail {
+	if r, ok := with["on_reject"].(string); ok && !dags.HasRef(r) && r != RejectSkip && r != RejectFail {
 		return fmt.Errorf("on_reject %q: want skip or fail", r)
 	}
 	cfg, ok := literalGateConfig(with)
@@ -101,7 +101,7 @@ func literalGateConfig(with map[string]any) (map[string]any, bool) {
 		if k == "metrics" {
 			m, isMap := v.(map[string]any)
 			if !isMap {
-				if hasRef(v) {
+				if dags.HasRef(v) {
 					return nil, false
 				}
 				cfg[k] = v
@@ -109,7 +109,7 @@ func literalGateConfig(with map[string]any) (map[string]any, bool) {
 			}
 			lit := map[string]any{}
 			for name, t := range m {
-				if !hasRef(t) {
+				if !dags.HasRef(t) {
 					lit[name] = t
 				}
 			}
@@ -119,32 +119,11 @@ func literalGateConfig(with map[string]any) (map[string]any, bool) {
 			cfg[k] = lit
 			continue
 		}
-		if !hasRef(v) {
+		if !dags.HasRef(v) {
 			cfg[k] = v
 		}
 	}
 	return cfg, true
-}
-
-// hasRef reports whether v holds a ${...} reference anywhere.
-func hasRef(v any) bool {
-	switch x := v.(type) {
-	case string:
-		return strings.Contains(x, "${")
-	case map[string]any:
-		for _, e := range x {
-			if hasRef(e) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if hasRef(e) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // GateDecision is a gate's verdict before any human override, with what

@@ -73,28 +73,21 @@ func lakeError(err error) error {
 	return err
 }
 
-// isRef reports whether a `with` value holds a ${...} reference, which
-// is only known at run time.
-func isRef(v any) bool {
-	s, ok := v.(string)
-	return ok && strings.Contains(s, "${")
-}
-
 // checkDates validates literal start_date/end_date values.
 func checkDates(with map[string]any) error {
 	start, sok := with["start_date"].(string)
 	end, eok := with["end_date"].(string)
-	if sok && !isRef(start) {
+	if sok && !dags.HasRef(start) {
 		if _, err := backfill.ParseDay(start); err != nil {
 			return fmt.Errorf("start_date: %w", err)
 		}
 	}
-	if eok && !isRef(end) {
+	if eok && !dags.HasRef(end) {
 		if _, err := backfill.ParseDay(end); err != nil {
 			return fmt.Errorf("end_date: %w", err)
 		}
 	}
-	if sok && eok && !isRef(start) && !isRef(end) {
+	if sok && eok && !dags.HasRef(start) && !dags.HasRef(end) {
 		if _, err := backfill.ParseDateRange(start, end); err != nil {
 			return err
 		}
@@ -123,7 +116,7 @@ var StageFeaturesType = dags.NodeType{
 	},
 	Outputs: []string{"staging_table", "snapshot_id", "rows", "matched", "feature_columns", "location", "start_date", "end_date"},
 	Check: func(with map[string]any) error {
-		if a, ok := with["alignment"].(string); ok && !isRef(a) {
+		if a, ok := with["alignment"].(string); ok && !dags.HasRef(a) {
 			if _, err := backfill.ParseAlignment(a); err != nil {
 				return err
 			}
@@ -172,7 +165,7 @@ var FeatureStatsType = dags.NodeType{
 		if r, ok := with["max_null_rate"].(float64); ok && (r < 0 || r > 1) {
 			return fmt.Errorf("max_null_rate %v is not between 0 and 1", r)
 		}
-		if v, ok := with["snapshot_id"]; ok && !isRef(v) {
+		if v, ok := with["snapshot_id"]; ok && !dags.HasRef(v) {
 			if _, err := snapshotID(v); err != nil {
 				return fmt.Errorf("snapshot_id: %w", err)
 			}
@@ -293,7 +286,7 @@ var RollbackTableType = dags.NodeType{
 	},
 	Outputs: []string{"table", "from_snapshot_id", "to_snapshot_id", "ancestor", "schema_restored", "noop"},
 	Check: func(with map[string]any) error {
-		if v, ok := with["to"]; ok && !isRef(v) {
+		if v, ok := with["to"]; ok && !dags.HasRef(v) {
 			if _, err := snapshotID(v); err != nil {
 				return fmt.Errorf("to: %w", err)
 			}

@@ -75,7 +75,7 @@ var DeployType = dags.NodeType{
 		}
 		if hooks, ok := with["webhooks"].([]any); ok {
 			for _, h := range hooks {
-				if s, ok := h.(string); ok && !isRef(s) {
+				if s, ok := h.(string); ok && !dags.HasRef(s) {
 					if err := checkWebhook(s); err != nil {
 						return err
 					}
@@ -113,7 +113,7 @@ var RollbackModelType = dags.NodeType{
 // checkNames validates literal name fields of `with`.
 func checkNames(with map[string]any, fields ...string) error {
 	for _, f := range fields {
-		if s, ok := with[f].(string); ok && !isRef(s) {
+		if s, ok := with[f].(string); ok && !dags.HasRef(s) {
 			if err := models.ValidateName(f, s); err != nil {
 				return err
 			}

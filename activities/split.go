@@ -78,7 +78,7 @@ func checkSplit(with map[string]any) error {
 	if err := checkDates(with); err != nil {
 		return err
 	}
-	if s, ok := from.(string); ok && !isRef(s) {
+	if s, ok := from.(string); ok && !dags.HasRef(s) {
 		d, err := backfill.ParseDay(s)
 		if err != nil {
 			return fmt.Errorf("eval_from: %w", err)
@@ -94,7 +94,7 @@ func checkSplit(with map[string]any) error {
 			return errors.New("give dense and/or sparse feature columns")
 		}
 	}
-	if v, ok := with["snapshot_id"]; ok && !isRef(v) {
+	if v, ok := with["snapshot_id"]; ok && !dags.HasRef(v) {
 		if _, err := snapshotID(v); err != nil {
 			return fmt.Errorf("snapshot_id: %w", err)
 		}
@@ -102,7 +102,7 @@ func checkSplit(with map[string]any) error {
 	if r, ok := with["max_null_rate"].(float64); ok && !(r >= 0 && r <= 1) {
 		return fmt.Errorf("max_null_rate %v is not between 0 and 1", r)
 	}
-	if v, ok := with["max_null_rates"]; ok && !hasRef(v) {
+	if v, ok := with["max_null_rates"]; ok && !dags.HasRef(v) {
 		if _, err := nullRateOverrides(v); err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func checkSplit(with map[string]any) error {
 func literalRange(with map[string]any) (backfill.DateRange, bool) {
 	start, sok := with["start_date"].(string)
 	end, eok := with["end_date"].(string)
-	if !sok || !eok || isRef(start) || isRef(end) {
+	if !sok || !eok || dags.HasRef(start) || dags.HasRef(end) {
 		return backfill.DateRange{}, false
 	}
 	rng, err := backfill.ParseDateRange(start, end)

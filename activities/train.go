@@ -94,7 +94,7 @@ var (
 
 func checkTrain(with map[string]any) error {
 	kind := BuiltinTrainer
-	if t, ok := with["trainer"].(string); ok && !isRef(t) {
+	if t, ok := with["trainer"].(string); ok && !dags.HasRef(t) {
 		kind = t
 	}
 	var wrong []string
@@ -118,7 +118,7 @@ func checkTrain(with map[string]any) error {
 			}
 		}
 	default:
-		if isRef(with["trainer"]) {
+		if dags.HasRef(with["trainer"]) {
 			return nil
 		}
 		return fmt.Errorf("trainer %q: want builtin or command", kind)
@@ -128,7 +128,7 @@ func checkTrain(with map[string]any) error {
 	}
 	if tr, ok := with["transforms"].(map[string]any); ok {
 		for name, v := range tr {
-			if s, ok := v.(string); ok && !isRef(s) {
+			if s, ok := v.(string); ok && !dags.HasRef(s) {
 				var t trainer.Transform
 				if err := t.UnmarshalText([]byte(s)); err != nil {
 					return fmt.Errorf("transforms: %s: %v", name, err)

@@ -3,6 +3,7 @@ package dags
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -254,6 +255,30 @@ func Refs(v any) ([]Ref, error) {
 		return nil
 	})
 	return refs, err
+}
+
+// HasRef reports whether v, a `with` value as a spec holds it, has a
+// ${...} reference anywhere in it (a string, or a list or map holding one):
+// a value known only at run time, which checks made before the run let
+// pass. "$${" is an escaped "${", not a reference; a malformed one
+// ("${oops") counts, as it was meant as one and Validate reports it.
+func HasRef(v any) bool {
+	found := errors.New("found")
+	return walkStrings(v, "", func(_, s string) error {
+		if !strings.Contains(s, "${") {
+			return nil
+		}
+		t, err := parseTemplate(s)
+		if err != nil {
+			return found
+		}
+		for _, seg := range t {
+			if seg.ref != nil {
+				return found
+			}
+		}
+		return nil
+	}) != nil
 }
 
 // walkStrings calls fn for each string in v, deeply, in a stable order.

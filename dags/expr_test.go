@@ -212,3 +212,22 @@ func TestRefsGoTypes(t *testing.T) {
 		t.Errorf("Refs: %v", err)
 	}
 }
+
+// TestHasRef: a value holds a reference when a string in it does; an
+// escaped "$${" is literal text and an unterminated "${" still counts.
+func TestHasRef(t *testing.T) {
+	for _, v := range []any{
+		"${params.a}", "x-${nodes.n.outputs.k}-y", "${oops", "$${x} and ${params.a}",
+		[]any{1, "${params.a}"}, map[string]any{"k": []any{"${params.a}"}},
+		[]string{"${params.a}"}, map[string]string{"k": "${params.b}"},
+	} {
+		if !HasRef(v) {
+			t.Errorf("HasRef(%#v) = false", v)
+		}
+	}
+	for _, v := range []any{"plain", "$${params.a}", "$5", "", nil, 3, []any{"a", 1}, map[string]any{"k": "v"}} {
+		if HasRef(v) {
+			t.Errorf("HasRef(%#v) = true", v)
+		}
+	}
+}

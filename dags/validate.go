@@ -393,8 +393,8 @@ func (v *validator) with(n *Node, onFailure bool) {
 // is wrong or "". A string holding "${" is only known at run time, and so
 // passes, as do list items and map values that hold one.
 func checkField(ft FieldType, v any) string {
-	if isRuntime(v) {
-		return ""
+	if _, ok := v.(string); ok && HasRef(v) {
+		return "" // lists and maps are checked item by item below
 	}
 	switch ft {
 	case FieldString:
@@ -449,11 +449,6 @@ func checkField(ft FieldType, v any) string {
 		}
 	}
 	return ""
-}
-
-func isRuntime(v any) bool {
-	s, ok := v.(string)
-	return ok && strings.Contains(s, "${")
 }
 
 // retries checks each merged retry policy, which no single block can: a
