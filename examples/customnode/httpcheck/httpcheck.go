@@ -56,12 +56,12 @@ var Spec = dags.NodeType{
 	Outputs: []string{"status", "latency_ms", "bytes", "body_sha256", "content_type"},
 	Check: func(with map[string]any) error {
 		// Values holding ${...} are only known at run time; Run checks them.
-		if s, ok := with["url"].(string); ok && !strings.Contains(s, "${") {
+		if s, ok := with["url"].(string); ok && !dags.HasRef(s) {
 			if _, err := parseURL(s); err != nil {
 				return err
 			}
 		}
-		if m, ok := with["method"].(string); ok && !strings.Contains(m, "${") {
+		if m, ok := with["method"].(string); ok && !dags.HasRef(m) {
 			if _, err := method(m); err != nil {
 				return err
 			}
