@@ -277,25 +277,10 @@ func firstDuration(own, def *time.Duration, builtin time.Duration) time.Duration
 // same for the same file. Needs naming nodes outside the list are ignored;
 // nodes on a cycle (which Validate rejects) come last in file order.
 func topoOrder(nodes []*Node) []*Node {
-	index := make(map[string]int, len(nodes))
-	for i, n := range nodes {
-		if _, dup := index[n.ID]; !dup {
-			index[n.ID] = i
-		}
-	}
+	e := specEdges(nodes)
 	pending := make([]int, len(nodes)) // unmet needs of each node
-	dependents := make([][]int, len(nodes))
-	for i, n := range nodes {
-		seen := map[int]bool{}
-		for _, need := range n.Needs {
-			j, ok := index[need]
-			if !ok || seen[j] {
-				continue
-			}
-			seen[j] = true
-			pending[i]++
-			dependents[j] = append(dependents[j], i)
-		}
+	for i := range nodes {
+		pending[i] = len(e.Needs[i])
 	}
 	// ready is kept sorted by file index; specs are small, so an insertion
 	// sort beats a heap in clarity at no real cost.
@@ -321,7 +306,7 @@ func topoOrder(nodes []*Node) []*Node {
 		ready = ready[1:]
 		done[i] = true
 		out = append(out, nodes[i])
-		for _, j := range dependents[i] {
+		for _, j := range e.Dependents[i] {
 			if pending[j]--; pending[j] == 0 {
 				insert(j)
 			}

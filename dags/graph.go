@@ -113,27 +113,81 @@ type edge struct {
 // file can still be drawn: needs that name nothing are left out.
 func (s *Spec) graph() graph {
 	g := graph{nodes: append(append([]*Node{}, s.Nodes...), s.OnFailure...)}
-	find := func(id string, list []*Node, offset int) int {
-		for i, n := range list {
-			if n.ID == id {
-				return offset + i
-			}
-		}
-		return -1
-	}
+	nodes, comps := specEdges(s.Nodes), specEdges(s.OnFailure)
 	for i, n := range g.nodes {
-		list, offset := s.Nodes, 0
+		e, offset := nodes, 0
 		if i >= len(s.Nodes) {
-			list, offset = s.OnFailure, len(s.Nodes)
-			if c := find(n.Compensates, s.Nodes, 0); c >= 0 {
+			e, offset = comps, len(s.Nodes)
+			if c, ok := nodes.Index[n.Compensates]; ok {
 				g.edges = append(g.edges, edge{from: c, to: i, compensates: true})
 			}
 		}
-		for _, need := range n.Needs {
-			if j := find(need, list, offset); j >= 0 {
-				g.edges = append(g.edges, edge{from: j, to: i, when: n.When})
-			}
+		for _, j := range e.Needs[i-offset] {
+			g.edges = append(g.edges, edge{from: offset + j, to: i, when: n.When})
 		}
 	}
 	return g
+}
+
+// Edges are the needs between a list of nodes, by position in the list.
+// They are built here only, from a spec or a plan, for every user of the
+// graph: validation, ordering, drawing, the Pipeline workflow and the run
+// report.
+type Edges struct {
+	IDs   []string       // the nodes' ids, in list order
+	Index map[string]int // id -> position; the first of duplicate ids
+	// Needs[i] are the nodes node i needs, in the order it lists them;
+	// needs naming no node of the list, and repeats, are left out.
+	Needs [][]int
+	// Dependents[i] are the nodes that need node i, in list order.
+	Dependents [][]int
+}
+
+// NeedsOf returns the ids of the nodes id needs; none for an unknown id.
+func (e Edges) NeedsOf(id string) []string {
+	i, ok := e.Index[id]
+	if !ok {
+		return nil
+	}
+	out := make([]string, len(e.Needs[i]))
+	for k, j := range e.Needs[i] {
+		out[k] = e.IDs[j]
+	}
+	return out
+}
+
+// Edges returns the edges between the plan's nodes (not its on_failure
+// nodes, which run in completion order instead).
+func (p *Plan) Edges() Edges {
+	return buildEdges(len(p.Nodes), func(i int) (string, []string) { return p.Nodes[i].ID, p.Nodes[i].Needs })
+}
+
+// specEdges returns the edges between nodes of a spec, validated or not.
+func specEdges(nodes []*Node) Edges {
+	return buildEdges(len(nodes), func(i int) (string, []string) { return nodes[i].ID, nodes[i].Needs })
+}
+
+func buildEdges(n int, node func(i int) (id string, needs []string)) Edges {
+	e := Edges{IDs: make([]string, n), Index: make(map[string]int, n), Needs: make([][]int, n), Dependents: make([][]int, n)}
+	for i := range n {
+		id, _ := node(i)
+		e.IDs[i] = id
+		if _, dup := e.Index[id]; !dup {
+			e.Index[id] = i
+		}
+	}
+	listed := make([]int, n) // listed[j] == i+1: node i needs j already
+	for i := range n {
+		_, needs := node(i)
+		for _, need := range needs {
+			j, ok := e.Index[need]
+			if !ok || listed[j] == i+1 {
+				continue
+			}
+			listed[j] = i + 1
+			e.Needs[i] = append(e.Needs[i], j)
+			e.Dependents[j] = append(e.Dependents[j], i)
+		}
+	}
+	return e
 }

@@ -1,6 +1,9 @@
 package dags
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 const graphSpec = `name: g
 nodes:
@@ -78,5 +81,37 @@ func TestGraphSmall(t *testing.T) {
 	}
 	if got, want := dotQuote(`a"b\c`), `"a\"b\\c"`; got != want {
 		t.Errorf("dotQuote: %s, want %s", got, want)
+	}
+}
+
+// TestPlanEdges: needs become edges by position; unknown ids and repeated
+// needs are left out, a duplicate id resolves to its first node, and
+// dependents come in list order.
+func TestPlanEdges(t *testing.T) {
+	p := &Plan{Nodes: []PlanNode{
+		{ID: "a"},
+		{ID: "b", Needs: []string{"a", "nope", "a"}},
+		{ID: "c", Needs: []string{"b", "a"}},
+		{ID: "a", Needs: []string{"c"}}, // duplicate id: needs still count, the id resolves to node 0
+	}}
+	e := p.Edges()
+	if want := []string{"a", "b", "c", "a"}; !slices.Equal(e.IDs, want) {
+		t.Errorf("IDs %v, want %v", e.IDs, want)
+	}
+	if e.Index["a"] != 0 || e.Index["c"] != 2 {
+		t.Errorf("Index %v", e.Index)
+	}
+	wantNeeds := [][]int{nil, {0}, {1, 0}, {2}}
+	wantDeps := [][]int{{1, 2}, {2}, {3}, nil}
+	for i := range p.Nodes {
+		if !slices.Equal(e.Needs[i], wantNeeds[i]) || !slices.Equal(e.Dependents[i], wantDeps[i]) {
+			t.Errorf("node %d: needs %v dependents %v, want %v and %v", i, e.Needs[i], e.Dependents[i], wantNeeds[i], wantDeps[i])
+		}
+	}
+	if got := e.NeedsOf("c"); !slices.Equal(got, []string{"b", "a"}) {
+		t.Errorf("NeedsOf(c) = %v", got)
+	}
+	if got := e.NeedsOf("zzz"); got != nil {
+		t.Errorf("NeedsOf(zzz) = %v", got)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/retrain-ml/retrain/activities"
@@ -58,9 +57,9 @@ func LocalFiles(next Fetcher) Fetcher {
 // Report is what the page shows.
 type Report struct {
 	Result *workflows.Result
-	// Edges are the DAG's needs: node -> the nodes it needs. Without them
-	// nodes are drawn in one row.
-	Edges map[string][]string
+	// Edges are the plan's needs. Without them (no plan) nodes are drawn
+	// in one column.
+	Edges dags.Edges
 	// Curves are the loss curves of train nodes, by node id.
 	Curves map[string][]activities.CurvePoint
 	// Stats are the reports of feature_stats nodes, by node id.
@@ -118,14 +117,12 @@ type Options struct {
 // fetched is noted, never fatal: a report of a failed run is still useful.
 func Collect(ctx context.Context, f Fetcher, res *workflows.Result, plan *dags.Plan) *Report {
 	r := &Report{
-		Result: res, Edges: map[string][]string{}, Curves: map[string][]activities.CurvePoint{},
+		Result: res, Curves: map[string][]activities.CurvePoint{},
 		Stats: map[string]*colstats.Report{}, Evaluations: map[string]*activities.EvaluationReport{},
 		Splits: map[string]*Split{},
 	}
 	if plan != nil {
-		for _, n := range plan.Nodes {
-			r.Edges[n.ID] = slices.Clone(n.Needs)
-		}
+		r.Edges = plan.Edges()
 	}
 	fetch := func(n workflows.NodeState, key string, into any) bool {
 		uri, _ := n.Outputs[key].(string)

@@ -276,15 +276,17 @@ func TestReportRolledBack(t *testing.T) {
 func TestDAGWrapsAndFits(t *testing.T) {
 	// A chain of 12 nodes is wider than the page: it wraps into bands.
 	var nodes []workflows.NodeState
-	edges := map[string][]string{}
+	plan := &dags.Plan{}
 	for i := range 12 {
 		id := fmt.Sprintf("step_%02d", i)
 		nodes = append(nodes, workflows.NodeState{ID: id, Type: "feature_stats", Status: workflows.NodeSucceeded})
+		pn := dags.PlanNode{ID: id}
 		if i > 0 {
-			edges[id] = []string{fmt.Sprintf("step_%02d", i-1)}
+			pn.Needs = []string{fmt.Sprintf("step_%02d", i-1)}
 		}
+		plan.Nodes = append(plan.Nodes, pn)
 	}
-	svg := string(dagSVG(nodes, edges))
+	svg := string(dagSVG(nodes, plan.Edges()))
 	var w, h float64
 	if _, err := fmt.Sscanf(svg, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g"`, &w, &h); err != nil {
 		t.Fatalf("%v: %.120s", err, svg)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/workflows"
 )
 
@@ -33,7 +34,7 @@ const dagMaxWidth = 1200
 // edges into it running down through the gap between the bands. Boxes are
 // as wide as their labels need, within limits; a longer label is cut
 // short, the whole of it in the box's tooltip.
-func dagSVG(nodes []workflows.NodeState, edges map[string][]string) template.HTML {
+func dagSVG(nodes []workflows.NodeState, edges dags.Edges) template.HTML {
 	const bh, gx, gy, bandGap, pad, minW, maxW = 40, 36, 14, 34, 10, 110, 200
 	level := map[string]int{}
 	var depth func(id string, seen map[string]bool) int
@@ -46,7 +47,7 @@ func dagSVG(nodes []workflows.NodeState, edges map[string][]string) template.HTM
 		}
 		seen[id] = true
 		l := 0
-		for _, n := range edges[id] {
+		for _, n := range edges.NeedsOf(id) {
 			l = max(l, depth(n, seen)+1)
 		}
 		level[id] = l
@@ -93,7 +94,7 @@ func dagSVG(nodes []workflows.NodeState, edges map[string][]string) template.HTM
 	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs>`)
 	for _, n := range nodes {
 		to := pos[n.ID]
-		for _, need := range edges[n.ID] {
+		for _, need := range edges.NeedsOf(n.ID) {
 			from, ok := pos[need]
 			if !ok {
 				continue

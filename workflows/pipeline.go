@@ -213,11 +213,11 @@ type pipelineRun struct {
 	result    Result
 	reportURL string // template of the report's URL (see ReportURL); empty for none
 
-	index      map[string]int      // node id -> position in plan.Nodes and result.Nodes
-	dependents map[string][]string // node id -> nodes that need it, in plan order
-	waiting    map[string]int      // node id -> needs not yet succeeded
-	outputs    map[string]map[string]any
-	completed  []string // succeeded node ids, in completion order
+	edges     dags.Edges     // the plan's needs, by position in plan.Nodes and result.Nodes
+	index     map[string]int // node id -> position (edges.Index)
+	waiting   map[string]int // node id -> needs not yet succeeded
+	outputs   map[string]map[string]any
+	completed []string // succeeded node ids, in completion order
 }
 
 func (r *pipelineRun) start(plan *dags.Plan) {
@@ -225,19 +225,25 @@ func (r *pipelineRun) start(plan *dags.Plan) {
 	r.result.Pipeline = plan.Pipeline
 	r.result.Params = plan.Params
 	r.result.ParamsDigest = plan.ParamsDigest
-	r.index = make(map[string]int, len(plan.Nodes))
-	r.dependents = make(map[string][]string)
+	r.edges = plan.Edges()
+	r.index = r.edges.Index
 	r.waiting = make(map[string]int, len(plan.Nodes))
 	r.outputs = make(map[string]map[string]any, len(plan.Nodes))
 	r.result.Nodes = make([]NodeState, len(plan.Nodes))
 	for i, n := range plan.Nodes {
-		r.index[n.ID] = i
-		r.waiting[n.ID] = len(n.Needs)
+		r.waiting[n.ID] = len(r.edges.Needs[i])
 		r.result.Nodes[i] = NodeState{ID: n.ID, Type: n.Type, Status: NodePending}
-		for _, need := range n.Needs {
-			r.dependents[need] = append(r.dependents[need], n.ID)
-		}
 	}
+}
+
+// dependents returns the ids of the nodes that need id, in plan order.
+func (r *pipelineRun) dependents(id string) []string {
+	deps := r.edges.Dependents[r.index[id]]
+	out := make([]string, len(deps))
+	for k, j := range deps {
+		out[k] = r.edges.IDs[j]
+	}
+	return out
 }
 
 func (r *pipelineRun) scope() dags.Scope {
@@ -248,8 +254,8 @@ func (r *pipelineRun) scope() dags.Scope {
 // the cancellation, after every running node has ended.
 func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 	var ready []string
-	for _, n := range r.plan.Nodes {
-		if len(n.Needs) == 0 {
+	for i, n := range r.plan.Nodes {
+		if len(r.edges.Needs[i]) == 0 {
 			ready = append(ready, n.ID)
 		}
 	}
@@ -290,7 +296,7 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 					return
 				}
 				r.succeed(state, res)
-				for _, dep := range r.dependents[id] {
+				for _, dep := range r.dependents(id) {
 					r.waiting[dep]--
 					if r.waiting[dep] == 0 && r.result.Nodes[r.index[dep]].Status == NodePending {
 						ready = append(ready, dep)
@@ -426,7 +432,7 @@ func (r *pipelineRun) skip(id, reason string) {
 		return
 	}
 	state.Status, state.Reason = NodeSkipped, reason
-	for _, dep := range r.dependents[id] {
+	for _, dep := range r.dependents(id) {
 		r.skip(dep, fmt.Sprintf("upstream node %s was skipped", id))
 	}
 }
