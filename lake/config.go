@@ -16,6 +16,8 @@ import (
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/spf13/pflag"
+
+	"github.com/retrain-ml/retrain/internal/datadir"
 )
 
 // Catalog types Open understands.
@@ -24,11 +26,6 @@ const (
 	TypeREST = "rest"
 	TypeGlue = "glue"
 )
-
-// DefaultDataDir is where the dev stack keeps its state; the SQL catalog
-// lives in DefaultDataDir/catalog.db and the warehouse in
-// DefaultDataDir/warehouse unless configured otherwise.
-const DefaultDataDir = ".retrain"
 
 // Config says where the catalog and its warehouse are. The zero value plus
 // a DataDir is the dev stack's catalog: SQLite under the data dir and a
@@ -71,11 +68,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 
 // AddDataDirFlag registers --data-dir for commands that have none.
 func (c *Config) AddDataDirFlag(fs *pflag.FlagSet) {
-	def := os.Getenv("RETRAIN_DATA_DIR")
-	if def == "" {
-		def = DefaultDataDir
-	}
-	fs.StringVar(&c.DataDir, "data-dir", def, "dev stack data dir: its catalog.db and warehouse/ are the lake unless --catalog-uri is set (env RETRAIN_DATA_DIR)")
+	// The dev stack's catalog lives in DIR/catalog.db and its warehouse in
+	// DIR/warehouse unless configured otherwise.
+	fs.StringVar(&c.DataDir, "data-dir", datadir.FromEnv(), "dev stack data dir: its catalog.db and warehouse/ are the lake unless --catalog-uri is set (env RETRAIN_DATA_DIR)")
 }
 
 // Configured reports whether the config names a catalog at all.
