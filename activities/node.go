@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,23 +139,42 @@ func startKeepAlive(ctx context.Context) (_ context.Context, stop func()) {
 }
 
 // withAttempt rewraps err as an application error carrying the attempt
-// number, keeping the original error type and retryability.
+// number, with err's error type, retryability, retry delay and category,
+// and err itself as its cause: errors.Is and errors.As find it here, and
+// its failure (type and details) travels under the new one to the
+// workflow. The message is err's text without the "(type: T, retryable:
+// R)" an application error in it appends, which the new error adds again.
 func withAttempt(err error, attempt int32) error {
 	if errors.Is(err, context.Canceled) {
 		return err // cancellation must stay a cancellation
 	}
-	typ, nonRetryable := ErrNodeFailed, false
+	opts := temporal.ApplicationErrorOptions{
+		Cause:   err,
+		Details: []any{FailureDetails{Attempt: attempt}},
+	}
+	typ := ErrNodeFailed
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		if appErr.Type() != "" {
 			typ = appErr.Type()
 		}
-		nonRetryable = appErr.NonRetryable()
+		opts.NonRetryable = appErr.NonRetryable()
+		opts.NextRetryDelay = appErr.NextRetryDelay()
+		opts.Category = appErr.Category()
 	}
-	return temporal.NewApplicationErrorWithOptions(err.Error(), typ, temporal.ApplicationErrorOptions{
-		NonRetryable: nonRetryable,
-		Details:      []any{FailureDetails{Attempt: attempt}},
-	})
+	return temporal.NewApplicationErrorWithOptions(MessageOf(err), typ, opts)
+}
+
+// MessageOf is err's text without the "(type: T, retryable: R)" that the
+// first application error in it appends: for an error that carries err as
+// its cause and states the type itself.
+func MessageOf(err error) string {
+	text := err.Error()
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() != "" {
+		text = strings.Replace(text, fmt.Sprintf(" (type: %s, retryable: %v)", appErr.Type(), !appErr.NonRetryable()), "", 1)
+	}
+	return text
 }
 
 // Permanent marks err as not worth retrying: bad input, a divergence, a

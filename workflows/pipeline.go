@@ -585,11 +585,27 @@ func attemptsOf(err error, node dags.PlanNode) int32 {
 func unwrapActivity(err error) error {
 	var actErr *temporal.ActivityError
 	if errors.As(err, &actErr) && actErr.Unwrap() != nil {
-		return actErr.Unwrap()
+		return nodeFailure{actErr.Unwrap()}
 	}
 	var childErr *temporal.ChildWorkflowExecutionError
 	if errors.As(err, &childErr) && childErr.Unwrap() != nil {
-		return childErr.Unwrap()
+		return nodeFailure{childErr.Unwrap()}
 	}
 	return err
+}
+
+// nodeFailure is a node's error as the run reports it. The error a node
+// activity (or child workflow) fails with states the whole message and its
+// type, and carries the step's own error as its cause, whose text Error()
+// would append again, "(type: T, retryable: R)" and all; a nodeFailure
+// reads as the message and the type, once. errors.As sees the error.
+type nodeFailure struct{ err error }
+
+func (f nodeFailure) Unwrap() error { return f.err }
+
+func (f nodeFailure) Error() string {
+	if appErr, ok := f.err.(*temporal.ApplicationError); ok && appErr.Unwrap() != nil && appErr.Type() != "" {
+		return fmt.Sprintf("%s (type: %s, retryable: %v)", appErr.Message(), appErr.Type(), !appErr.NonRetryable())
+	}
+	return f.err.Error()
 }

@@ -222,7 +222,17 @@ nodes:
   - {id: a, type: step, with: {permanent: true}}
 `, nil, nil)
 	res := mustFail(t, err)
-	wantNode(t, res, "a", NodeFailed, 1)
+	a := wantNode(t, res, "a", NodeFailed, 1)
+	// The type is said once: the activity's error carries the step's own
+	// as its cause, whose text repeats it (it used to read "... (type:
+	// Broken, retryable: false) (type: Broken, retryable: false)").
+	const want = "broken for good (type: Broken, retryable: false)"
+	if a.Error != want {
+		t.Errorf("node error %q, want %q", a.Error, want)
+	}
+	if res.Error != "node a: "+want {
+		t.Errorf("run error %q, want %q", res.Error, "node a: "+want)
+	}
 }
 
 func TestPipelineWhenFalseSkipsSubtree(t *testing.T) {

@@ -97,12 +97,14 @@ func summarized(ctx workflow.Context, summary string) workflow.Context {
 }
 
 // stepError reports a failed activity under the step's name, keeping its
-// error type and retryability so a bad input fails the node for good.
+// error type, retryability and retry delay, so a bad input fails the node
+// for good, and the activity's error as the cause. The message states the
+// type once (the cause's text repeats it).
 func stepError(step string, err error) error {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		return temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: %s", step, appErr.Error()), appErr.Type(),
-			temporal.ApplicationErrorOptions{NonRetryable: appErr.NonRetryable()})
+		return temporal.NewApplicationErrorWithOptions(step+": "+activities.MessageOf(appErr), appErr.Type(),
+			temporal.ApplicationErrorOptions{NonRetryable: appErr.NonRetryable(), NextRetryDelay: appErr.NextRetryDelay(), Category: appErr.Category(), Cause: err})
 	}
 	return fmt.Errorf("%s: %w", step, err)
 }

@@ -115,6 +115,16 @@ func TestPromoteBadInputIsNotRetried(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrBadInput || !appErr.NonRetryable() {
-		t.Errorf("error %v: want a non-retryable %s", err, activities.ErrBadInput)
+		t.Fatalf("error %v: want a non-retryable %s", err, activities.ErrBadInput)
+	}
+	// stepError names the step, states the type once, and keeps the
+	// activity's failure as its cause.
+	if got, want := appErr.Message(), "plan: training table ml.missing does not exist"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	var actErr *temporal.ActivityError
+	var cause *temporal.ApplicationError
+	if !errors.As(appErr.Unwrap(), &actErr) || !errors.As(actErr, &cause) || cause.Type() != activities.ErrBadInput {
+		t.Errorf("cause of %v: want the plan activity's %s failure", appErr, activities.ErrBadInput)
 	}
 }
