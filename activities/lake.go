@@ -245,6 +245,9 @@ type PromoteCommitInput struct {
 
 // PromotePlan checks and plans a round of a promotion.
 func (l *Lake) PromotePlan(ctx context.Context, in PromotePlanInput) (*features.PromotionPlan, error) {
+	// The node's heartbeat timeout applies to each of its activities.
+	ctx, stop := startKeepAlive(ctx)
+	defer stop()
 	var spec features.PromoteSpec
 	cat, err := l.openWith(ctx, in.With, &spec)
 	if err != nil {
@@ -272,6 +275,8 @@ func (l *Lake) PromoteCommit(ctx context.Context, in PromoteCommitInput) (featur
 	if err != nil {
 		return features.CommitResult{}, err
 	}
+	ctx, stop := startKeepAlive(ctx)
+	defer stop()
 	res, err := features.CommitPromotion(ctx, cat, in.Plan, in.Results, l.Logger)
 	return res, lakeError(err)
 }

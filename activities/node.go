@@ -26,6 +26,18 @@ type NodeInput struct {
 	Node     string         `json:"node"`
 	Type     string         `json:"type"`
 	With     map[string]any `json:"with,omitempty"`
+	// Options are the node's timeout, heartbeat and retry policy from the
+	// plan, sent to node types that run as child workflows and schedule
+	// activities of their own (promote_features). Nil for activity nodes,
+	// and in runs recorded before it was sent.
+	Options *NodeOptions `json:"options,omitempty"`
+}
+
+// NodeOptions are how a node's activities run, as its plan node says.
+type NodeOptions struct {
+	Timeout   time.Duration    `json:"timeout"`   // start-to-close of one attempt
+	Heartbeat time.Duration    `json:"heartbeat"` // 0 disables
+	Retry     dags.RetryPolicy `json:"retry"`
 }
 
 // NodeResult is what every node activity returns.

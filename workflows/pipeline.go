@@ -359,14 +359,11 @@ func (r *pipelineRun) prepare(node dags.PlanNode) (with map[string]any, run bool
 // execute starts a node as an activity or a child workflow.
 func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map[string]any) workflow.Future {
 	in := activities.NodeInput{Pipeline: r.plan.Pipeline, RunID: r.result.ID, Node: node.ID, Type: node.Type, With: with}
-	retry := &temporal.RetryPolicy{
-		MaximumAttempts:        int32(node.Retry.MaxAttempts),
-		InitialInterval:        node.Retry.InitialInterval,
-		BackoffCoefficient:     node.Retry.Backoff,
-		MaximumInterval:        node.Retry.MaxInterval,
-		NonRetryableErrorTypes: node.Retry.NonRetryable,
-	}
+	retry := retryPolicy(node.Retry)
 	if node.Kind == dags.KindWorkflow {
+		// The child schedules activities of its own: they run on the
+		// node's options, as an activity node's one activity does.
+		in.Options = &activities.NodeOptions{Timeout: node.Timeout, Heartbeat: node.Heartbeat, Retry: node.Retry}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:         r.result.ID + "/" + node.ID,
 			TaskQueue:          node.Queue,
@@ -393,6 +390,17 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map
 		Summary: node.ID,
 	})
 	return workflow.ExecuteActivity(actx, node.Target, in)
+}
+
+// retryPolicy is a plan's retry policy as Temporal takes it.
+func retryPolicy(p dags.RetryPolicy) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		MaximumAttempts:        int32(p.MaxAttempts),
+		InitialInterval:        p.InitialInterval,
+		BackoffCoefficient:     p.Backoff,
+		MaximumInterval:        p.MaxInterval,
+		NonRetryableErrorTypes: p.NonRetryable,
+	}
 }
 
 // succeed records a node's result and makes its outputs referable.

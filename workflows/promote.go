@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -21,17 +22,7 @@ import (
 func PromoteFeatures(ctx workflow.Context, in activities.NodeInput) (activities.NodeResult, error) {
 	started := workflow.Now(ctx)
 	info := workflow.GetInfo(ctx)
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Hour,
-		HeartbeatTimeout:    2 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        time.Minute,
-			MaximumAttempts:        5,
-			NonRetryableErrorTypes: []string{activities.ErrBadInput, activities.ErrCheckFailed},
-		},
-	})
+	ctx = workflow.WithActivityOptions(ctx, promoteActivityOptions(in.Options))
 	log := workflow.GetLogger(ctx)
 	for round := 1; round <= features.MaxRounds; round++ {
 		// The promotion id is the commit's idempotency key: unique to this
@@ -86,6 +77,31 @@ func PromoteFeatures(ctx workflow.Context, in activities.NodeInput) (activities.
 	}
 	return activities.NodeResult{}, temporal.NewApplicationError(
 		fmt.Sprintf("promotion lost the race for the table %d times in a row", features.MaxRounds), "PromotionContended")
+}
+
+// promoteActivityOptions runs the promotion's activities on the node's
+// timeout, heartbeat and retry policy. A bad input or a failed check is
+// never retried, whatever the policy says.
+func promoteActivityOptions(o *activities.NodeOptions) workflow.ActivityOptions {
+	never := []string{activities.ErrBadInput, activities.ErrCheckFailed}
+	if o == nil {
+		// A run started before the Pipeline workflow sent the node's
+		// options: what its activities were scheduled with then.
+		return workflow.ActivityOptions{
+			StartToCloseTimeout: 2 * time.Hour,
+			HeartbeatTimeout:    2 * time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval:        time.Second,
+				BackoffCoefficient:     2,
+				MaximumInterval:        time.Minute,
+				MaximumAttempts:        5,
+				NonRetryableErrorTypes: never,
+			},
+		}
+	}
+	retry := retryPolicy(o.Retry)
+	retry.NonRetryableErrorTypes = append(slices.Clone(retry.NonRetryableErrorTypes), never...)
+	return workflow.ActivityOptions{StartToCloseTimeout: o.Timeout, HeartbeatTimeout: o.Heartbeat, RetryPolicy: retry}
 }
 
 // summarized names an activity in the Web UI's timeline (user metadata,

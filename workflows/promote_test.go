@@ -2,10 +2,12 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -13,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/features"
 )
 
@@ -24,6 +27,9 @@ type promoteFakes struct {
 	buckets   map[string][][]int
 	commits   int
 	conflicts int // commits to report as conflicts
+
+	failBuckets int             // bucket calls to fail (retryably) before any succeeds
+	infos       []activity.Info // of every bucket call
 }
 
 func (f *promoteFakes) plan(_ context.Context, in activities.PromotePlanInput) (*features.PromotionPlan, error) {
@@ -36,9 +42,14 @@ func (f *promoteFakes) plan(_ context.Context, in activities.PromotePlanInput) (
 	return &features.PromotionPlan{ID: in.ID, BaseSnapshot: int64(100 + len(f.plans)), Groups: [][]int{{0, 1}, {2}, {3}}, Columns: []string{"f"}, Partitions: 8}, nil
 }
 
-func (f *promoteFakes) bucket(_ context.Context, in activities.PromoteBucketsInput) (features.BucketResult, error) {
+func (f *promoteFakes) bucket(ctx context.Context, in activities.PromoteBucketsInput) (features.BucketResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.infos = append(f.infos, activity.GetInfo(ctx))
+	if f.failBuckets > 0 {
+		f.failBuckets--
+		return features.BucketResult{}, errors.New("bucket write failed")
+	}
 	f.buckets[in.Plan.ID] = append(f.buckets[in.Plan.ID], in.Buckets)
 	return features.BucketResult{URI: "file:///pending/" + in.Plan.ID, Buckets: in.Buckets, Rows: 10, Matched: 9}, nil
 }
@@ -58,13 +69,18 @@ func (f *promoteFakes) commit(_ context.Context, in activities.PromoteCommitInpu
 
 func runPromote(t *testing.T, f *promoteFakes, with map[string]any) (activities.NodeResult, error) {
 	t.Helper()
+	return runPromoteInput(t, f, activities.NodeInput{Pipeline: "p", RunID: "run-1", Node: "promote", With: with})
+}
+
+func runPromoteInput(t *testing.T, f *promoteFakes, in activities.NodeInput) (activities.NodeResult, error) {
+	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(PromoteFeatures, workflow.RegisterOptions{Name: activities.PromoteWorkflow})
 	env.RegisterActivityWithOptions(f.plan, activity.RegisterOptions{Name: activities.PromotePlanActivity})
 	env.RegisterActivityWithOptions(f.bucket, activity.RegisterOptions{Name: activities.PromoteBucketsActivity})
 	env.RegisterActivityWithOptions(f.commit, activity.RegisterOptions{Name: activities.PromoteCommitActivity})
-	env.ExecuteWorkflow(activities.PromoteWorkflow, activities.NodeInput{Pipeline: "p", RunID: "run-1", Node: "promote", With: with})
+	env.ExecuteWorkflow(activities.PromoteWorkflow, in)
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
@@ -126,5 +142,88 @@ func TestPromoteBadInputIsNotRetried(t *testing.T) {
 	var cause *temporal.ApplicationError
 	if !errors.As(appErr.Unwrap(), &actErr) || !errors.As(actErr, &cause) || cause.Type() != activities.ErrBadInput {
 		t.Errorf("cause of %v: want the plan activity's %s failure", appErr, activities.ErrBadInput)
+	}
+}
+
+// TestPromoteRunsOnTheNodesOptions: the node's timeout, heartbeat and
+// retry policy, sent by the Pipeline workflow, reach the promotion's
+// activities. With max_attempts 1 a bucket group that fails once fails the
+// node; without options (a run recorded before they were sent) the
+// built-in policy retries it and the promotion succeeds.
+func TestPromoteRunsOnTheNodesOptions(t *testing.T) {
+	in := activities.NodeInput{Pipeline: "p", RunID: "run-1", Node: "promote", With: map[string]any{"training_table": "ml.training"},
+		Options: &activities.NodeOptions{Timeout: 7 * time.Minute, Heartbeat: 20 * time.Second,
+			Retry: dags.RetryPolicy{MaxAttempts: 1, InitialInterval: time.Second, Backoff: 2, MaxInterval: time.Minute}}}
+	f := &promoteFakes{buckets: map[string][][]int{}, failBuckets: 1}
+	_, err := runPromoteInput(t, f, in)
+	if err == nil || !strings.Contains(err.Error(), "bucket write failed") {
+		t.Fatalf("err %v, want the bucket failure", err)
+	}
+	if len(f.infos) == 0 {
+		t.Fatal("no bucket activity ran")
+	}
+	for _, info := range f.infos {
+		if info.Attempt != 1 {
+			t.Errorf("bucket activity attempt %d: max_attempts 1 allows no retry", info.Attempt)
+		}
+		if info.StartToCloseTimeout != 7*time.Minute || info.HeartbeatTimeout != 20*time.Second {
+			t.Errorf("bucket activity timeouts %v / heartbeat %v, want the node's 7m / 20s", info.StartToCloseTimeout, info.HeartbeatTimeout)
+		}
+		if info.RetryPolicy != nil && info.RetryPolicy.MaximumAttempts != 1 {
+			t.Errorf("bucket activity retry policy %+v, want max attempts 1", info.RetryPolicy)
+		}
+	}
+	if f.commits != 0 {
+		t.Errorf("%d commits after a failed bucket group", f.commits)
+	}
+
+	in.Options = nil
+	f = &promoteFakes{buckets: map[string][][]int{}, failBuckets: 1}
+	if _, err := runPromoteInput(t, f, in); err != nil {
+		t.Fatalf("without node options the failed group is retried: %v", err)
+	}
+	retried := false
+	for _, info := range f.infos {
+		retried = retried || info.Attempt == 2
+	}
+	if !retried || f.commits != 1 {
+		t.Errorf("without node options: retried %v, commits %d", retried, f.commits)
+	}
+}
+
+// TestPipelineSendsNodeOptionsToChildren: a node that runs as a child
+// workflow gets its plan node's timeout, heartbeat and retry policy in its
+// input, for the activities it schedules.
+func TestPipelineSendsNodeOptionsToChildren(t *testing.T) {
+	childType := dags.NodeType{Name: "fanout", OpenWith: true, Kind: dags.KindWorkflow, Target: "TestFanout"}
+	reg, err := dags.NewRegistry(childType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(nopLogger{})
+	env := s.NewTestWorkflowEnvironment()
+	Register(env)
+	env.RegisterActivityWithOptions((&activities.Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: ResolveActivity})
+	var got *activities.NodeOptions
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in activities.NodeInput) (activities.NodeResult, error) {
+		got = in.Options
+		return activities.NodeResult{Attempt: 1}, nil
+	}, workflow.RegisterOptions{Name: "TestFanout"})
+	spec, _ := json.Marshal(`
+name: children
+nodes:
+  - id: fan
+    type: fanout
+    timeout: 7m
+    heartbeat: 20s
+    retry: {max_attempts: 1}
+`)
+	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec, SpecFile: "test.yaml"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Timeout != 7*time.Minute || got.Heartbeat != 20*time.Second || got.Retry.MaxAttempts != 1 {
+		t.Errorf("child got options %+v, want the node's 7m, 20s, max_attempts 1", got)
 	}
 }
