@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/s3store"
 )
 
@@ -142,7 +143,7 @@ func storeError(what string, err error) error {
 		return nil
 	}
 	if errors.Is(err, s3store.ErrNotFound) || errors.Is(err, s3store.ErrInvalidKey) {
-		return Permanent(ErrBadInput, "%s: %v", what, err)
+		return Permanent(errtype.BadInput, "%s: %v", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
@@ -160,7 +161,7 @@ func localDir(ctx context.Context, store *s3store.Store, dir string) (string, fu
 	}
 	key, err := storeKey(store, dir)
 	if err != nil {
-		return "", nil, Permanent(ErrBadInput, "dir: %v", err)
+		return "", nil, Permanent(errtype.BadInput, "dir: %v", err)
 	}
 	tmp, err := os.MkdirTemp("", "retrain-deploy-")
 	if err != nil {

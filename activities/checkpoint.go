@@ -19,6 +19,7 @@ import (
 
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/tabular"
 )
@@ -105,30 +106,30 @@ const rowBatch = 256
 func (c *Checkpoints) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w checkpointWith
 	if err := decodeWith(in.With, &w); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if (len(w.Command) == 0) == (w.Source == "") {
-		return nil, Permanent(ErrBadInput, "give exactly one of command and source")
+		return nil, Permanent(errtype.BadInput, "give exactly one of command and source")
 	}
 	if w.Dataset == "" {
 		w.Dataset = "data"
 	}
 	columns, err := parseColumns(w.Columns)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	var files []string
 	if w.Source != "" {
 		if files, err = sourceFiles(w.Source); err != nil {
-			return nil, Permanent(ErrBadInput, "%v", err)
+			return nil, Permanent(errtype.BadInput, "%v", err)
 		}
 	}
 	format, err := sourceFormat(w.Format, files)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if format == "parquet" && columns != nil {
-		return nil, Permanent(ErrBadInput, "columns only apply to CSV: a Parquet file carries its schema")
+		return nil, Permanent(errtype.BadInput, "columns only apply to CSV: a Parquet file carries its schema")
 	}
 	if c.Store == nil {
 		return nil, noStore()
@@ -136,12 +137,12 @@ func (c *Checkpoints) Run(ctx context.Context, in NodeInput) (map[string]any, er
 	for _, seg := range []string{in.Pipeline, in.RunID, in.Node} {
 		// Each is one folder of the checkpoint's key.
 		if err := s3store.ValidateKey(seg); err != nil || strings.Contains(seg, "/") {
-			return nil, Permanent(ErrBadInput, "cannot checkpoint pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
+			return nil, Permanent(errtype.BadInput, "cannot checkpoint pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
 		}
 	}
 	fingerprint, err := inputsFingerprint(in.With, files)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	log := c.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
 	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
@@ -165,7 +166,7 @@ func (c *Checkpoints) Run(ctx context.Context, in NodeInput) (map[string]any, er
 	})
 	if err != nil {
 		if errors.Is(err, errBadData) || errors.Is(err, s3store.ErrInvalidKey) {
-			return nil, Permanent(ErrBadInput, "%v", err)
+			return nil, Permanent(errtype.BadInput, "%v", err)
 		}
 		return nil, err
 	}
@@ -526,7 +527,7 @@ func (c *Checkpoints) fromCommand(ctx context.Context, cw *checkpoint.Writer, in
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {
-		return checkpoint.Ref{}, Permanent(ErrBadInput, "start %q: %v", w.Command[0], err)
+		return checkpoint.Ref{}, Permanent(errtype.BadInput, "start %q: %v", w.Command[0], err)
 	}
 	// The command is waited for whatever happens below; a failed read
 	// kills it rather than leave it blocked on a full pipe.

@@ -14,6 +14,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/retrain-ml/retrain/checkpoint"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/s3store"
 )
@@ -263,8 +264,8 @@ func TestCheckpointBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Run(ctx, checkpointInput("run-bad", tc.with))
-			if errType(err) != ErrBadInput {
-				t.Fatalf("error %v, want a %s error", err, ErrBadInput)
+			if errType(err) != errtype.BadInput {
+				t.Fatalf("error %v, want a %s error", err, errtype.BadInput)
 			}
 		})
 	}
@@ -279,12 +280,12 @@ func TestCheckpointBadInput(t *testing.T) {
 	// leaves nothing either.
 	for _, script := range []string{"echo a; echo 1; exit 3", "exit 3", "echo a; echo x,y; exit 3"} {
 		_, err := c.Run(ctx, checkpointInput("run-bad", map[string]any{"command": []any{"sh", "-c", script}}))
-		if err == nil || errType(err) == ErrBadInput || !strings.Contains(err.Error(), "code 3") {
+		if err == nil || errType(err) == errtype.BadInput || !strings.Contains(err.Error(), "code 3") {
 			t.Fatalf("failing command %q: %v", script, err)
 		}
 	}
 	none := &Checkpoints{Logger: quiet}
-	if _, err := none.Run(ctx, checkpointInput("run", map[string]any{"source": bad})); errType(err) != ErrNoStore {
+	if _, err := none.Run(ctx, checkpointInput("run", map[string]any{"source": bad})); errType(err) != errtype.NoObjectStore {
 		t.Fatalf("checkpoint without a store: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 )
 
 // outputTail is how much of stdout and stderr a command node keeps as
@@ -59,10 +60,10 @@ type commandSpec struct {
 func (c *Command) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var spec commandSpec
 	if err := decodeWith(in.With, &spec); err != nil {
-		return nil, Permanent("BadInput", "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if len(spec.Argv) == 0 {
-		return nil, Permanent("BadInput", "argv is empty")
+		return nil, Permanent(errtype.BadInput, "argv is empty")
 	}
 	okCodes := spec.OKExitCodes
 	if len(okCodes) == 0 {
@@ -78,7 +79,7 @@ func (c *Command) Run(ctx context.Context, in NodeInput) (map[string]any, error)
 	log.Info("command starting", "argv", spec.Argv)
 	if err := cmd.Start(); err != nil {
 		// A missing program will not appear on retry.
-		return nil, Permanent("BadInput", "start %q: %v", spec.Argv[0], err)
+		return nil, Permanent(errtype.BadInput, "start %q: %v", spec.Argv[0], err)
 	}
 	waitErr := waitOrKill(ctx, cmd, log)
 	stdout.flush()

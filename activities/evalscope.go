@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/retrain-ml/retrain/dataset"
+	"github.com/retrain-ml/retrain/errtype"
 )
 
 // EvalScope says which rows a model was scored on: the split (its URI
@@ -28,7 +29,7 @@ func evalScope(split *splitRef, uri, name string, rows int) (EvalScope, error) {
 		dates = split.Outputs.TrainDates
 	}
 	if split.Outputs.Window.Start == "" || len(dates) == 0 {
-		return EvalScope{}, Permanent(ErrBadInput,
+		return EvalScope{}, Permanent(errtype.BadInput,
 			"data: the split at %s records no date window (it was made by an older retrain); rerun its split node", uri)
 	}
 	return EvalScope{

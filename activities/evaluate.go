@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/dataset"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gate"
 	"github.com/retrain-ml/retrain/models"
 	"github.com/retrain-ml/retrain/s3store"
@@ -146,7 +147,7 @@ type scored struct {
 func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w evaluateWith
 	if err := decodeWith(in.With, &w); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Dataset == "" {
 		w.Dataset = EvalDataset
@@ -176,7 +177,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 	sliceCol := ""
 	if w.Slices {
 		if split.Outputs.Schema.Slice == "" {
-			return nil, Permanent(ErrBadInput, "slices: the split has no slice column (give the split node `slice`)")
+			return nil, Permanent(errtype.BadInput, "slices: the split has no slice column (give the split node `slice`)")
 		}
 		sliceCol = split.Outputs.Schema.Slice
 	}
@@ -184,7 +185,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 	// The candidate.
 	candKey, err := storeKey(e.Store, w.Candidate)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "candidate: %v", err)
+		return nil, Permanent(errtype.BadInput, "candidate: %v", err)
 	}
 	candKey = strings.TrimSuffix(candKey, "/") + "/" + ModelFile
 	raw, err := readObject(ctx, e.Store, candKey)
@@ -193,13 +194,13 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 	}
 	cand, err := trainer.ReadModel(bytes.NewReader(raw))
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "candidate %s: %v", keyURI(e.Store, candKey), err)
+		return nil, Permanent(errtype.BadInput, "candidate %s: %v", keyURI(e.Store, candKey), err)
 	}
 	sum := sha256.Sum256(raw)
 	candidateID := "sha256:" + hex.EncodeToString(sum[:8])
 	c, err := score(cand, data, w.Slices, w.MaxSlices)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "candidate: %v", err)
+		return nil, Permanent(errtype.BadInput, "candidate: %v", err)
 	}
 	report := EvaluationReport{
 		Data: w.Data, Dataset: w.Dataset, Rows: data.Len(), Window: scope.Window, Dates: scope.Dates, RunWindow: split.Outputs.Window,
@@ -217,7 +218,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 		case errors.Is(err, models.ErrNotFound):
 			log.Info("no baseline: the registry has none yet", "model", w.Model, "alias", w.Baseline)
 		case errors.Is(err, models.ErrInvalidName):
-			return nil, Permanent(ErrBadInput, "%v", err)
+			return nil, Permanent(errtype.BadInput, "%v", err)
 		case err != nil:
 			return nil, fmt.Errorf("baseline %s@%s: %w", w.Model, w.Baseline, err)
 		default:
@@ -227,7 +228,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 			}
 			b, err := score(bm, data, w.Slices, w.MaxSlices)
 			if err != nil {
-				return nil, Permanent(ErrBadInput, "baseline %s cannot score this data: %v", v.Ref(), err)
+				return nil, Permanent(errtype.BadInput, "baseline %s cannot score this data: %v", v.Ref(), err)
 			}
 			base, baselineVersion = &b, v.Version
 			report.BaselineVersion = v.Version
@@ -270,7 +271,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 func openVersionModel(ctx context.Context, reg *models.Registry, v models.Version) (*trainer.Model, error) {
 	has := slices.ContainsFunc(v.Files, func(a models.Artifact) bool { return a.Path == ModelFile })
 	if !has {
-		return nil, Permanent(ErrBadInput, "baseline %s has no %s: evaluate can only score models of the builtin trainer", v.Ref(), ModelFile)
+		return nil, Permanent(errtype.BadInput, "baseline %s has no %s: evaluate can only score models of the builtin trainer", v.Ref(), ModelFile)
 	}
 	body, err := reg.Open(ctx, v, ModelFile)
 	if err != nil {
@@ -279,7 +280,7 @@ func openVersionModel(ctx context.Context, reg *models.Registry, v models.Versio
 	defer body.Close()
 	m, err := trainer.ReadModel(body)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "baseline %s: %v", v.Ref(), err)
+		return nil, Permanent(errtype.BadInput, "baseline %s: %v", v.Ref(), err)
 	}
 	return m, nil
 }

@@ -17,10 +17,6 @@ import (
 // that it can wait for a human's approval (workflow id <run>/<node>).
 const GateWorkflow = "Gate"
 
-// ErrGateRejected is the error type of a gate that did not pass with
-// on_reject: fail.
-const ErrGateRejected = "GateRejected"
-
 // What a gate does with a candidate that did not pass (after waiting for
 // an approval, if configured).
 const (

@@ -12,15 +12,9 @@ import (
 	"github.com/retrain-ml/retrain/backfill"
 	"github.com/retrain-ml/retrain/colstats"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/features"
 	"github.com/retrain-ml/retrain/lake"
-)
-
-// Error types of the lake steps. Both are non-retryable: the input or the
-// data is wrong and a retry would fail the same way.
-const (
-	ErrBadInput    = "BadInput"
-	ErrCheckFailed = "CheckFailed"
 )
 
 // Names of the activities the promote_features workflow runs.
@@ -42,7 +36,7 @@ func (l *Lake) open(ctx context.Context) (*lake.Catalog, error) {
 	if err != nil {
 		// Not configured is a setup error no retry will fix.
 		if !l.configured() {
-			return nil, Permanent(ErrBadInput, "%v", err)
+			return nil, Permanent(errtype.BadInput, "%v", err)
 		}
 		return nil, err
 	}
@@ -55,7 +49,7 @@ func (l *Lake) configured() bool { return l.Catalog.Configured() }
 // opens the catalog.
 func (l *Lake) openWith(ctx context.Context, with map[string]any, spec any) (*lake.Catalog, error) {
 	if err := decodeWith(with, spec); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	return l.open(ctx)
 }
@@ -66,9 +60,9 @@ func lakeError(err error) error {
 	case err == nil:
 		return nil
 	case features.IsBadInput(err), errors.Is(err, lake.ErrNoSuchSnapshot), errors.Is(err, lake.ErrNoSuchTable):
-		return Permanent(ErrBadInput, "%v", err)
+		return Permanent(errtype.BadInput, "%v", err)
 	case features.IsCheckFailed(err):
-		return Permanent(ErrCheckFailed, "%v", err)
+		return Permanent(errtype.CheckFailed, "%v", err)
 	}
 	return err
 }
@@ -192,7 +186,7 @@ func (l *Lake) Stats(ctx context.Context, in NodeInput) (map[string]any, error) 
 	w.StatsSpec.Thresholds = colstats.Thresholds{MaxNullRate: w.MaxNullRate, MinDistinct: w.MinDistinct, MinStd: w.MinStd}
 	if w.Snapshot != nil && w.Snapshot != "" {
 		if w.StatsSpec.SnapshotID, err = snapshotID(w.Snapshot); err != nil {
-			return nil, Permanent(ErrBadInput, "snapshot_id: %v", err)
+			return nil, Permanent(errtype.BadInput, "snapshot_id: %v", err)
 		}
 	}
 	res, err := features.Stats(ctx, cat, w.StatsSpec, l.log(in))
@@ -327,11 +321,11 @@ func snapshotID(v any) (int64, error) {
 func (l *Lake) Rollback(ctx context.Context, in NodeInput) (map[string]any, error) {
 	name, _ := in.With["table"].(string)
 	if _, err := lake.Ident(name); err != nil {
-		return nil, Permanent(ErrBadInput, "table: %v", err)
+		return nil, Permanent(errtype.BadInput, "table: %v", err)
 	}
 	to, err := snapshotID(in.With["to"])
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "to: %v", err)
+		return nil, Permanent(errtype.BadInput, "to: %v", err)
 	}
 	cat, err := l.open(ctx)
 	if err != nil {

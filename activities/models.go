@@ -20,18 +20,10 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/models"
 	"github.com/retrain-ml/retrain/s3store"
-)
-
-// Error types of the model steps.
-const (
-	// ErrNoStore: the worker has no object store configured.
-	ErrNoStore = "NoObjectStore"
-	// ErrConcurrentMove: a rollback found the alias moved by someone else
-	// since the deploy it was to undo, and left it alone.
-	ErrConcurrentMove = "ConcurrentMove"
 )
 
 const (
@@ -145,7 +137,7 @@ func (m *Models) registry() (*models.Registry, error) {
 }
 
 func noStore() error {
-	return Permanent(ErrNoStore, "this worker has no object store for checkpoints and models: start it with --s3-uri s3://bucket/prefix (or RETRAIN_S3_URI), or --data-dir of a `retrain dev` stack")
+	return Permanent(errtype.NoObjectStore, "this worker has no object store for checkpoints and models: start it with --s3-uri s3://bucket/prefix (or RETRAIN_S3_URI), or --data-dir of a `retrain dev` stack")
 }
 
 // actor is who moves an alias on behalf of a node: the run id lets a retry
@@ -177,7 +169,7 @@ type deployWith struct {
 func (m *Models) Deploy(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w deployWith
 	if err := decodeWith(in.With, &w); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Alias == "" {
 		w.Alias = models.DefaultAlias
@@ -187,10 +179,10 @@ func (m *Models) Deploy(ctx context.Context, in NodeInput) (map[string]any, erro
 	}
 	metrics, err := metricValues(w.Metrics)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if err := validateDeploy(w); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	reg, err := m.registry()
 	if err != nil {
@@ -207,10 +199,10 @@ func (m *Models) Deploy(ctx context.Context, in NodeInput) (map[string]any, erro
 		defer cleanup()
 		artifacts, err := models.DirArtifacts(dir)
 		if err != nil {
-			return nil, Permanent(ErrBadInput, "dir: %v", err)
+			return nil, Permanent(errtype.BadInput, "dir: %v", err)
 		}
 		if len(artifacts) == 0 {
-			return nil, Permanent(ErrBadInput, "dir %s holds no files", w.Dir)
+			return nil, Permanent(errtype.BadInput, "dir %s holds no files", w.Dir)
 		}
 		v, err = reg.Register(ctx, w.Model, artifacts, w.Version, models.Meta{
 			Metrics: metrics, DataSnapshots: w.DataSnapshots, PipelineRun: in.RunID, Labels: w.Labels,
@@ -354,9 +346,9 @@ func modelsError(err error) error {
 	case errors.Is(err, models.ErrInvalidName), errors.Is(err, models.ErrNotFound),
 		errors.Is(err, models.ErrVersionExists), errors.Is(err, models.ErrNoPrevious),
 		errors.Is(err, s3store.ErrInvalidKey):
-		return Permanent(ErrBadInput, "%v", err)
+		return Permanent(errtype.BadInput, "%v", err)
 	case errors.Is(err, models.ErrConcurrentMove):
-		return Permanent(ErrConcurrentMove, "%v", err)
+		return Permanent(errtype.ConcurrentMove, "%v", err)
 	}
 	return err
 }
@@ -373,7 +365,7 @@ type rollbackWith struct {
 func (m *Models) RollbackModel(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w rollbackWith
 	if err := decodeWith(in.With, &w); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Alias == "" {
 		w.Alias = models.DefaultAlias
@@ -382,10 +374,10 @@ func (m *Models) RollbackModel(ctx context.Context, in NodeInput) (map[string]an
 	_, hasTo := in.With["to"]
 	if hasTo && w.To == "" {
 		// The usual cause: the deploy being undone was the alias's first.
-		return nil, Permanent(ErrBadInput, "to is empty: %s of %s named no version before %s, so it cannot be moved back and still names it", w.Alias, w.Model, cmpOr(w.From, "this deploy"))
+		return nil, Permanent(errtype.BadInput, "to is empty: %s of %s named no version before %s, so it cannot be moved back and still names it", w.Alias, w.Model, cmpOr(w.From, "this deploy"))
 	}
 	if hasFrom && !hasTo {
-		return nil, Permanent(ErrBadInput, "from needs to: the version to move back to")
+		return nil, Permanent(errtype.BadInput, "from needs to: the version to move back to")
 	}
 	reg, err := m.registry()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/models"
 )
@@ -295,8 +296,8 @@ func TestRollbackModel(t *testing.T) {
 	}
 
 	first := deploy("run-1", "one")
-	if _, err := rollback(map[string]any{"from": first["version"], "to": first["previous_version"]}); errType(err) != ErrBadInput {
-		t.Fatalf("undoing the first deploy: %v; want %s (nothing to go back to)", err, ErrBadInput)
+	if _, err := rollback(map[string]any{"from": first["version"], "to": first["previous_version"]}); errType(err) != errtype.BadInput {
+		t.Fatalf("undoing the first deploy: %v; want %s (nothing to go back to)", err, errtype.BadInput)
 	}
 	second := deploy("run-2", "two")
 	out, err := rollback(map[string]any{"from": second["version"], "to": second["previous_version"]})
@@ -312,8 +313,8 @@ func TestRollbackModel(t *testing.T) {
 	// A compensation never undoes someone else's later deploy.
 	third := deploy("run-3", "three")
 	deploy("run-4", "four")
-	if _, err := rollback(map[string]any{"from": third["version"], "to": third["previous_version"]}); errType(err) != ErrConcurrentMove {
-		t.Fatalf("undoing a deploy that was superseded: %v; want %s", err, ErrConcurrentMove)
+	if _, err := rollback(map[string]any{"from": third["version"], "to": third["previous_version"]}); errType(err) != errtype.ConcurrentMove {
+		t.Fatalf("undoing a deploy that was superseded: %v; want %s", err, errtype.ConcurrentMove)
 	}
 	if production() != "v4" {
 		t.Fatalf("production %s after a refused compensation, want v4", production())
@@ -363,8 +364,8 @@ func TestModelStepsRejectBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := m.Deploy(ctx, deployInput("run", "deploy", c.with))
-			if errType(err) != ErrBadInput {
-				t.Fatalf("error %v, want a %s error", err, ErrBadInput)
+			if errType(err) != errtype.BadInput {
+				t.Fatalf("error %v, want a %s error", err, errtype.BadInput)
 			}
 		})
 	}
@@ -376,7 +377,7 @@ func TestModelStepsRejectBadInput(t *testing.T) {
 	}
 
 	none := &Models{Logger: quiet}
-	if _, err := none.Deploy(ctx, deployInput("run", "deploy", map[string]any{"model": "ctr", "dir": dir})); errType(err) != ErrNoStore {
+	if _, err := none.Deploy(ctx, deployInput("run", "deploy", map[string]any{"model": "ctr", "dir": dir})); errType(err) != errtype.NoObjectStore {
 		t.Fatalf("deploy without a store: %v", err)
 	}
 }

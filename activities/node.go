@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 )
 
 // NodeInput is what the interpreter sends to every node activity: the node's
@@ -64,10 +65,6 @@ type Step struct {
 	Type dags.NodeType
 	Run  NodeFunc
 }
-
-// ErrNodeFailed is the Temporal error type of a node that failed without an
-// application error of its own.
-const ErrNodeFailed = "NodeFailed"
 
 // Activity adapts a NodeFunc to a Temporal activity: it stamps the attempt
 // and times on the result, keeps a liveness heartbeat going while the node
@@ -164,7 +161,7 @@ func withAttempt(err error, attempt int32) error {
 		Cause:   err,
 		Details: []any{FailureDetails{Attempt: attempt}},
 	}
-	typ := ErrNodeFailed
+	typ := errtype.NodeFailed
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		if appErr.Type() != "" {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/retrain-ml/retrain/errtype"
 )
 
 // TestWithAttemptKeepsCause: the error a node returns stays the cause of
@@ -18,7 +20,7 @@ import (
 // and details of both); the message states the type once.
 func TestWithAttemptKeepsCause(t *testing.T) {
 	type check struct{ Rows int }
-	orig := temporal.NewApplicationErrorWithOptions("rows differ", ErrCheckFailed, temporal.ApplicationErrorOptions{
+	orig := temporal.NewApplicationErrorWithOptions("rows differ", errtype.CheckFailed, temporal.ApplicationErrorOptions{
 		NonRetryable: true, Details: []any{check{Rows: 7}}, NextRetryDelay: 3 * time.Second,
 	})
 	got := withAttempt(fmt.Errorf("evaluate: %w", orig), 3)
@@ -27,8 +29,8 @@ func TestWithAttemptKeepsCause(t *testing.T) {
 		t.Fatalf("errors.Is(%v, original) = false", got)
 	}
 	var top *temporal.ApplicationError
-	if !errors.As(got, &top) || top.Type() != ErrCheckFailed || !top.NonRetryable() || top.NextRetryDelay() != 3*time.Second {
-		t.Fatalf("outer error %#v: want non-retryable %s with the original's retry delay", top, ErrCheckFailed)
+	if !errors.As(got, &top) || top.Type() != errtype.CheckFailed || !top.NonRetryable() || top.NextRetryDelay() != 3*time.Second {
+		t.Fatalf("outer error %#v: want non-retryable %s with the original's retry delay", top, errtype.CheckFailed)
 	}
 	if top.Message() != "evaluate: rows differ" {
 		t.Errorf("message %q, want %q", top.Message(), "evaluate: rows differ")
@@ -37,8 +39,8 @@ func TestWithAttemptKeepsCause(t *testing.T) {
 	conv := temporal.GetDefaultFailureConverter()
 	back := conv.FailureToError(conv.ErrorToFailure(got))
 	var outer *temporal.ApplicationError
-	if !errors.As(back, &outer) || outer.Type() != ErrCheckFailed || !outer.NonRetryable() {
-		t.Fatalf("decoded %v: want a non-retryable %s", back, ErrCheckFailed)
+	if !errors.As(back, &outer) || outer.Type() != errtype.CheckFailed || !outer.NonRetryable() {
+		t.Fatalf("decoded %v: want a non-retryable %s", back, errtype.CheckFailed)
 	}
 	var d FailureDetails
 	if err := outer.Details(&d); err != nil || d.Attempt != 3 {
@@ -56,12 +58,12 @@ func TestWithAttemptKeepsCause(t *testing.T) {
 			if err := a.Details(&c); err != nil || c.Rows != 7 {
 				t.Errorf("original details %+v, %v", c, err)
 			}
-			found = a.Type() == ErrCheckFailed
+			found = a.Type() == errtype.CheckFailed
 			break
 		}
 	}
 	if !found {
-		t.Errorf("decoded %v: the original %s failure is not in the cause chain", back, ErrCheckFailed)
+		t.Errorf("decoded %v: the original %s failure is not in the cause chain", back, errtype.CheckFailed)
 	}
 }
 
@@ -70,8 +72,8 @@ func TestWithAttemptKeepsCause(t *testing.T) {
 func TestWithAttemptPlainError(t *testing.T) {
 	got := withAttempt(fmt.Errorf("read manifest: %w", io.ErrUnexpectedEOF), 2)
 	var appErr *temporal.ApplicationError
-	if !errors.As(got, &appErr) || appErr.Type() != ErrNodeFailed || appErr.NonRetryable() {
-		t.Fatalf("%v: want a retryable %s", got, ErrNodeFailed)
+	if !errors.As(got, &appErr) || appErr.Type() != errtype.NodeFailed || appErr.NonRetryable() {
+		t.Fatalf("%v: want a retryable %s", got, errtype.NodeFailed)
 	}
 	if !errors.Is(got, io.ErrUnexpectedEOF) {
 		t.Errorf("errors.Is(%v, io.ErrUnexpectedEOF) = false", got)
@@ -85,7 +87,7 @@ func TestWithAttemptPlainError(t *testing.T) {
 }
 
 func TestMessageOf(t *testing.T) {
-	err := fmt.Errorf("deploy: %w", Permanent(ErrBadInput, "no model %q", "ctr"))
+	err := fmt.Errorf("deploy: %w", Permanent(errtype.BadInput, "no model %q", "ctr"))
 	if got, want := err.Error(), `deploy: no model "ctr" (type: BadInput, retryable: false)`; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}

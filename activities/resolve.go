@@ -10,11 +10,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 )
-
-// ErrInvalidPipeline is the Temporal error type of a spec or params that do
-// not validate. It is never retried: the same input fails the same way.
-const ErrInvalidPipeline = "InvalidPipeline"
 
 // ResolveInput names the pipeline to run: a pipeline the worker knows, or a
 // whole spec, plus parameters.
@@ -61,7 +58,7 @@ type Resolver struct {
 }
 
 // Resolve loads, validates and compiles the pipeline. A spec or params
-// that do not validate fail with ErrInvalidPipeline, never retried, with a
+// that do not validate fail with errtype.InvalidPipeline, never retried, with a
 // ResolveFailure as details.
 func (r *Resolver) Resolve(ctx context.Context, in ResolveInput) (ResolveOutput, error) {
 	file, data, err := r.source(in)
@@ -88,7 +85,7 @@ func (r *Resolver) invalid(in ResolveInput, data []byte, err error) error {
 	if name == "" && len(in.Spec) > 0 {
 		name = specName(data)
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidPipeline, nil,
+	return temporal.NewNonRetryableApplicationError(err.Error(), errtype.InvalidPipeline, nil,
 		ResolveFailure{Pipeline: name, SearchAttributes: r.SearchAttributes})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/dataset"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/lake"
 	"github.com/retrain-ml/retrain/s3store"
@@ -196,7 +197,7 @@ const splitBatch = 4096
 func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w splitWith
 	if err := decodeWith(in.With, &w); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Label == "" {
 		w.Label = "label"
@@ -209,7 +210,7 @@ func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) 
 	}
 	window, err := backfill.ParseDateRange(w.StartDate, w.EndDate)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "the run's window: %v", err)
+		return nil, Permanent(errtype.BadInput, "the run's window: %v", err)
 	}
 	var (
 		from    backfill.Day
@@ -218,10 +219,10 @@ func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) 
 	if w.EvalFrom != "" {
 		d, err := backfill.ParseDay(w.EvalFrom)
 		if err != nil {
-			return nil, Permanent(ErrBadInput, "eval_from: %v", err)
+			return nil, Permanent(errtype.BadInput, "eval_from: %v", err)
 		}
 		if !window.Contains(d) {
-			return nil, Permanent(ErrBadInput, "eval_from %s is outside the window %s: held-out dates must be inside it", w.EvalFrom, window)
+			return nil, Permanent(errtype.BadInput, "eval_from %s is outside the window %s: held-out dates must be inside it", w.EvalFrom, window)
 		}
 		from, hasFrom = d, true
 	}
@@ -230,7 +231,7 @@ func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) 
 		limits.Default = *w.MaxNullRate
 	}
 	if limits.PerFeature, err = nullRateOverrides(w.MaxNullRates); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if s.Store == nil {
 		return nil, noStore()
@@ -247,15 +248,15 @@ func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) 
 	var snap int64
 	if w.SnapshotID != nil && w.SnapshotID != "" {
 		if snap, err = snapshotID(w.SnapshotID); err != nil {
-			return nil, Permanent(ErrBadInput, "snapshot_id: %v", err)
+			return nil, Permanent(errtype.BadInput, "snapshot_id: %v", err)
 		}
 		if tbl.Metadata().SnapshotByID(snap) == nil {
-			return nil, Permanent(ErrBadInput, "table %s has no snapshot %d", w.Table, snap)
+			return nil, Permanent(errtype.BadInput, "table %s has no snapshot %d", w.Table, snap)
 		}
 	} else {
 		cur := tbl.CurrentSnapshot()
 		if cur == nil {
-			return nil, Permanent(ErrBadInput, "table %s has no data", w.Table)
+			return nil, Permanent(errtype.BadInput, "table %s has no data", w.Table)
 		}
 		snap = cur.SnapshotID
 	}
@@ -269,17 +270,17 @@ func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) 
 	}
 	schema, err := dataset.Infer(arrowSchema, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "table %s: %v", w.Table, err)
+		return nil, Permanent(errtype.BadInput, "table %s: %v", w.Table, err)
 	}
 	if err := limits.Check(schema); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 
 	// The inputs are the resolved block plus the snapshot actually read,
 	// so that a split of the current snapshot is redone once it moves.
 	fingerprint, err := checkpoint.Fingerprint(map[string]any{"with": in.With, "snapshot": snap})
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
 	log := s.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "table", w.Table, "snapshot", snap)
@@ -289,9 +290,9 @@ func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) 
 	if err != nil {
 		switch {
 		case errors.Is(err, errSplitInput):
-			return nil, Permanent(ErrBadInput, "%v", err)
+			return nil, Permanent(errtype.BadInput, "%v", err)
 		case errors.Is(err, errSplitCoverage):
-			return nil, Permanent(ErrCheckFailed, "%v", err)
+			return nil, Permanent(errtype.CheckFailed, "%v", err)
 		}
 		return nil, err
 	}

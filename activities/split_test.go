@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrain-ml/retrain/backfill"
 	"github.com/retrain-ml/retrain/demodata"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/features"
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/lake"
@@ -120,8 +121,8 @@ func TestSplitReadsOnlyTheRunsWindow(t *testing.T) {
 func TestSplitCoverageFailsOnMissingFeatures(t *testing.T) {
 	e := newSplitEnv(t)
 	_, err := e.run(t, "r2", map[string]any{"start_date": day(0), "end_date": day(5), "eval_days": 1})
-	if errorType(err) != ErrCheckFailed {
-		t.Fatalf("want %s, got %v", ErrCheckFailed, err)
+	if errorType(err) != errtype.CheckFailed {
+		t.Fatalf("want %s, got %v", errtype.CheckFailed, err)
 	}
 	for _, want := range []string{
 		"feature u_activity is null in 100.0% of the 500 held-out rows (" + day(5) + "), above max_null_rate 0.5",
@@ -134,7 +135,7 @@ func TestSplitCoverageFailsOnMissingFeatures(t *testing.T) {
 	// A per-feature override lets a known-sparse feature through; the
 	// other one still fails.
 	_, err = e.run(t, "r3", map[string]any{"start_date": day(0), "end_date": day(5), "max_null_rates": map[string]any{"u_activity": 1.0}})
-	if errorType(err) != ErrCheckFailed || strings.Contains(err.Error(), "u_activity") || !strings.Contains(err.Error(), "u_sessions") {
+	if errorType(err) != errtype.CheckFailed || strings.Contains(err.Error(), "u_activity") || !strings.Contains(err.Error(), "u_sessions") {
 		t.Errorf("override: %v", err)
 	}
 	// Turned off, the split is written and says what it saw.

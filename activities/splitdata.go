@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dataset"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/s3store"
 )
 
@@ -23,11 +24,11 @@ type splitRef struct {
 // output) and the schema recorded with it.
 func openSplit(ctx context.Context, store *s3store.Store, uri string) (*splitRef, error) {
 	if uri == "" {
-		return nil, Permanent(ErrBadInput, "data: give the split to read, e.g. ${nodes.split.outputs.uri}")
+		return nil, Permanent(errtype.BadInput, "data: give the split to read, e.g. ${nodes.split.outputs.uri}")
 	}
 	key, err := storeKey(store, uri)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "data: %v", err)
+		return nil, Permanent(errtype.BadInput, "data: %v", err)
 	}
 	var s splitRef
 	s.ManifestKey = key
@@ -35,11 +36,11 @@ func openSplit(ctx context.Context, store *s3store.Store, uri string) (*splitRef
 		return nil, storeError("data: read the split's manifest", err)
 	}
 	if err := json.Unmarshal(s.Manifest.Outputs, &s.Outputs); err != nil || len(s.Outputs.Schema.Columns) == 0 {
-		return nil, Permanent(ErrBadInput, "data: %s is not the checkpoint of a split node", uri)
+		return nil, Permanent(errtype.BadInput, "data: %s is not the checkpoint of a split node", uri)
 	}
 	for _, name := range []string{TrainDataset, EvalDataset} {
 		if _, ok := s.Manifest.Dataset(name); !ok {
-			return nil, Permanent(ErrBadInput, "data: the split at %s has no %s dataset", uri, name)
+			return nil, Permanent(errtype.BadInput, "data: the split at %s has no %s dataset", uri, name)
 		}
 	}
 	return &s, nil
@@ -53,7 +54,7 @@ func (s *splitRef) load(ctx context.Context, store *s3store.Store, name string) 
 	}
 	d, err := dataset.Load(s.Outputs.Schema, rows)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%s data: %v", name, err)
+		return nil, Permanent(errtype.BadInput, "%s data: %v", name, err)
 	}
 	return d, nil
 }

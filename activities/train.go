@@ -19,19 +19,10 @@ import (
 
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/trainer"
-)
-
-// Error types of the train node, besides ErrBadInput.
-const (
-	// ErrDiverged: the divergence guard stopped training (NaN or infinite
-	// loss, or an embedding norm above the limit). Not retried: the same
-	// data and settings diverge again.
-	ErrDiverged = "Diverged"
-	// ErrNoGPUs: the node asked for GPUs on a worker that has none.
-	ErrNoGPUs = "NoGPUs"
 )
 
 // Trainers a train node can run.
@@ -226,24 +217,24 @@ func (r *trainRun) modelPrefix() string { return r.prefix + "model/" }
 func (t *Trainers) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w trainWith
 	if err := decodeWith(in.With, &w); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Trainer == "" {
 		w.Trainer = BuiltinTrainer
 	}
 	if err := checkTrain(in.With); err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if t.Store == nil {
 		return nil, noStore()
 	}
 	fingerprint, err := checkpoint.Fingerprint(in.With)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	for _, seg := range []string{in.Pipeline, in.RunID, in.Node} {
 		if err := s3store.ValidateKey(seg); err != nil || strings.Contains(seg, "/") {
-			return nil, Permanent(ErrBadInput, "cannot train for pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
+			return nil, Permanent(errtype.BadInput, "cannot train for pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
 		}
 	}
 	r := &trainRun{
@@ -350,7 +341,7 @@ func earlier(ctx context.Context) (TrainProgress, bool) {
 func divergence(err error) error {
 	var div *trainer.DivergenceError
 	if errors.As(err, &div) {
-		return Permanent(ErrDiverged, "%v", err)
+		return Permanent(errtype.Diverged, "%v", err)
 	}
 	return err
 }
@@ -372,10 +363,10 @@ func (r *trainRun) builtin(ctx context.Context) (map[string]any, error) {
 	for name, s := range w.Transforms {
 		i := indexOf(dense, name)
 		if i < 0 {
-			return nil, Permanent(ErrBadInput, "transforms: %s is not a dense feature (%v)", name, dense)
+			return nil, Permanent(errtype.BadInput, "transforms: %s is not a dense feature (%v)", name, dense)
 		}
 		if err := transforms[i].UnmarshalText([]byte(s)); err != nil {
-			return nil, Permanent(ErrBadInput, "transforms: %s: %v", name, err)
+			return nil, Permanent(errtype.BadInput, "transforms: %s: %v", name, err)
 		}
 	}
 	data, err := split.load(ctx, store, TrainDataset)
@@ -384,7 +375,7 @@ func (r *trainRun) builtin(ctx context.Context) (map[string]any, error) {
 	}
 	examples, err := data.Examples(dense, sparse)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 
 	cfg := trainer.Config{
@@ -415,7 +406,7 @@ func (r *trainRun) builtin(ctx context.Context) (map[string]any, error) {
 	}
 	tr, err := trainer.New(cfg)
 	if err != nil {
-		return nil, Permanent(ErrBadInput, "%v", err)
+		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	ck := &s3Checkpointer{store: store, prefix: r.prefix + "training/", keep: 2}
 	if hb, ok := earlier(ctx); ok {
@@ -561,7 +552,7 @@ func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
 	outputs := map[string]any{"gpus": w.GPUs}
 	if w.GPUs > 0 {
 		if r.t.GPUs == nil {
-			return nil, Permanent(ErrNoGPUs, "node asks for %d GPUs, but this worker has none: run it on the GPU queue (queue: retrain-gpu) served by `retrain worker --gpu`", w.GPUs)
+			return nil, Permanent(errtype.NoGPUs, "node asks for %d GPUs, but this worker has none: run it on the GPU queue (queue: retrain-gpu) served by `retrain worker --gpu`", w.GPUs)
 		}
 		r.log.Info("waiting for GPUs", "gpus", w.GPUs)
 		lease, err := r.t.GPUs.Acquire(ctx, w.GPUs)
@@ -602,7 +593,7 @@ func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
 		return nil, fmt.Errorf("upload the model from %s: %w", trainer.EnvModelOut, err)
 	}
 	if n == 0 {
-		return nil, Permanent(ErrBadInput, "the trainer wrote no model files to %s", trainer.EnvModelOut)
+		return nil, Permanent(errtype.BadInput, "the trainer wrote no model files to %s", trainer.EnvModelOut)
 	}
 	curveURI, err := r.saveCurve(ctx)
 	if err != nil {
@@ -648,7 +639,7 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, scratch string
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
-		return programResult{}, Permanent(ErrBadInput, "start %q: %v", r.w.Argv[0], err)
+		return programResult{}, Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
 	}
 	pw.Close() // the child holds the write end now; EOF comes when it is gone
 

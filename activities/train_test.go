@@ -19,6 +19,7 @@ import (
 	"github.com/retrain-ml/retrain/backfill"
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dataset"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/models"
@@ -213,8 +214,8 @@ func TestBuiltinDivergenceIsPermanent(t *testing.T) {
 	in := NodeInput{Pipeline: "test", RunID: "r2", Node: "train", Type: "train",
 		With: map[string]any{"data": split, "learning_rate": 50, "max_emb_norm": 0.5, "buckets": 256}}
 	_, err := runNode(t, tr.Run, in, nil)
-	if errorType(err) != ErrDiverged || !strings.Contains(err.Error(), "step") || !strings.Contains(err.Error(), "emb_max_norm") {
-		t.Fatalf("error %v, want a %s naming the step and the figure", err, ErrDiverged)
+	if errorType(err) != errtype.Diverged || !strings.Contains(err.Error(), "step") || !strings.Contains(err.Error(), "emb_max_norm") {
+		t.Fatalf("error %v, want a %s naming the step and the figure", err, errtype.Diverged)
 	}
 }
 
@@ -340,7 +341,7 @@ func TestCommandTrainer(t *testing.T) {
 		tr := &Trainers{Store: st, Logger: quiet}
 		t.Setenv("NAN_AT", "3")
 		_, err := runNode(t, tr.Run, node("c3", nil), nil)
-		if errorType(err) != ErrDiverged || !strings.Contains(err.Error(), "step 3") {
+		if errorType(err) != errtype.Diverged || !strings.Contains(err.Error(), "step 3") {
 			t.Fatalf("error %v", err)
 		}
 	})
@@ -348,7 +349,7 @@ func TestCommandTrainer(t *testing.T) {
 	t.Run("GPUs on a worker without any", func(t *testing.T) {
 		tr := &Trainers{Store: st, Logger: quiet}
 		_, err := runNode(t, tr.Run, node("c4", map[string]any{"gpus": 1}), nil)
-		if errorType(err) != ErrNoGPUs {
+		if errorType(err) != errtype.NoGPUs {
 			t.Fatalf("error %v", err)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
@@ -180,8 +181,8 @@ func TestInvalidRunsKeepTypeAndLabel(t *testing.T) {
 			}
 			err = tclient.GetWorkflow(ctx, run.ID, "").Get(ctx, nil)
 			var appErr *temporal.ApplicationError
-			if !errors.As(err, &appErr) || appErr.Type() != workflows.ErrInvalidPipeline {
-				t.Fatalf("run error %v, want type %s", err, workflows.ErrInvalidPipeline)
+			if !errors.As(err, &appErr) || appErr.Type() != errtype.InvalidPipeline {
+				t.Fatalf("run error %v, want type %s", err, errtype.InvalidPipeline)
 			}
 			if msg := appErr.Message(); !strings.HasPrefix(msg, "pipeline "+tc.want+" is invalid: ") || !strings.Contains(msg, tc.inMessage) {
 				t.Errorf("message %q", msg)

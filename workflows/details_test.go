@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 )
 
 // metadataQuery is the SDK's built-in query the Web UI reads current
@@ -159,8 +160,8 @@ func TestPipelineInvalidSpecKeepsItsType(t *testing.T) {
 	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec, SpecFile: "cyclic.yaml"})
 	err := env.GetWorkflowError()
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrInvalidPipeline {
-		t.Fatalf("error %v, want type %s", err, ErrInvalidPipeline)
+	if !errors.As(err, &appErr) || appErr.Type() != errtype.InvalidPipeline {
+		t.Fatalf("error %v, want type %s", err, errtype.InvalidPipeline)
 	}
 	if !strings.HasPrefix(appErr.Message(), "pipeline cyclic is invalid: ") || !strings.Contains(appErr.Message(), "-> a") {
 		t.Errorf("message %q does not name the pipeline and the cycle", appErr.Message())
@@ -181,8 +182,8 @@ func TestPipelineUnparsableSpecNamesItsFile(t *testing.T) {
 	h := newHarness(t)
 	_, err := h.run("nodes: [", nil, nil)
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrInvalidPipeline {
-		t.Fatalf("error %v, want type %s", err, ErrInvalidPipeline)
+	if !errors.As(err, &appErr) || appErr.Type() != errtype.InvalidPipeline {
+		t.Fatalf("error %v, want type %s", err, errtype.InvalidPipeline)
 	}
 	if !strings.HasPrefix(appErr.Message(), "spec test.yaml is invalid: ") {
 		t.Errorf("message %q", appErr.Message())

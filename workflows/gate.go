@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gate"
 )
 
@@ -47,7 +48,7 @@ func Gate(ctx workflow.Context, in activities.NodeInput) (activities.NodeResult,
 		return activities.NodeResult{}, err
 	}
 	if d.Error != "" {
-		return activities.NodeResult{}, temporal.NewNonRetryableApplicationError(d.Error, activities.ErrBadInput, nil)
+		return activities.NodeResult{}, temporal.NewNonRetryableApplicationError(d.Error, errtype.BadInput, nil)
 	}
 	state := GateState{Result: d.Result}
 	if err := workflow.SetQueryHandler(ctx, GateQuery, func() (GateState, error) { return state, nil }); err != nil {
@@ -64,7 +65,7 @@ func Gate(ctx workflow.Context, in activities.NodeInput) (activities.NodeResult,
 		if approved != nil {
 			forced, err := gate.Force(state.Result, approved.By, approved.Reason)
 			if err != nil { // the validators make this unreachable
-				return activities.NodeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrBadInput, nil)
+				return activities.NodeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), errtype.BadInput, nil)
 			}
 			state.Result = forced
 			workflow.GetLogger(ctx).Info("gate forced", "by", approved.By, "reason", approved.Reason)
@@ -74,7 +75,7 @@ func Gate(ctx workflow.Context, in activities.NodeInput) (activities.NodeResult,
 	outputs := activities.GateOutputs(state.Result, waited)
 	if !state.Result.Passed && d.OnReject == activities.RejectFail {
 		return activities.NodeResult{}, temporal.NewNonRetryableApplicationError(
-			activities.RejectionMessage(state.Result), activities.ErrGateRejected, nil, outputs)
+			activities.RejectionMessage(state.Result), errtype.GateRejected, nil, outputs)
 	}
 	return activities.NodeResult{
 		Outputs:   outputs,

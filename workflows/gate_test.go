@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/errtype"
 )
 
 // gateWith is a gate that a candidate with AUC auc passes when auc >= 0.7.
@@ -58,7 +59,7 @@ func TestGateWorkflow(t *testing.T) {
 	}{
 		{name: "passes", with: gateWith(0.8, nil), passed: true},
 		{name: "rejected, deploy skipped", with: gateWith(0.6, nil), passed: false, wantReason: "auc"},
-		{name: "rejected, run fails", with: gateWith(0.6, map[string]any{"on_reject": "fail"}), errType: activities.ErrGateRejected},
+		{name: "rejected, run fails", with: gateWith(0.6, map[string]any{"on_reject": "fail"}), errType: errtype.GateRejected},
 		{name: "approved by update while waiting", with: gateWith(0.6, map[string]any{"wait_for_approval": "30m", "on_reject": "fail"}),
 			approve: func(env *testsuite.TestWorkflowEnvironment, u *updateCallbacks) {
 				env.UpdateWorkflow(ApproveUpdate, "1", u, Approval{By: "alice", Reason: "known label delay; AUC is fine on the full day"})
@@ -72,11 +73,11 @@ func TestGateWorkflow(t *testing.T) {
 				env.UpdateWorkflow(ApproveUpdate, "1", u, Approval{By: "alice"})
 			}, passed: false, waited: true, updateErr: "reason"},
 		{name: "nobody approves in time", with: gateWith(0.6, map[string]any{"wait_for_approval": "5m", "on_reject": "fail"}),
-			errType: activities.ErrGateRejected},
+			errType: errtype.GateRejected},
 		{name: "a passed gate is not waiting", with: gateWith(0.8, map[string]any{"wait_for_approval": "5m"}),
 			passed: true},
 		{name: "bad input fails without retry", with: map[string]any{"metrics": map[string]any{}, "candidate": map[string]any{}},
-			errType: activities.ErrBadInput},
+			errType: errtype.BadInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 )
 
 // Names other processes use to start and inspect runs.
@@ -25,10 +26,6 @@ const (
 	ResolveActivity  = "ResolvePipeline" // local activity that compiles the plan
 	StateQuery       = "state"           // query: the Result so far
 	PlanQuery        = "plan"            // query: the resolved plan
-	ErrPipelineFail  = "PipelineFailed"  // error type of a failed run; details hold the Result
-	// ErrInvalidPipeline is the error type of a run whose spec or params did
-	// not validate; its details hold the Result too.
-	ErrInvalidPipeline = activities.ErrInvalidPipeline
 )
 
 // Search attributes every run carries, so the Temporal UI can filter runs by
@@ -129,7 +126,7 @@ func (r *Result) Node(id string) *NodeState {
 // (PipelineFailed, or InvalidPipeline for a spec that did not validate).
 func ResultFromError(err error) (*Result, bool) {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || (appErr.Type() != ErrPipelineFail && appErr.Type() != ErrInvalidPipeline) || !appErr.HasDetails() {
+	if !errors.As(err, &appErr) || (appErr.Type() != errtype.PipelineFailed && appErr.Type() != errtype.InvalidPipeline) || !appErr.HasDetails() {
 		return nil, false
 	}
 	var res Result
@@ -510,7 +507,7 @@ func (r *pipelineRun) finish(ctx workflow.Context, runErr error) (*Result, error
 	}
 	return nil, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("pipeline %s %s: %s", r.result.Pipeline, r.result.Status, r.result.Error),
-		ErrPipelineFail, nil, r.result)
+		errtype.PipelineFailed, nil, r.result)
 }
 
 // labelInvalidVersion guards the search attribute upsert of a run that
@@ -524,7 +521,7 @@ const labelInvalidVersion = "label-invalid-runs"
 // resolver failure (it timed out, say) is a plain PipelineFailed.
 func (r *pipelineRun) invalid(ctx workflow.Context, in PipelineInput, err error) (*Result, error) {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrInvalidPipeline {
+	if !errors.As(err, &appErr) || appErr.Type() != errtype.InvalidPipeline {
 		return r.finish(ctx, fmt.Errorf("resolve pipeline: %w", err))
 	}
 	var failure activities.ResolveFailure
@@ -553,7 +550,7 @@ func (r *pipelineRun) invalid(ctx workflow.Context, in PipelineInput, err error)
 		subject = "the spec"
 	}
 	return nil, temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("%s is invalid: %s", subject, appErr.Message()), ErrInvalidPipeline, nil, r.result)
+		fmt.Sprintf("%s is invalid: %s", subject, appErr.Message()), errtype.InvalidPipeline, nil, r.result)
 }
 
 // label cuts a pipeline name to what a keyword search attribute holds

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/features"
 )
 
@@ -76,14 +77,14 @@ func PromoteFeatures(ctx workflow.Context, in activities.NodeInput) (activities.
 		}, nil
 	}
 	return activities.NodeResult{}, temporal.NewApplicationError(
-		fmt.Sprintf("promotion lost the race for the table %d times in a row", features.MaxRounds), "PromotionContended")
+		fmt.Sprintf("promotion lost the race for the table %d times in a row", features.MaxRounds), errtype.PromotionContended)
 }
 
 // promoteActivityOptions runs the promotion's activities on the node's
 // timeout, heartbeat and retry policy. A bad input or a failed check is
 // never retried, whatever the policy says.
 func promoteActivityOptions(o *activities.NodeOptions) workflow.ActivityOptions {
-	never := []string{activities.ErrBadInput, activities.ErrCheckFailed}
+	never := []string{errtype.BadInput, errtype.CheckFailed}
 	if o == nil {
 		// A run started before the Pipeline workflow sent the node's
 		// options: what its activities were scheduled with then.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/features"
 )
 
@@ -36,7 +37,7 @@ func (f *promoteFakes) plan(_ context.Context, in activities.PromotePlanInput) (
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if in.With["training_table"] == "ml.missing" {
-		return nil, activities.Permanent(activities.ErrBadInput, "training table ml.missing does not exist")
+		return nil, activities.Permanent(errtype.BadInput, "training table ml.missing does not exist")
 	}
 	f.plans = append(f.plans, in.ID)
 	return &features.PromotionPlan{ID: in.ID, BaseSnapshot: int64(100 + len(f.plans)), Groups: [][]int{{0, 1}, {2}, {3}}, Columns: []string{"f"}, Partitions: 8}, nil
@@ -130,8 +131,8 @@ func TestPromoteBadInputIsNotRetried(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ml.missing does not exist") {
 		t.Fatalf("err %v", err)
 	}
-	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrBadInput || !appErr.NonRetryable() {
-		t.Fatalf("error %v: want a non-retryable %s", err, activities.ErrBadInput)
+	if !errors.As(err, &appErr) || appErr.Type() != errtype.BadInput || !appErr.NonRetryable() {
+		t.Fatalf("error %v: want a non-retryable %s", err, errtype.BadInput)
 	}
 	// stepError names the step, states the type once, and keeps the
 	// activity's failure as its cause.
@@ -140,8 +141,8 @@ func TestPromoteBadInputIsNotRetried(t *testing.T) {
 	}
 	var actErr *temporal.ActivityError
 	var cause *temporal.ApplicationError
-	if !errors.As(appErr.Unwrap(), &actErr) || !errors.As(actErr, &cause) || cause.Type() != activities.ErrBadInput {
-		t.Errorf("cause of %v: want the plan activity's %s failure", appErr, activities.ErrBadInput)
+	if !errors.As(appErr.Unwrap(), &actErr) || !errors.As(actErr, &cause) || cause.Type() != errtype.BadInput {
+		t.Errorf("cause of %v: want the plan activity's %s failure", appErr, errtype.BadInput)
 	}
 }
 

@@ -1,0 +1,41 @@
+// Package errtype names the error types retrain's nodes and runs fail with:
+// the Type of a Temporal ApplicationError. They are strings on the wire: a
+// spec's retry.non_retryable lists them, and clients in any language match
+// a failed node or run on them, so their values never change.
+package errtype
+
+// Error types of a run (the Pipeline workflow's failure).
+const (
+	// PipelineFailed: a run failed; the details hold its Result.
+	PipelineFailed = "PipelineFailed"
+	// InvalidPipeline: a spec or params did not validate. Never retried:
+	// the same input fails the same way. The run's details hold its Result.
+	InvalidPipeline = "InvalidPipeline"
+)
+
+// Error types of nodes.
+const (
+	// NodeFailed: a node failed without an error type of its own.
+	NodeFailed = "NodeFailed"
+	// BadInput: the node's input can never work. Not retried.
+	BadInput = "BadInput"
+	// CheckFailed: a check on the data failed; a retry would fail the same
+	// way. Not retried.
+	CheckFailed = "CheckFailed"
+	// GateRejected: a gate with on_reject: fail did not pass.
+	GateRejected = "GateRejected"
+	// NoObjectStore: the worker has no object store configured.
+	NoObjectStore = "NoObjectStore"
+	// ConcurrentMove: a rollback found the alias moved by someone else since
+	// the deploy it was to undo, and left it alone.
+	ConcurrentMove = "ConcurrentMove"
+	// Diverged: the divergence guard stopped training (NaN or infinite
+	// loss, or an embedding norm above the limit). Not retried: the same
+	// data and settings diverge again.
+	Diverged = "Diverged"
+	// NoGPUs: a train node asked for GPUs on a worker that has none.
+	NoGPUs = "NoGPUs"
+	// PromotionContended: a promote_features node lost the race for its
+	// table to other commits features.MaxRounds times in a row.
+	PromotionContended = "PromotionContended"
+)
