@@ -32,6 +32,22 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	// With the params bound, references to them are known: check that they
+	// convert to their fields' types before any node runs.
+	e := errs{file: s.File}
+	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
+		for _, n := range group {
+			t, _ := reg.Lookup(n.Type)
+			pos := n.WithPos
+			if pos == (Pos{}) {
+				pos = n.Pos
+			}
+			checkConversions(&e, n, t.FieldTypes(), bound, pos)
+		}
+	}
+	if err := e.list.Err(); err != nil {
+		return nil, err
+	}
 	digest, err := ParamsDigest(bound)
 	if err != nil {
 		return nil, err
@@ -242,6 +258,7 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 		Heartbeat:   firstDuration(n.Heartbeat, s.Defaults.Heartbeat, DefaultHeartbeat),
 		Queue:       t.Queue,
 		Compensates: n.Compensates,
+		Fields:      t.FieldTypes(),
 	}
 	if len(n.Needs) > 0 {
 		pn.Needs = append([]string{}, n.Needs...)

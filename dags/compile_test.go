@@ -18,6 +18,7 @@ func TestCompileExample(t *testing.T) {
 	retry := RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, Backoff: 2, MaxInterval: time.Minute}
 	retry5 := retry
 	retry5.MaxAttempts = 5
+	cmdFields := reg.types["command"].FieldTypes() // what the run converts references to
 	want := &Plan{
 		Pipeline:     "example",
 		Source:       "test.yaml",
@@ -27,14 +28,14 @@ func TestCompileExample(t *testing.T) {
 		Nodes: []PlanNode{
 			{ID: "a", Type: "command", Kind: KindActivity, Target: "command",
 				With:  map[string]any{"argv": []any{"sh", "-c", "echo hello"}},
-				Retry: retry, Timeout: 10 * time.Minute, Heartbeat: 30 * time.Second},
+				Retry: retry, Timeout: 10 * time.Minute, Heartbeat: 30 * time.Second, Fields: cmdFields},
 			{ID: "b", Type: "command", Kind: KindActivity, Target: "command", Needs: []string{"a"},
 				With:  map[string]any{"argv": []any{"echo", "${params.date}", "${nodes.a.outputs.stdout}"}},
-				Retry: retry5, Timeout: 10 * time.Minute, Heartbeat: 30 * time.Second},
+				Retry: retry5, Timeout: 10 * time.Minute, Heartbeat: 30 * time.Second, Fields: cmdFields},
 			{ID: "c", Type: "command", Kind: KindActivity, Target: "command", Needs: []string{"a"},
 				When:  "${nodes.a.outputs.exit_code} == 0",
 				With:  map[string]any{"argv": []any{"true"}},
-				Retry: retry, Timeout: 10 * time.Minute, Heartbeat: 30 * time.Second},
+				Retry: retry, Timeout: 10 * time.Minute, Heartbeat: 30 * time.Second, Fields: cmdFields},
 		},
 	}
 	if !reflect.DeepEqual(plan, want) {

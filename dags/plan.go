@@ -32,6 +32,10 @@ type PlanNode struct {
 	// Compensates names the node an on_failure node undoes; it runs only if
 	// that node completed. Empty for ordinary nodes.
 	Compensates string `json:"compensates,omitempty"`
+	// Fields are the declared types of the node type's `with` fields, for
+	// ConvertWith at run time. A plan recorded before they were added has
+	// none, and its run converts nothing, as it did then.
+	Fields map[string]FieldType `json:"fields,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

@@ -393,6 +393,13 @@ func (v *validator) with(n *Node, onFailure bool) {
 			bad = true
 		}
 	}
+	// References to params whose default is known convert to the field
+	// types now, as the run would, so a mismatch is found before it.
+	if !bad {
+		before := len(v.list)
+		checkConversions(&v.errs, n, t.FieldTypes(), v.s.knownDefaults(), blockPos)
+		bad = len(v.list) > before
+	}
 	// Check may assume the fields have their declared types, so it only
 	// runs on a block that passed the checks above. It gets a copy: a
 	// careless Check must not change the spec.

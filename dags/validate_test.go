@@ -25,10 +25,11 @@ nodes:
 		{"whole list ref", `name: x
 params:
   args: {type: list, default: [a]}
+  code: {type: int, default: 1}
 nodes:
   - id: a
     type: command
-    with: {argv: "${params.args}", ok_exit_codes: [0, "${params.args}"]}
+    with: {argv: "${params.args}", ok_exit_codes: [0, "${params.code}"]}
 `},
 		{"int field as integral float", `name: x
 nodes:

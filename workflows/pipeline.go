@@ -350,6 +350,12 @@ func (r *pipelineRun) prepare(node dags.PlanNode) (with map[string]any, run bool
 	if !ok {
 		return nil, false, fmt.Errorf("with resolved to %T, want a mapping", v)
 	}
+	// A reference keeps its value's type; convert it to the field's type
+	// here, so a mismatch fails the node before its activity is scheduled.
+	// A plan recorded without field types converts nothing, as before.
+	if with, err = dags.ConvertWith(node.Fields, node.With, with); err != nil {
+		return nil, false, err
+	}
 	return with, true, nil
 }
 
