@@ -79,7 +79,9 @@
 // A string that is exactly one reference takes the value with its type (a
 // number stays a number, a list a list). A string mixing text and
 // references stays a string; numbers print in shortest form (5, 0.25),
-// null as nothing, lists and maps as compact JSON.
+// null as nothing, lists and maps as compact JSON. ConvertWith then
+// converts referenced values to their fields' declared types where that is
+// unambiguous (a number into an argv item, "5" into an int field).
 //
 // A node may only use the outputs of nodes that run before it: those it
 // needs, directly or transitively. An on_failure node may use the outputs
