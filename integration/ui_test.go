@@ -21,13 +21,30 @@ import (
 // does: the same HTTP request to the UI server, with the form's payload
 // encoding and CSRF token, and input {"pipeline": "hello"}.
 func TestStartFromWebUI(t *testing.T) {
+	queue := newQueue(t)
+	startWorker(t, queue)
+	id := startFromUI(t, queue, "hello-ui", `{"pipeline": "hello"}`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := runs.Wait(ctx, tclient, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, workflows.StatusSucceeded)
+	if res.Pipeline != "hello" || len(res.Nodes) != 6 {
+		t.Errorf("UI-started run: pipeline %q, %d nodes", res.Pipeline, len(res.Nodes))
+	}
+}
+
+// startFromUI starts a Pipeline run the way the Web UI's Start Workflow
+// form does (see TestStartFromWebUI) and returns its workflow id.
+func startFromUI(t *testing.T, queue, prefix, input string) string {
+	t.Helper()
 	ui := server.UIAddress()
 	if ui == "" {
 		t.Fatal("the test stack serves no UI")
 	}
-	queue := newQueue(t)
-	startWorker(t, queue)
-
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second}
 	resp, err := hc.Get(ui + "/")
@@ -46,8 +63,7 @@ func TestStartFromWebUI(t *testing.T) {
 			csrf = c.Value
 		}
 	}
-
-	id := runs.NewID("hello-ui")
+	id := runs.NewID(prefix)
 	enc := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	body, _ := json.Marshal(map[string]any{
 		"workflowId":   id,
@@ -55,7 +71,7 @@ func TestStartFromWebUI(t *testing.T) {
 		"workflowType": map[string]string{"name": workflows.PipelineWorkflow},
 		"input": map[string]any{"payloads": []any{map[string]any{
 			"metadata": map[string]string{"encoding": enc("json/plain")},
-			"data":     enc(`{"pipeline": "hello"}`),
+			"data":     enc(input),
 		}}},
 	})
 	req, _ := http.NewRequest(http.MethodPost,
@@ -71,15 +87,5 @@ func TestStartFromWebUI(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("start through the UI: %d %s", resp.StatusCode, answer)
 	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res, err := runs.Wait(ctx, tclient, id, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantStatus(t, res, workflows.StatusSucceeded)
-	if res.Pipeline != "hello" || len(res.Nodes) != 6 {
-		t.Errorf("UI-started run: pipeline %q, %d nodes", res.Pipeline, len(res.Nodes))
-	}
+	return id
 }
