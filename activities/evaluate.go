@@ -36,7 +36,7 @@ var EvaluateType = dags.NodeType{
 		{Name: "slices", Type: dags.FieldBool, Doc: "also score each value of the split's slice column"},
 		{Name: "max_slices", Type: dags.FieldInt, Doc: "keep the largest N slices (default 20)"},
 	},
-	Outputs: []string{"evaluation", "candidate", "baseline", "baseline_version", "candidate_id", "has_baseline", "metrics_uri", "rows", "window", "dates",
+	Outputs: []string{"evaluation", "candidate", "baseline", "baseline_version", "candidate_id", "has_baseline", "metrics_uri", "rows", "window", "dates", "summary",
 		MetricAUC, MetricLogLoss, MetricAccuracy, MetricCalibration},
 	Check: func(with map[string]any) error {
 		if err := checkNames(with, "model"); err != nil {
@@ -259,6 +259,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 		out["baseline"] = evaluation["baseline"]
 	}
 	out["evaluation"] = evaluation
+	out["summary"] = evalSummary(scope, c.metrics[MetricAUC], baselineVersion, base)
 	// The candidate's headline figures, for a deploy's metrics.
 	for _, k := range []string{MetricAUC, MetricLogLoss, MetricAccuracy, MetricCalibration} {
 		out[k] = finiteOrNil(c.metrics[k])
@@ -330,4 +331,13 @@ func sliceNumbers(s map[string]map[string]float64) map[string]map[string]gate.Nu
 		out[k] = numbers(m)
 	}
 	return out
+}
+
+// evalSummary says in one line what was scored on which rows.
+func evalSummary(scope EvalScope, auc float64, baselineVersion string, base *scored) string {
+	s := fmt.Sprintf("%d %s rows (%s): candidate AUC %.4f", scope.Rows, scope.Dataset, scope.Window, auc)
+	if base != nil {
+		return s + fmt.Sprintf(", baseline %s AUC %.4f", baselineVersion, base.metrics[MetricAUC])
+	}
+	return s + ", no baseline"
 }

@@ -154,7 +154,7 @@ var FeatureStatsType = dags.NodeType{
 		{Name: "min_distinct", Type: dags.FieldInt, Doc: "fail if a column has fewer distinct values"},
 		{Name: "min_std", Type: dags.FieldNumber, Doc: "fail if a numeric column's standard deviation is below this"},
 	},
-	Outputs: []string{"report_uri", "html_uri", "rows", "columns", "snapshot_id", "scope", "dates", "files"},
+	Outputs: []string{"report_uri", "html_uri", "rows", "columns", "snapshot_id", "scope", "dates", "files", "summary"},
 	Check: func(with map[string]any) error {
 		if r, ok := with["max_null_rate"].(float64); ok && (r < 0 || r > 1) {
 			return fmt.Errorf("max_null_rate %v is not between 0 and 1", r)
@@ -197,6 +197,7 @@ func (l *Lake) Stats(ctx context.Context, in NodeInput) (map[string]any, error) 
 		"report_uri": res.ReportURI, "html_uri": res.HTMLURI, "rows": res.Rows,
 		"columns": res.Columns, "snapshot_id": strconv.FormatInt(res.Snapshot, 10),
 		"scope": res.Scope, "dates": res.Dates, "files": res.Files,
+		"summary": fmt.Sprintf("%d rows: %s", res.Rows, res.Scope),
 	}, nil
 }
 

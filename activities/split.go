@@ -63,7 +63,7 @@ var SplitType = dags.NodeType{
 		{Name: "max_file_rows", Type: dags.FieldInt, Doc: "start a new Parquet file after this many rows"},
 	},
 	Outputs: []string{"uri", "manifest", "train_rows", "eval_rows", "window", "train_dates", "eval_dates", "coverage",
-		"snapshot_id", "schema", "fingerprint", "reused"},
+		"snapshot_id", "schema", "fingerprint", "reused", "summary"},
 	Check: checkSplit,
 }
 
@@ -302,8 +302,31 @@ func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) 
 	return map[string]any{
 		"uri": out.URI, "manifest": out.Manifest, "train_rows": out.TrainRows, "eval_rows": out.EvalRows,
 		"window": out.Window, "train_dates": out.TrainDates, "eval_dates": out.EvalDates, "coverage": out.Coverage.Features,
+		"summary":     out.summary(),
 		"snapshot_id": out.SnapshotID, "schema": out.Schema, "fingerprint": out.Fingerprint, "reused": hit,
 	}, nil
+}
+
+// summary says in one line which rows the split holds, for the CLI and
+// the Web UI: the window, the rows on each side, and the worst null rate.
+func (o splitOutputs) summary() string {
+	worst, name := 0.0, ""
+	for _, f := range o.Coverage.Features {
+		if r := max(f.TrainNullRate, f.EvalNullRate); r > worst || name == "" {
+			worst, name = r, f.Feature
+		}
+	}
+	dates := func(ds []string) string {
+		if len(ds) == 0 {
+			return "no dates"
+		}
+		return dataset.Window{Start: ds[0], End: ds[len(ds)-1]}.String()
+	}
+	s := fmt.Sprintf("window %s: %d train rows (%s), %d eval rows (%s)", o.Window, o.TrainRows, dates(o.TrainDates), o.EvalRows, dates(o.EvalDates))
+	if name != "" {
+		s += fmt.Sprintf("; max null rate %.3f (%s)", worst, name)
+	}
+	return s
 }
 
 // splitPlan is what a split reads and checks, from its checked inputs.

@@ -45,6 +45,12 @@ func took(n workflows.NodeState) string {
 	return n.EndedAt.Sub(*n.StartedAt).Round(time.Millisecond).String()
 }
 
+// summaryOf is a node's one-line "summary" output, if it has one.
+func summaryOf(n workflows.NodeState) string {
+	s, _ := n.Outputs["summary"].(string)
+	return s
+}
+
 func detail(n workflows.NodeState) string {
 	var s string
 	switch {
@@ -52,6 +58,9 @@ func detail(n workflows.NodeState) string {
 		s = n.Error
 	case n.Reason != "":
 		s = n.Reason
+	case summaryOf(n) != "":
+		// Nodes that read data say which rows in one line.
+		s = summaryOf(n)
 	case len(n.Outputs) > 0:
 		b, _ := json.Marshal(n.Outputs)
 		s = string(b)
