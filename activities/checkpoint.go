@@ -20,6 +20,7 @@ import (
 	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/tabular"
 )
@@ -105,7 +106,7 @@ const rowBatch = 256
 // Run runs a checkpoint node.
 func (c *Checkpoints) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w checkpointWith
-	if err := decodeWith(in.With, &w); err != nil {
+	if err := nodetype.Decode(in.With, &w); err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if (len(w.Command) == 0) == (w.Source == "") {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/nodetype"
 )
 
 // outputTail is how much of stdout and stderr a command node keeps as
@@ -59,7 +60,7 @@ type commandSpec struct {
 // times out, so no orphaned child keeps burning a GPU after its node ended.
 func (c *Command) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var spec commandSpec
-	if err := decodeWith(in.With, &spec); err != nil {
+	if err := nodetype.Decode(in.With, &spec); err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if len(spec.Argv) == 0 {

@@ -38,14 +38,6 @@ func evalScope(split *splitRef, uri, name string, rows int) (EvalScope, error) {
 	}, nil
 }
 
-// Map is the scope as a node output value.
-func (s EvalScope) Map() map[string]any {
-	return map[string]any{
-		"split": s.Split, "dataset": s.Dataset, "rows": s.Rows, "dates": s.Dates,
-		"window": map[string]any{"start": s.Window.Start, "end": s.Window.End},
-	}
-}
-
 // String is the scope in words.
 func (s EvalScope) String() string {
 	return fmt.Sprintf("%d %s rows of %s (%s)", s.Rows, s.Dataset, s.Window, s.Split)

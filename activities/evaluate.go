@@ -17,6 +17,7 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gate"
 	"github.com/retrain-ml/retrain/models"
+	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/trainer"
 )
@@ -146,7 +147,7 @@ type scored struct {
 // Run runs an evaluate node.
 func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w evaluateWith
-	if err := decodeWith(in.With, &w); err != nil {
+	if err := nodetype.Decode(in.With, &w); err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Dataset == "" {
@@ -246,7 +247,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 	evaluation := map[string]any{
 		"candidate": outputMetrics(c.metrics), "baseline": nil,
 		"baseline_version": baselineVersion, "candidate_id": candidateID,
-		"candidate_data": scope.Map(), "baseline_data": nil,
+		"candidate_data": scope, "baseline_data": nil,
 	}
 	out := map[string]any{
 		"candidate": evaluation["candidate"], "baseline": nil, "baseline_version": baselineVersion,
@@ -255,7 +256,7 @@ func (e *Evaluator) Run(ctx context.Context, in NodeInput) (map[string]any, erro
 	}
 	if base != nil {
 		evaluation["baseline"] = outputMetrics(base.metrics)
-		evaluation["baseline_data"] = scope.Map()
+		evaluation["baseline_data"] = scope
 		out["baseline"] = evaluation["baseline"]
 	}
 	out["evaluation"] = evaluation

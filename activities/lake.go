@@ -15,6 +15,7 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/features"
 	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/nodetype"
 )
 
 // Names of the activities the promote_features workflow runs.
@@ -48,7 +49,7 @@ func (l *Lake) configured() bool { return l.Catalog.Configured() }
 // openWith decodes a step's `with` into spec (a bad one is bad input) and
 // opens the catalog.
 func (l *Lake) openWith(ctx context.Context, with map[string]any, spec any) (*lake.Catalog, error) {
-	if err := decodeWith(with, spec); err != nil {
+	if err := nodetype.Decode(with, spec); err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	return l.open(ctx)

@@ -23,6 +23,7 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/models"
+	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/s3store"
 )
 
@@ -168,7 +169,7 @@ type deployWith struct {
 // once.
 func (m *Models) Deploy(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w deployWith
-	if err := decodeWith(in.With, &w); err != nil {
+	if err := nodetype.Decode(in.With, &w); err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Alias == "" {
@@ -364,7 +365,7 @@ type rollbackWith struct {
 // RollbackModel runs a rollback_model node.
 func (m *Models) RollbackModel(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w rollbackWith
-	if err := decodeWith(in.With, &w); err != nil {
+	if err := nodetype.Decode(in.With, &w); err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Alias == "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/s3store"
 )
 
@@ -100,15 +101,17 @@ func checkSplit(with map[string]any) error {
 			return fmt.Errorf("snapshot_id: %w", err)
 		}
 	}
-	if r, ok := with["max_null_rate"].(float64); ok && !(r >= 0 && r <= 1) {
-		return fmt.Errorf("max_null_rate %v is not between 0 and 1", r)
+	limits := dataset.Limits{Default: DefaultMaxNullRate}
+	if r, ok := with["max_null_rate"].(float64); ok {
+		limits.Default = r
 	}
 	if v, ok := with["max_null_rates"]; ok && !dags.HasRef(v) {
-		if _, err := nullRateOverrides(v); err != nil {
+		var err error
+		if limits.PerFeature, err = nullRateOverrides(v); err != nil {
 			return err
 		}
 	}
-	return nil
+	return limits.CheckRates()
 }
 
 // literalRange is the window of with when both dates are literal.
@@ -122,7 +125,8 @@ func literalRange(with map[string]any) (backfill.DateRange, bool) {
 	return rng, err == nil
 }
 
-// nullRateOverrides reads max_null_rates: a map of feature to a rate in 0..1.
+// nullRateOverrides reads max_null_rates: a map of feature to a rate in
+// 0..1.
 func nullRateOverrides(v any) (map[string]float64, error) {
 	if v == nil {
 		return nil, nil
@@ -140,12 +144,9 @@ func nullRateOverrides(v any) (map[string]float64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("max_null_rates: %s: %w", k, err)
 		}
-		if !(f >= 0 && f <= 1) {
-			return nil, fmt.Errorf("max_null_rates: %s: %v is not between 0 and 1", k, f)
-		}
 		out[k] = f
 	}
-	return out, nil
+	return out, dataset.Limits{PerFeature: out}.CheckRates()
 }
 
 // Splits runs split nodes: they read the lake and write the object store.
@@ -196,7 +197,7 @@ const splitBatch = 4096
 // Run runs a split node.
 func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w splitWith
-	if err := decodeWith(in.With, &w); err != nil {
+	if err := nodetype.Decode(in.With, &w); err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Label == "" {
@@ -230,7 +231,10 @@ func (s *Splits) Run(ctx context.Context, in NodeInput) (map[string]any, error) 
 	if w.MaxNullRate != nil {
 		limits.Default = *w.MaxNullRate
 	}
-	if limits.PerFeature, err = nullRateOverrides(w.MaxNullRates); err != nil {
+	if limits.PerFeature, err = nullRateOverrides(w.MaxNullRates); err == nil {
+		err = limits.CheckRates()
+	}
+	if err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if s.Store == nil {

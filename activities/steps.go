@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -87,17 +86,4 @@ var NoopType = dags.NodeType{
 
 func noop(_ context.Context, in NodeInput) (map[string]any, error) {
 	return in.With, nil
-}
-
-// decodeWith converts a node's `with` map into a typed struct by way of JSON,
-// which is how it travelled through workflow history anyway.
-func decodeWith(with map[string]any, into any) error {
-	b, err := json.Marshal(with)
-	if err != nil {
-		return fmt.Errorf("encode with: %w", err)
-	}
-	if err := json.Unmarshal(b, into); err != nil {
-		return fmt.Errorf("decode with: %w", err)
-	}
-	return nil
 }

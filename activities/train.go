@@ -21,6 +21,7 @@ import (
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/trainer"
 )
@@ -216,7 +217,7 @@ func (r *trainRun) modelPrefix() string { return r.prefix + "model/" }
 // Run runs a train node.
 func (t *Trainers) Run(ctx context.Context, in NodeInput) (map[string]any, error) {
 	var w trainWith
-	if err := decodeWith(in.With, &w); err != nil {
+	if err := nodetype.Decode(in.With, &w); err != nil {
 		return nil, Permanent(errtype.BadInput, "%v", err)
 	}
 	if w.Trainer == "" {

@@ -106,17 +106,26 @@ func (l Limits) Of(feature string) float64 {
 	return l.Default
 }
 
-// Check validates the limits against a schema: rates within 0..1 and
-// overrides naming features of the split.
-func (l Limits) Check(s Schema) error {
+// CheckRates validates the limits' rates: each within 0..1.
+func (l Limits) CheckRates() error {
 	if !(l.Default >= 0 && l.Default <= 1) {
 		return fmt.Errorf("max_null_rate %v is not between 0 and 1", l.Default)
 	}
 	for _, name := range slices.Sorted(maps.Keys(l.PerFeature)) {
-		v := l.PerFeature[name]
-		if !(v >= 0 && v <= 1) {
+		if v := l.PerFeature[name]; !(v >= 0 && v <= 1) {
 			return fmt.Errorf("max_null_rates: %s: %v is not between 0 and 1", name, v)
 		}
+	}
+	return nil
+}
+
+// Check validates the limits against a schema: rates within 0..1 and
+// overrides naming features of the split.
+func (l Limits) Check(s Schema) error {
+	if err := l.CheckRates(); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(l.PerFeature)) {
 		if !slices.ContainsFunc(s.Columns, func(c Column) bool { return c.Name == name }) {
 			return fmt.Errorf("max_null_rates: %s is not a dense or sparse feature of the split", name)
 		}

@@ -107,7 +107,7 @@ func Stats(ctx context.Context, cat *lake.Catalog, spec StatsSpec, log *slog.Log
 		scan := tbl.Scan(append(opts, table.WithSelectedFields(selected...))...)
 		tasks, err := scan.PlanFiles(ctx)
 		if err == nil && spec.SnapshotID != 0 {
-			tasks, err = lake.AddedTasks(ctx, tbl, spec.SnapshotID, scan)
+			tasks, err = lake.AddedBy(ctx, tbl, spec.SnapshotID, tasks)
 		}
 		if err != nil {
 			return res, fmt.Errorf("plan %s: %w", spec.Table, err)

@@ -90,18 +90,8 @@ func (l *testLake) dataFilesSince(t *testing.T, since time.Time) []string {
 
 func (l *testLake) run(t *testing.T, req runs.Request) *workflows.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	req.TaskQueue = l.queue
-	run, err := runs.Start(ctx, tclient, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := runs.Wait(ctx, tclient, run.ID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return runRequest(t, req, 3*time.Minute)
 }
 
 // TestBackfillPipeline runs the example backfill pipeline by name: both

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"net/http"
@@ -27,32 +26,13 @@ const customPipelines = "../examples/customnode/pipelines"
 // examples/customnode builds its own: the built-in types plus http_check.
 func startCustomWorker(t *testing.T, queue string) {
 	t.Helper()
-	w, err := worker.New(context.Background(), tclient, server.Namespace(),
-		worker.Config{TaskQueue: queue, PipelinesDir: customPipelines}, quiet,
-		worker.WithNodeTypes(httpcheck.Type(nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	startWorkerWith(t, worker.Config{TaskQueue: queue, PipelinesDir: customPipelines}, worker.WithNodeTypes(httpcheck.Type(nil)))
 }
 
 // runPipeline starts a pipeline the worker on queue knows by name and waits.
 func runPipeline(t *testing.T, queue, name string, params map[string]any) *workflows.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	run, err := runs.Start(ctx, tclient, runs.Request{Pipeline: name, Params: params, TaskQueue: queue})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := runs.Wait(ctx, tclient, run.ID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return runRequest(t, runs.Request{Pipeline: name, Params: params, TaskQueue: queue}, 2*time.Minute)
 }
 
 // TestCustomNodeBetweenBuiltins runs the example pipeline endpoint-check

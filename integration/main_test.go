@@ -121,12 +121,12 @@ func startWorker(t *testing.T, queue string) {
 // startWorkerWith runs an in-process worker with cfg (a lake, a store)
 // until the test ends. It knows the example pipelines unless cfg says
 // otherwise.
-func startWorkerWith(t *testing.T, cfg worker.Config) {
+func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) {
 	t.Helper()
 	if cfg.Pipelines == nil && cfg.PipelinesDir == "" {
 		cfg.Pipelines = examples.FS
 	}
-	w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, quiet)
+	w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, quiet, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +139,15 @@ func startWorkerWith(t *testing.T, cfg worker.Config) {
 // runSpec starts a spec on queue and waits for its result.
 func runSpec(t *testing.T, queue, spec string, params map[string]any) *workflows.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: t.Name() + ".yaml", Params: params, TaskQueue: queue}, 2*time.Minute)
+}
+
+// runRequest starts a run and waits, at most limit, for its result.
+func runRequest(t *testing.T, req runs.Request, limit time.Duration) *workflows.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), SpecFile: t.Name() + ".yaml", Params: params, TaskQueue: queue})
+	run, err := runs.Start(ctx, tclient, req)
 	if err != nil {
 		t.Fatal(err)
 	}

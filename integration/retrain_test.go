@@ -88,21 +88,11 @@ func (e *retrainEnv) checksum(t *testing.T) lake.Checksum {
 
 func (e *retrainEnv) run(t *testing.T, params map[string]any) *workflows.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	p := map[string]any{"start_date": retrainStart, "end_date": retrainEnd}
 	for k, v := range params {
 		p[k] = v
 	}
-	run, err := runs.Start(ctx, tclient, runs.Request{Pipeline: "ctr-retrain", Params: p, TaskQueue: e.queue})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := runs.Wait(ctx, tclient, run.ID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return runRequest(t, runs.Request{Pipeline: "ctr-retrain", Params: p, TaskQueue: e.queue}, 4*time.Minute)
 }
 
 // production returns the version production names, "" if none.

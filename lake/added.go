@@ -8,16 +8,14 @@ import (
 	"github.com/apache/iceberg-go/table"
 )
 
-// AddedTasks plans the data files that snapshot snap itself added to tbl:
-// exactly what the commit that made it wrote, and nothing inherited from
-// earlier snapshots. iceberg-go's incremental append scan covers append
-// snapshots only, and a stage node's commit is an overwrite (it replaces
-// its own partitions), so this reads the snapshot's own manifests.
-//
-// The tasks come from a scan of the snapshot with opts (a row filter, the
-// selected fields), so they read with [table.Scan.ReadTasks] on the same
-// scan.
-func AddedTasks(ctx context.Context, tbl *table.Table, snap int64, scan *table.Scan) ([]table.FileScanTask, error) {
+// AddedBy keeps, of the tasks planned by a scan of snapshot snap, those
+// whose files snap itself added to tbl: exactly what the commit that made
+// it wrote, and nothing inherited from earlier snapshots. iceberg-go's
+// incremental append scan covers append snapshots only, and a stage node's
+// commit is an overwrite (it replaces its own partitions), so this reads
+// the snapshot's own manifests. The kept tasks read with
+// [table.Scan.ReadTasks] on the scan that planned them.
+func AddedBy(ctx context.Context, tbl *table.Table, snap int64, tasks []table.FileScanTask) ([]table.FileScanTask, error) {
 	s := tbl.Metadata().SnapshotByID(snap)
 	if s == nil {
 		return nil, fmt.Errorf("%w: table %s has no snapshot %d", ErrNoSuchSnapshot, Name(tbl.Identifier()), snap)
@@ -47,11 +45,7 @@ func AddedTasks(ctx context.Context, tbl *table.Table, snap int64, scan *table.S
 			}
 		}
 	}
-	tasks, err := scan.PlanFiles(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := tasks[:0]
+	var out []table.FileScanTask
 	for _, t := range tasks {
 		if added[t.File.FilePath()] {
 			out = append(out, t)

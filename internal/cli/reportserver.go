@@ -17,6 +17,7 @@ import (
 	"github.com/retrain-ml/retrain/report"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/s3store"
+	"github.com/retrain-ml/retrain/workflows"
 )
 
 // ReportURLPath is the path the report server serves a run's report on;
@@ -33,15 +34,23 @@ const ReportURLPath = "/runs/{run}"
 func ReportHandler(c client.Client, store *s3store.Store, links ReportLinks, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	fetch := report.LocalFiles(storeFetcher(store))
-	mux.HandleFunc("GET /stats/{node}/{run...}", func(w http.ResponseWriter, r *http.Request) {
-		id, node := r.PathValue("run"), r.PathValue("node")
-		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
-		defer cancel()
-		res, err := runs.State(ctx, c, id)
-		if err != nil {
-			serveRunError(w, logger, id, err)
-			return
+	// withRun looks the request's run up (404 when there is none) and
+	// hands its state to serve.
+	withRun := func(serve func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *workflows.Result)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			id := r.PathValue("run")
+			ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+			defer cancel()
+			res, err := runs.State(ctx, c, id)
+			if err != nil {
+				serveRunError(w, logger, id, err)
+				return
+			}
+			serve(ctx, w, r, res)
 		}
+	}
+	mux.HandleFunc("GET /stats/{node}/{run...}", withRun(func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *workflows.Result) {
+		id, node := r.PathValue("run"), r.PathValue("node")
 		uri := ""
 		for _, n := range res.Nodes {
 			if n.ID == node && n.Type == activities.FeatureStatsType.Name {
@@ -59,16 +68,9 @@ func ReportHandler(c client.Client, store *s3store.Store, links ReportLinks, log
 			return
 		}
 		writeHTML(w, page)
-	})
-	mux.HandleFunc("GET /runs/{run...}", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("GET /runs/{run...}", withRun(func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *workflows.Result) {
 		id := r.PathValue("run")
-		ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
-		defer cancel()
-		res, err := runs.State(ctx, c, id)
-		if err != nil {
-			serveRunError(w, logger, id, err)
-			return
-		}
 		statsURL := func(node string) string {
 			return "/stats/" + url.PathEscape(node) + "/" + url.PathEscape(id)
 		}
@@ -79,7 +81,7 @@ func ReportHandler(c client.Client, store *s3store.Store, links ReportLinks, log
 			return
 		}
 		writeHTML(w, page.Bytes())
-	})
+	}))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "retrain run reports: GET /runs/RUN", http.StatusNotFound)
 	})
