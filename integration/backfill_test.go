@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/retrain-ml/retrain/demodata"
 	"github.com/retrain-ml/retrain/features"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/lake"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
@@ -111,6 +115,17 @@ func TestBackfillPipeline(t *testing.T) {
 	}
 	if !strings.HasPrefix(node(t, res, "stats_user").Outputs["html_uri"].(string), "file://") {
 		t.Errorf("stats outputs %v", node(t, res, "stats_user").Outputs)
+	}
+	// retrain dev's report server links the report to this page and
+	// serves it.
+	srv := httptest.NewServer(cli.ReportHandler(tclient, nil, cli.ReportLinks{}, quiet))
+	defer srv.Close()
+	report := httpGet(t, srv.URL+"/runs/"+res.ID)
+	if want := "/stats/stats_user/" + res.ID; !strings.Contains(report, want) {
+		t.Errorf("report does not link %s", want)
+	}
+	if page := httpGet(t, srv.URL+"/stats/stats_user/"+res.ID); !strings.Contains(page, "u_activity") {
+		t.Errorf("stats page of stats_user does not profile u_activity: %.200s", page)
 	}
 	after := l.checksum(t, "ml.training")
 	if after.Rows != before.Rows || len(after.Columns) != len(before.Columns)+8 {
@@ -228,4 +243,19 @@ nodes:
 	if _, err := os.Stat(filepath.Join(l.dir, "warehouse", "ml.db", "nope")); err == nil {
 		t.Error("a table was created for bad input")
 	}
+}
+
+// httpGet fetches url and fails the test unless it answers 200.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
+	}
+	return string(b)
 }
