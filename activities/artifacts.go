@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/s3store"
+	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
 // storeKey turns a URI a node was given (s3://bucket/prefix/key, or a key

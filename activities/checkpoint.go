@@ -17,12 +17,12 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/tabular"
 	"github.com/retrain-ml/retrain/nodetype"
-	"github.com/retrain-ml/retrain/s3store"
-	"github.com/retrain-ml/retrain/tabular"
 )
 
 // CheckpointType is the `checkpoint` node type.

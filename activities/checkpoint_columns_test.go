@@ -14,8 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/retrain-ml/retrain/checkpoint"
-	"github.com/retrain-ml/retrain/s3store"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
 // checkpointFileColumns opens the first Parquet file of a checkpoint

@@ -13,10 +13,10 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/s3test"
-	"github.com/retrain-ml/retrain/s3store"
 )
 
 // csvRow is the shape of the test tables, read back from checkpoints.

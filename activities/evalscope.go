@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/retrain-ml/retrain/dataset"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/dataset"
 )
 
 // EvalScope says which rows a model was scored on: the split (its URI

@@ -13,13 +13,13 @@ import (
 	"strings"
 
 	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/dataset"
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/gate"
-	"github.com/retrain-ml/retrain/models"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/gate"
+	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodetype"
-	"github.com/retrain-ml/retrain/s3store"
-	"github.com/retrain-ml/retrain/trainer"
 )
 
 // EvaluateType is the `evaluate` node type.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/gate"
+	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/internal/number"
 )
 

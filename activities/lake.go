@@ -9,12 +9,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/retrain-ml/retrain/backfill"
-	"github.com/retrain-ml/retrain/colstats"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/features"
-	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/internal/backfill"
+	"github.com/retrain-ml/retrain/internal/colstats"
+	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 

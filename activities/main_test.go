@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/s3test"
-	"github.com/retrain-ml/retrain/s3store"
 )
 
 // The tests that kill a step midway run it in this test binary started

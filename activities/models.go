@@ -21,10 +21,10 @@ import (
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/internal/number"
-	"github.com/retrain-ml/retrain/models"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
-	"github.com/retrain-ml/retrain/s3store"
 )
 
 const (

@@ -22,8 +22,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/internal/s3test"
-	"github.com/retrain-ml/retrain/models"
 )
 
 // candidate writes a model folder whose single file holds content.

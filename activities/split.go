@@ -14,15 +14,15 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/retrain-ml/retrain/backfill"
-	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/dataset"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/backfill"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/number"
-	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
-	"github.com/retrain-ml/retrain/s3store"
 )
 
 // Datasets of a split checkpoint.

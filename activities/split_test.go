@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retrain-ml/retrain/backfill"
-	"github.com/retrain-ml/retrain/demodata"
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/features"
+	"github.com/retrain-ml/retrain/internal/backfill"
+	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/s3test"
-	"github.com/retrain-ml/retrain/lake"
 )
 
 // splitEnv is the reproduction in small: six days of training

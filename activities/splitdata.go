@@ -7,10 +7,10 @@ import (
 	"path"
 	"path/filepath"
 
-	"github.com/retrain-ml/retrain/checkpoint"
-	"github.com/retrain-ml/retrain/dataset"
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/s3store"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
 // splitRef is a split checkpoint as train and evaluate nodes read it.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
-	"github.com/retrain-ml/retrain/lake"
-	"github.com/retrain-ml/retrain/s3store"
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
 // Deps are what the steps need from the worker process.

@@ -17,13 +17,13 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodetype"
-	"github.com/retrain-ml/retrain/s3store"
-	"github.com/retrain-ml/retrain/trainer"
 )
 
 // Trainers a train node can run.

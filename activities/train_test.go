@@ -16,14 +16,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/retrain-ml/retrain/backfill"
-	"github.com/retrain-ml/retrain/checkpoint"
-	"github.com/retrain-ml/retrain/dataset"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/backfill"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/s3test"
-	"github.com/retrain-ml/retrain/models"
-	"github.com/retrain-ml/retrain/s3store"
 )
 
 // splitSchema is the layout of the test splits: one dense feature and a

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/retrain-ml/retrain/s3store"
-	"github.com/retrain-ml/retrain/trainer"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/trainer"
 )
 
 // s3Checkpointer keeps a builtin training run's states in the object store,

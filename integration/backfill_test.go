@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/demodata"
-	"github.com/retrain-ml/retrain/features"
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"

@@ -19,10 +19,10 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/retrain-ml/retrain/dags/examples"
-	"github.com/retrain-ml/retrain/devstack"
-	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/internal/devstack"
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/temporalconn"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"

@@ -19,11 +19,11 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/internal/cli"
+	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/s3test"
-	"github.com/retrain-ml/retrain/models"
+	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/s3store"
-	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"
 )

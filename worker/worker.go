@@ -19,13 +19,13 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/retrain-ml/retrain/activities"
-	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
-	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/s3store"
-	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/workflows"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/gate"
+	"github.com/retrain-ml/retrain/internal/gate"
 )
 
 // Names a human's approval of a failed gate goes by. The update answers

@@ -11,7 +11,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/features"
+	"github.com/retrain-ml/retrain/internal/features"
 )
 
 // PromoteFeatures runs a promote_features node: plan the promotion on the

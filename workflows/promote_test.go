@@ -17,7 +17,7 @@ import (
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/features"
+	"github.com/retrain-ml/retrain/internal/features"
 )
 
 // promoteFakes stands in for the lake: the first commit loses a race, so

@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retrain-ml/retrain/devstack"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/internal/datadir"
-	"github.com/retrain-ml/retrain/storage"
+	"github.com/retrain-ml/retrain/internal/devstack"
+	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/worker"
 )
 

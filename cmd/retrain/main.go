@@ -4,8 +4,8 @@
 package main
 
 import (
-	"github.com/retrain-ml/retrain/devstack/s3server"
 	"github.com/retrain-ml/retrain/internal/cli"
+	"github.com/retrain-ml/retrain/internal/devstack/s3server"
 )
 
 func main() {

@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/retrain-ml/retrain/backfill"
-	"github.com/retrain-ml/retrain/demodata"
+	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/lake"
-	"github.com/retrain-ml/retrain/models"
+	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/workflows"
 )
 

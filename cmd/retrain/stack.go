@@ -10,11 +10,11 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/retrain-ml/retrain/dags/examples"
-	"github.com/retrain-ml/retrain/devstack"
-	"github.com/retrain-ml/retrain/devstack/s3server"
 	"github.com/retrain-ml/retrain/internal/cli"
+	"github.com/retrain-ml/retrain/internal/devstack"
+	"github.com/retrain-ml/retrain/internal/devstack/s3server"
+	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/storage"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"
 )

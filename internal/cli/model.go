@@ -15,11 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retrain-ml/retrain/checkpoint"
 	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/models"
-	"github.com/retrain-ml/retrain/s3store"
-	"github.com/retrain-ml/retrain/storage"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/storage"
 )
 
 // storeFlags adds the object store flags (the same the worker takes, plus

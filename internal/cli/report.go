@@ -15,9 +15,9 @@ import (
 
 	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/report"
+	"github.com/retrain-ml/retrain/internal/report"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/workflows"
 )
 

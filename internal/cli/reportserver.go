@@ -14,9 +14,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/retrain-ml/retrain/activities"
-	"github.com/retrain-ml/retrain/report"
+	"github.com/retrain-ml/retrain/internal/report"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/s3store"
 	"github.com/retrain-ml/retrain/workflows"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/spf13/cobra"
 
-	"github.com/retrain-ml/retrain/demodata"
-	"github.com/retrain-ml/retrain/lake"
+	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/lake"
 )
 
 // lakeFlags adds the lake configuration flags (the same the worker takes,

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/s3test"
-	"github.com/retrain-ml/retrain/s3store"
 )
 
 func TestStart(t *testing.T) {

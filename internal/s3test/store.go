@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/retrain-ml/retrain/s3store"
+	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
 // Config returns an s3store.Config for s3://<Bucket>/<prefix> on the server.

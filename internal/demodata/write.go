@@ -1,0 +1,240 @@
+package demodata
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/retrain-ml/retrain/internal/backfill"
+	"github.com/retrain-ml/retrain/internal/lake"
+)
+
+// Result reports what Write wrote.
+type Result struct {
+	Tables       Tables        `json:"tables"`
+	Config       Config        `json:"-"`
+	First, Last  string        `json:"-"`
+	TrainingRows int64         `json:"training_rows"`
+	UserRows     int64         `json:"user_rows"`
+	AdRows       int64         `json:"ad_rows"`
+	Snapshots    [3]int64      `json:"-"`
+	Elapsed      time.Duration `json:"elapsed"`
+}
+
+// Write generates the demo data and writes it into three new tables, one
+// commit each. Existing tables are an error unless replace is set, in
+// which case they are dropped first (their files stay until a cleanup).
+// Days are generated one at a time and streamed to the three writers, so
+// memory stays bounded whatever the row count.
+func Write(ctx context.Context, cat *lake.Catalog, cfg Config, tables Tables, replace bool, log *slog.Logger) (Result, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	started := time.Now()
+	gen, err := NewGenerator(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	cfg = gen.Config()
+	res := Result{Tables: tables, Config: cfg, First: cfg.Start.String(), Last: (cfg.Start + backfill.Day(cfg.Days) - 1).String()}
+
+	names := []string{tables.Training, tables.Users, tables.Ads}
+	for _, name := range names {
+		exists, err := cat.Exists(ctx, name)
+		if err != nil {
+			return res, err
+		}
+		if exists && !replace {
+			return res, fmt.Errorf("table %s exists: pass --replace to overwrite the demo tables", name)
+		}
+		if exists {
+			if err := cat.DropTable(ctx, name); err != nil {
+				return res, err
+			}
+		}
+	}
+	training, err := cat.CreateTable(ctx, tables.Training, TrainingSchema(), TrainingSpec(cfg.Buckets, cfg.Unsorted))
+	if err != nil {
+		return res, err
+	}
+	users, err := cat.CreateTable(ctx, tables.Users, UserSchema(), FeatureSpec())
+	if err != nil {
+		return res, err
+	}
+	ads, err := cat.CreateTable(ctx, tables.Ads, AdSchema(), FeatureSpec())
+	if err != nil {
+		return res, err
+	}
+
+	mem := memory.NewGoAllocator()
+	schemas := make([]*arrow.Schema, 3)
+	for i, t := range []*table.Table{training, users, ads} {
+		if schemas[i], err = table.SchemaToArrowSchema(t.Schema(), nil, true, false); err != nil {
+			return res, err
+		}
+	}
+
+	// One producer, three writers, each fed a day at a time.
+	chans := [3]chan arrow.RecordBatch{make(chan arrow.RecordBatch, 16), make(chan arrow.RecordBatch, 2), make(chan arrow.RecordBatch, 2)}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer func() {
+			for _, c := range chans {
+				close(c)
+			}
+		}()
+		send := func(i int, rec arrow.RecordBatch) error {
+			select {
+			case chans[i] <- rec:
+				return nil
+			case <-gctx.Done():
+				rec.Release()
+				return gctx.Err()
+			}
+		}
+		for !gen.Done() {
+			day := gen.Next()
+			if day.Impressions != nil {
+				for _, rec := range trainingRecords(mem, schemas[0], day) {
+					res.TrainingRows += rec.NumRows()
+					if err := send(0, rec); err != nil {
+						return err
+					}
+				}
+			}
+			ur := userRecord(mem, schemas[1], day, gen)
+			res.UserRows += ur.NumRows()
+			if err := send(1, ur); err != nil {
+				return err
+			}
+			ar := adRecord(mem, schemas[2], day, gen)
+			res.AdRows += ar.NumRows()
+			if err := send(2, ar); err != nil {
+				return err
+			}
+			log.Debug("demo data: generated day", "day", day.Day)
+		}
+		return nil
+	})
+	props := iceberg.Properties{
+		"retrain.demo-seed": strconv.FormatUint(cfg.Seed, 10),
+		"retrain.demo-rows": strconv.FormatInt(cfg.Rows, 10),
+		"retrain.demo-days": strconv.Itoa(cfg.Days),
+	}
+	for i, t := range []*table.Table{training, users, ads} {
+		g.Go(func() error {
+			files, err := lake.WriteFiles(gctx, t, schemas[i], drain(chans[i]), table.WithClusteredWrite())
+			if err != nil {
+				return err
+			}
+			committed, err := cat.AddFiles(gctx, names[i], files, props)
+			if err != nil {
+				return err
+			}
+			res.Snapshots[i] = committed.CurrentSnapshot().SnapshotID
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		// Drain what a failed writer left so the producer can finish.
+		for _, c := range chans {
+			for rec := range c {
+				rec.Release()
+			}
+		}
+		return res, err
+	}
+	res.Elapsed = time.Since(started)
+	return res, nil
+}
+
+func drain(c <-chan arrow.RecordBatch) iter.Seq2[arrow.RecordBatch, error] {
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		for rec := range c {
+			if !yield(rec, nil) {
+				rec.Release()
+				for rest := range c {
+					rest.Release()
+				}
+				return
+			}
+		}
+	}
+}
+
+// trainingRecords are one record per bucket of a day's impressions,
+// in bucket order: each is one partition of the training table.
+func trainingRecords(mem memory.Allocator, schema *arrow.Schema, day *DayData) []arrow.RecordBatch {
+	im := day.Impressions
+	var out []arrow.RecordBatch
+	for start := 0; start < im.Len(); {
+		end := start
+		for end < im.Len() && im.Bucket[end] == im.Bucket[start] {
+			end++
+		}
+		rb := newRecordBuilder(mem, schema)
+		rb.int64s("request_id", im.RequestID[start:end])
+		rb.int64s("user_id", im.UserID[start:end])
+		rb.int64s("ad_id", im.AdID[start:end])
+		rb.stamps("event_ts", im.EventTS[start:end])
+		rb.dates("date", int32(day.Day), end-start)
+		rb.int32s("label", im.Label[start:end])
+		out = append(out, rb.record())
+		rb.release()
+		start = end
+	}
+	return out
+}
+
+func userRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Generator) arrow.RecordBatch {
+	n := len(day.Users)
+	ids := make([]int64, n)
+	cols := make([][]float64, 5)
+	for i := range cols {
+		cols[i] = make([]float64, n)
+	}
+	lists := make([][]int64, n)
+	for u, f := range day.Users {
+		ids[u] = int64(u)
+		cols[0][u], cols[1][u], cols[2][u], cols[3][u], cols[4][u] = f.Activity, f.CTR7d, f.Sessions, f.RecencyDays, f.ClickRateDay
+		lists[u] = f.RecentAds
+	}
+	rb := newRecordBuilder(mem, schema)
+	defer rb.release()
+	rb.int64s("user_id", ids)
+	rb.dates("date", int32(day.Day), n)
+	rb.stamp("ts", (day.Day + 1).Micros(), n)
+	for i, name := range userFeatureNames[:5] {
+		rb.floats(name, cols[i], g.cfg.Broken, g, uint64(day.Day))
+	}
+	rb.lists("recent_ads", lists, g.cfg.Broken)
+	return rb.record()
+}
+
+func adRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Generator) arrow.RecordBatch {
+	n := len(day.Ads)
+	ids := make([]int64, n)
+	cols := [3][]float64{make([]float64, n), make([]float64, n), make([]float64, n)}
+	for a, f := range day.Ads {
+		ids[a] = int64(a)
+		cols[0][a], cols[1][a], cols[2][a] = f.Quality, f.CTR7d, f.AgeDays
+	}
+	rb := newRecordBuilder(mem, schema)
+	defer rb.release()
+	rb.int64s("ad_id", ids)
+	rb.dates("date", int32(day.Day), n)
+	rb.stamp("ts", (day.Day + 1).Micros(), n)
+	for i, name := range adFeatureNames {
+		rb.floats(name, cols[i], g.cfg.Broken, g, uint64(day.Day))
+	}
+	return rb.record()
+}

@@ -1,0 +1,515 @@
+package models
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrain-ml/retrain/internal/s3store"
+)
+
+const modelFormat = 1
+
+// Version is a complete, immutable model version: the content of its
+// model.json.
+type Version struct {
+	Format  int    `json:"format"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Checksum identifies the artifacts as a whole: "sha256:" and the hex
+	// SHA-256 of the sorted lines "<sha256> <size> <path>" of the files.
+	Checksum string     `json:"checksum"`
+	Files    []Artifact `json:"files"`
+	Created  time.Time  `json:"created"`
+	Meta
+}
+
+// Meta is what a registration records about a model besides its files.
+type Meta struct {
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// DataSnapshots identifies the training data, e.g. checkpoint or table
+	// snapshot ids.
+	DataSnapshots []string `json:"data_snapshots,omitempty"`
+	// PipelineRun is the pipeline run that produced the model.
+	PipelineRun string            `json:"pipeline_run,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
+// Artifact is one file of a version.
+type Artifact struct {
+	Path   string `json:"path"` // slash-separated, relative to the version's files
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"` // hex
+	CRC32C string `json:"crc32c"` // base64, as S3 reports it
+}
+
+// Ref returns "name@version".
+func (v Version) Ref() string { return v.Name + "@" + v.Version }
+
+// Artifacts maps artifact paths (slash-separated, relative) to the local
+// files holding them.
+type Artifacts map[string]string
+
+// DirArtifacts returns every regular file below dir, by its path relative to
+// dir.
+func DirArtifacts(dir string) (Artifacts, error) {
+	a := Artifacts{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		a[filepath.ToSlash(rel)] = path
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("models: read artifacts: %w", err)
+	}
+	return a, nil
+}
+
+// FileArtifacts returns the given files by their base names.
+func FileArtifacts(paths ...string) (Artifacts, error) {
+	a := Artifacts{}
+	for _, p := range paths {
+		base := filepath.Base(p)
+		if prev, dup := a[base]; dup {
+			return nil, fmt.Errorf("models: artifacts %s and %s have the same name", prev, p)
+		}
+		a[base] = p
+	}
+	return a, nil
+}
+
+// claim is the content of claim.json.
+type claim struct {
+	Checksum string    `json:"checksum"`
+	Created  time.Time `json:"created"`
+	Run      string    `json:"pipeline_run,omitempty"`
+}
+
+// Register stores artifacts as version of model name and returns the
+// version. An empty version means the next free "vN".
+//
+// Register is idempotent: registering the same artifacts again, under the
+// same version or with an empty version, returns the existing version
+// (its recorded meta included) instead of creating another. A version that
+// holds, or is being registered with, other artifacts fails with
+// [ErrVersionExists].
+func (r *Registry) Register(ctx context.Context, name string, artifacts Artifacts, version string, meta Meta) (Version, error) {
+	if err := validateName("model", name); err != nil {
+		return Version{}, err
+	}
+	if version != "" {
+		if err := validateName("version", version); err != nil {
+			return Version{}, err
+		}
+	}
+	if len(artifacts) == 0 {
+		return Version{}, errors.New("models: register: no artifacts")
+	}
+	files, err := hashArtifacts(artifacts)
+	if err != nil {
+		return Version{}, err
+	}
+	checksum := digest(files)
+	log := r.log.With("model", name, "checksum", checksum)
+
+	if version == "" {
+		if version, err = r.claimNumber(ctx, name, checksum, meta.PipelineRun); err != nil {
+			return Version{}, err
+		}
+	} else if err := r.claimVersion(ctx, name, version, checksum, meta.PipelineRun); err != nil {
+		return Version{}, err
+	}
+	log = log.With("version", version)
+
+	if v, err := r.Get(ctx, name, version); err == nil {
+		log.InfoContext(ctx, "models: version already registered")
+		return v, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return Version{}, err
+	}
+
+	// The claim makes this version ours to write: any other writer of its
+	// files has the same checksum, so writes the same bytes.
+	for _, f := range files {
+		if err := r.upload(ctx, name, version, artifacts[f.Path], f); err != nil {
+			return Version{}, err
+		}
+	}
+	v := Version{
+		Format:   modelFormat,
+		Name:     name,
+		Version:  version,
+		Checksum: checksum,
+		Files:    files,
+		Created:  r.now().UTC(),
+		Meta:     meta,
+	}
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return Version{}, fmt.Errorf("models: encode %s: %w", v.Ref(), err)
+	}
+	_, err = r.store.PutIfAbsent(ctx, modelKey(name, version), strings.NewReader(string(body)))
+	if errors.Is(err, s3store.ErrExists) {
+		// A concurrent registration of the same artifacts finished first.
+		return r.Get(ctx, name, version)
+	}
+	if err != nil {
+		return Version{}, fmt.Errorf("models: register %s: %w", v.Ref(), err)
+	}
+	// Explicitly named versions are indexed too, so that registering the
+	// same artifacts without a version later finds this one.
+	if _, err := r.indexDigest(ctx, name, checksum, version); err != nil {
+		log.WarnContext(ctx, "models: cannot index version by checksum", "error", err)
+	}
+	log.InfoContext(ctx, "models: registered", "files", len(files))
+	return v, nil
+}
+
+// claimVersion makes sure version is claimed for checksum, claiming it if
+// nobody has.
+func (r *Registry) claimVersion(ctx context.Context, name, version, checksum, run string) error {
+	body, _ := json.Marshal(claim{Checksum: checksum, Created: r.now().UTC(), Run: run})
+	// A claim can vanish between our failed create and our read: an
+	// automatic numbering gives back a number it lost a race for.
+	for range 3 {
+		_, err := r.store.PutIfAbsent(ctx, claimKey(name, version), strings.NewReader(string(body)))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, s3store.ErrExists) {
+			return fmt.Errorf("models: claim %s@%s: %w", name, version, err)
+		}
+		b, _, err := r.store.GetBytes(ctx, claimKey(name, version))
+		if errors.Is(err, s3store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("models: read claim of %s@%s: %w", name, version, err)
+		}
+		var theirs claim
+		if err := json.Unmarshal(b, &theirs); err != nil {
+			return fmt.Errorf("models: read claim of %s@%s: %w", name, version, err)
+		}
+		if theirs.Checksum != checksum {
+			return fmt.Errorf("%w: %s@%s was registered (or is being registered) with artifacts %s at %s; these are %s",
+				ErrVersionExists, name, version, theirs.Checksum, theirs.Created.Format(time.RFC3339), checksum)
+		}
+		return nil
+	}
+	return fmt.Errorf("models: claim %s@%s: claim keeps changing", name, version)
+}
+
+// maxClaimAttempts bounds the search for a free version number; each
+// failed attempt means another registration took a number meanwhile.
+const maxClaimAttempts = 100
+
+// claimNumber returns the version holding checksum, or claims the next
+// free "vN" for it.
+func (r *Registry) claimNumber(ctx context.Context, name, checksum, run string) (string, error) {
+	if v, err := r.lookupDigest(ctx, name, checksum); err == nil {
+		return v, r.claimVersion(ctx, name, v, checksum, run)
+	} else if !errors.Is(err, ErrNotFound) {
+		return "", err
+	}
+	next, err := r.nextNumber(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	for range maxClaimAttempts {
+		version := "v" + strconv.Itoa(next)
+		body, _ := json.Marshal(claim{Checksum: checksum, Created: r.now().UTC(), Run: run})
+		_, err := r.store.PutIfAbsent(ctx, claimKey(name, version), strings.NewReader(string(body)))
+		if errors.Is(err, s3store.ErrExists) {
+			next++
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("models: claim %s@%s: %w", name, version, err)
+		}
+		// The number is ours; now make it the one for these artifacts,
+		// unless a concurrent registration of the same artifacts got
+		// there first.
+		owner, err := r.indexDigest(ctx, name, checksum, version)
+		if err != nil {
+			return "", err
+		}
+		if owner != version {
+			// Give the number back; it was never visible.
+			if err := r.store.Delete(ctx, claimKey(name, version)); err != nil {
+				r.log.WarnContext(ctx, "models: cannot release version claim", "model", name, "version", version, "error", err)
+			}
+			return owner, r.claimVersion(ctx, name, owner, checksum, run)
+		}
+		return version, nil
+	}
+	return "", fmt.Errorf("models: no free version number for %s after %d attempts", name, maxClaimAttempts)
+}
+
+// nextNumber returns one more than the highest "vN" version directory,
+// complete or not.
+func (r *Registry) nextNumber(ctx context.Context, name string) (int, error) {
+	dirs, err := r.store.ListPrefixes(ctx, modelDir(name)+"versions/")
+	if err != nil {
+		return 0, fmt.Errorf("models: list versions of %s: %w", name, err)
+	}
+	highest := 0
+	for _, d := range dirs {
+		if n, ok := versionNumber(d); ok {
+			highest = max(highest, n)
+		}
+	}
+	return highest + 1, nil
+}
+
+func versionNumber(v string) (int, bool) {
+	digits, ok := strings.CutPrefix(v, "v")
+	if !ok || digits == "" || digits[0] == '0' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(digits)
+	return n, err == nil
+}
+
+type digestEntry struct {
+	Version string `json:"version"`
+}
+
+// indexDigest records version as the version holding checksum, unless one
+// is recorded already, and returns the recorded one.
+func (r *Registry) indexDigest(ctx context.Context, name, checksum, version string) (string, error) {
+	body, _ := json.Marshal(digestEntry{Version: version})
+	_, err := r.store.PutIfAbsent(ctx, digestKey(name, checksum), strings.NewReader(string(body)))
+	if err == nil {
+		return version, nil
+	}
+	if !errors.Is(err, s3store.ErrExists) {
+		return "", fmt.Errorf("models: index %s@%s: %w", name, version, err)
+	}
+	return r.lookupDigest(ctx, name, checksum)
+}
+
+func (r *Registry) lookupDigest(ctx context.Context, name, checksum string) (string, error) {
+	b, _, err := r.store.GetBytes(ctx, digestKey(name, checksum))
+	if errors.Is(err, s3store.ErrNotFound) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("models: look up artifacts of %s: %w", name, err)
+	}
+	var e digestEntry
+	if err := json.Unmarshal(b, &e); err != nil || validateName("version", e.Version) != nil {
+		return "", fmt.Errorf("models: corrupt digest index %s", digestKey(name, checksum))
+	}
+	return e.Version, nil
+}
+
+// upload stores one artifact unless an earlier attempt already did.
+func (r *Registry) upload(ctx context.Context, name, version, local string, f Artifact) error {
+	key := fileKey(name, version, f.Path)
+	if info, err := r.store.Head(ctx, key); err == nil && info.Size == f.Size && info.CRC32C == f.CRC32C {
+		return nil
+	}
+	file, err := os.Open(local)
+	if err != nil {
+		return fmt.Errorf("models: upload %s: %w", f.Path, err)
+	}
+	defer file.Close()
+	info, err := r.store.Put(ctx, key, file)
+	if err != nil {
+		return fmt.Errorf("models: upload %s: %w", f.Path, err)
+	}
+	if info.Size != f.Size || info.CRC32C != f.CRC32C {
+		return fmt.Errorf("models: %s changed while being registered", local)
+	}
+	return nil
+}
+
+// hashArtifacts reads every file once for its size and checksums.
+func hashArtifacts(artifacts Artifacts) ([]Artifact, error) {
+	files := make([]Artifact, 0, len(artifacts))
+	for _, path := range slices.Sorted(maps.Keys(artifacts)) {
+		if err := s3store.ValidateKey(path); err != nil {
+			return nil, fmt.Errorf("models: artifact path: %w", err)
+		}
+		f, err := os.Open(artifacts[path])
+		if err != nil {
+			return nil, fmt.Errorf("models: %w", err)
+		}
+		sha := sha256.New()
+		crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+		n, err := io.Copy(io.MultiWriter(sha, crc), f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("models: read %s: %w", artifacts[path], err)
+		}
+		files = append(files, Artifact{
+			Path:   path,
+			Size:   n,
+			SHA256: hex.EncodeToString(sha.Sum(nil)),
+			CRC32C: base64.StdEncoding.EncodeToString(crc.Sum(nil)),
+		})
+	}
+	return files, nil
+}
+
+func digest(files []Artifact) string {
+	h := sha256.New()
+	for _, f := range files {
+		fmt.Fprintf(h, "%s %d %s\n", f.SHA256, f.Size, f.Path)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// Get returns a complete version, or an error wrapping ErrNotFound.
+func (r *Registry) Get(ctx context.Context, name, version string) (Version, error) {
+	if err := validateName("model", name); err != nil {
+		return Version{}, err
+	}
+	if err := validateName("version", version); err != nil {
+		return Version{}, err
+	}
+	b, _, err := r.store.GetBytes(ctx, modelKey(name, version))
+	if errors.Is(err, s3store.ErrNotFound) {
+		return Version{}, fmt.Errorf("%w: version %s@%s", ErrNotFound, name, version)
+	}
+	if err != nil {
+		return Version{}, fmt.Errorf("models: get %s@%s: %w", name, version, err)
+	}
+	var v Version
+	if err := json.Unmarshal(b, &v); err != nil {
+		return Version{}, fmt.Errorf("models: decode %s@%s: %w", name, version, err)
+	}
+	if v.Format != modelFormat {
+		return Version{}, fmt.Errorf("models: %s@%s has format %d, this version reads %d", name, version, v.Format, modelFormat)
+	}
+	return v, nil
+}
+
+// List returns the complete versions of model name, oldest first.
+func (r *Registry) List(ctx context.Context, name string) ([]Version, error) {
+	if err := validateName("model", name); err != nil {
+		return nil, err
+	}
+	dirs, err := r.store.ListPrefixes(ctx, modelDir(name)+"versions/")
+	if err != nil {
+		return nil, fmt.Errorf("models: list %s: %w", name, err)
+	}
+	var versions []Version
+	for _, d := range dirs {
+		v, err := r.Get(ctx, name, d)
+		if errors.Is(err, ErrNotFound) {
+			continue // incomplete: invisible
+		}
+		if err != nil {
+			return nil, err
+		}
+		versions = append(versions, v)
+	}
+	slices.SortFunc(versions, func(a, b Version) int {
+		return cmp.Or(a.Created.Compare(b.Created), compareVersions(a.Version, b.Version))
+	})
+	return versions, nil
+}
+
+// compareVersions orders "v2" before "v10", and other names as strings.
+func compareVersions(a, b string) int {
+	na, oka := versionNumber(a)
+	nb, okb := versionNumber(b)
+	if oka && okb {
+		return cmp.Compare(na, nb)
+	}
+	return strings.Compare(a, b)
+}
+
+// Models returns the names of all models.
+func (r *Registry) Models(ctx context.Context) ([]string, error) {
+	names, err := r.store.ListPrefixes(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("models: list models: %w", err)
+	}
+	return names, nil
+}
+
+// Open streams one artifact of a version. The Store verifies the object's
+// checksum; the caller may compare the bytes with Artifact.SHA256.
+func (r *Registry) Open(ctx context.Context, v Version, path string) (io.ReadCloser, error) {
+	for _, f := range v.Files {
+		if f.Path == path {
+			body, _, err := r.store.Get(ctx, fileKey(v.Name, v.Version, path))
+			if err != nil {
+				return nil, fmt.Errorf("models: open %s of %s: %w", path, v.Ref(), err)
+			}
+			return body, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s has no artifact %q", ErrNotFound, v.Ref(), path)
+}
+
+// Download writes the artifacts of v below dir, verifying each file's size
+// and SHA-256; a file appears under its final name only once verified.
+func (r *Registry) Download(ctx context.Context, v Version, dir string) error {
+	for _, f := range v.Files {
+		if err := r.download(ctx, v, f, dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Registry) download(ctx context.Context, v Version, f Artifact, dir string) error {
+	// model.json is data from the bucket: its paths must not reach
+	// outside dir, whoever wrote it.
+	if err := s3store.ValidateKey(f.Path); err != nil {
+		return fmt.Errorf("models: download %s: artifact path: %w", v.Ref(), err)
+	}
+	dst := filepath.Join(dir, filepath.FromSlash(f.Path))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("models: download %s: %w", f.Path, err)
+	}
+	body, err := r.Open(ctx, v, f.Path)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".download-*")
+	if err != nil {
+		return fmt.Errorf("models: download %s: %w", f.Path, err)
+	}
+	defer os.Remove(tmp.Name())
+	sha := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, sha), body)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("models: download %s of %s: %w", f.Path, v.Ref(), err)
+	}
+	if n != f.Size || hex.EncodeToString(sha.Sum(nil)) != f.SHA256 {
+		return fmt.Errorf("models: download %s of %s: content does not match model.json", f.Path, v.Ref())
+	}
+	return os.Rename(tmp.Name(), dst)
+}
