@@ -52,6 +52,10 @@ type Field struct {
 	Type     FieldType
 	Required bool
 	Doc      string
+	// Default is the value the node uses when the key is absent, as it
+	// reads in a spec ("" when there is none or it is computed at run
+	// time; Doc then says what it is).
+	Default string
 }
 
 // Registry holds the node types a validator and worker know about.

@@ -19,7 +19,6 @@ import (
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // testLake is a lake in a temp dir holding small demo tables, and a worker
@@ -92,7 +91,7 @@ func (l *testLake) dataFilesSince(t *testing.T, since time.Time) []string {
 	return out
 }
 
-func (l *testLake) run(t *testing.T, req runs.Request) *workflows.Result {
+func (l *testLake) run(t *testing.T, req runs.Request) *runs.Result {
 	t.Helper()
 	req.TaskQueue = l.queue
 	return runRequest(t, req, 3*time.Minute)
@@ -104,7 +103,7 @@ func TestBackfillPipeline(t *testing.T) {
 	l := newTestLake(t)
 	before := l.checksum(t, "ml.training")
 	res := l.run(t, runs.Request{Pipeline: "backfill", Params: map[string]any{"start_date": demoStart, "end_date": demoEnd}})
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	su, sa := node(t, res, "stage_user"), node(t, res, "stage_ad")
 	if !su.StartedAt.Before(*sa.EndedAt) || !sa.StartedAt.Before(*su.EndedAt) {
 		t.Errorf("stage nodes did not overlap: user %v..%v, ad %v..%v", su.StartedAt, su.EndedAt, sa.StartedAt, sa.EndedAt)
@@ -141,8 +140,8 @@ func TestBackfillRollsBackOnFailure(t *testing.T) {
 	l := newTestLake(t)
 	before := l.checksum(t, "ml.training")
 	res := l.run(t, runs.Request{Pipeline: "backfill", Params: map[string]any{"start_date": demoStart, "end_date": demoEnd, "fail_after_promote": true}})
-	wantStatus(t, res, workflows.StatusFailed)
-	if n := node(t, res, "check"); n.Status != workflows.NodeFailed {
+	wantStatus(t, res, runs.StatusFailed)
+	if n := node(t, res, "check"); n.Status != runs.NodeFailed {
 		t.Fatalf("check: %s", n.Status)
 	}
 	promote := node(t, res, "promote")
@@ -150,7 +149,7 @@ func TestBackfillRollsBackOnFailure(t *testing.T) {
 		t.Fatalf("compensations %+v", res.Compensations)
 	}
 	rb := res.Compensations[0]
-	if rb.ID != "rollback" || rb.Status != workflows.NodeSucceeded {
+	if rb.ID != "rollback" || rb.Status != runs.NodeSucceeded {
 		t.Fatalf("rollback %+v", rb)
 	}
 	if rb.Outputs["to_snapshot_id"] != promote.Outputs["previous_snapshot_id"] || rb.Outputs["from_snapshot_id"] != promote.Outputs["snapshot_id"] {
@@ -190,7 +189,7 @@ nodes:
     with: {training_table: ml.training, staging_tables: ["${params.staging}"], start_date: "2026-11-01", end_date: "2026-11-03", bucket_groups: 4}
 `
 	var wg sync.WaitGroup
-	results := make([]*workflows.Result, 2)
+	results := make([]*runs.Result, 2)
 	for i, staging := range []string{"ml.s_user", "ml.s_ad"} {
 		wg.Add(1)
 		go func() {
@@ -201,7 +200,7 @@ nodes:
 	wg.Wait()
 	rounds := 0.0
 	for _, res := range results {
-		wantStatus(t, res, workflows.StatusSucceeded)
+		wantStatus(t, res, runs.StatusSucceeded)
 		rounds += node(t, res, "promote").Outputs["rounds"].(float64)
 	}
 	t.Logf("rounds in all: %v (more than 2: a promotion was redone)", rounds)
@@ -235,9 +234,9 @@ nodes:
     type: rollback_table
     with: {table: ml.training, to: "1"}
 `)})
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	p := node(t, res, "promote")
-	if p.Status != workflows.NodeFailed || !strings.Contains(p.Error, "staging table ml.nope does not exist") {
+	if p.Status != runs.NodeFailed || !strings.Contains(p.Error, "staging table ml.nope does not exist") {
 		t.Errorf("promote: %s %q", p.Status, p.Error)
 	}
 	if _, err := os.Stat(filepath.Join(l.dir, "warehouse", "ml.db", "nope")); err == nil {

@@ -30,7 +30,7 @@ func startCustomWorker(t *testing.T, queue string) {
 }
 
 // runPipeline starts a pipeline the worker on queue knows by name and waits.
-func runPipeline(t *testing.T, queue, name string, params map[string]any) *workflows.Result {
+func runPipeline(t *testing.T, queue, name string, params map[string]any) *runs.Result {
 	t.Helper()
 	return runRequest(t, runs.Request{Pipeline: name, Params: params, TaskQueue: queue}, 2*time.Minute)
 }
@@ -60,7 +60,7 @@ func TestCustomNodeBetweenBuiltins(t *testing.T) {
 	url := srv.URL + "/health"
 
 	res := runPipeline(t, queue, "endpoint-check", map[string]any{"url": url, "expect": `"serving"`})
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	check := node(t, res, "check")
 	sum := fmt.Sprintf("%x", sha256.Sum256([]byte(body)))
 	if check.Type != httpcheck.Name || check.Outputs["status"] != float64(200) || check.Outputs["body_sha256"] != sum ||
@@ -84,16 +84,16 @@ func TestCustomNodeBetweenBuiltins(t *testing.T) {
 	// An endpoint that never gets ready: three attempts (the example's
 	// retry policy), then the run fails there and record never runs.
 	res = runPipeline(t, queue, "endpoint-check", map[string]any{"url": srv.URL + "/ready"})
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	check = node(t, res, "check")
-	if check.Status != workflows.NodeFailed || check.Attempts != 3 || !strings.Contains(check.Error, "status 503") ||
+	if check.Status != runs.NodeFailed || check.Attempts != 3 || !strings.Contains(check.Error, "status 503") ||
 		!strings.Contains(check.Error, httpcheck.ErrCheckFailed) {
 		t.Errorf("failed check %+v", check)
 	}
 	if n := warming.Load(); n != 3 {
 		t.Errorf("server got %d requests for /ready, want 3", n)
 	}
-	if rec := node(t, res, "record"); rec.Status == workflows.NodeSucceeded || rec.Attempts != 0 {
+	if rec := node(t, res, "record"); rec.Status == runs.NodeSucceeded || rec.Attempts != 0 {
 		t.Errorf("record ran after a failed check: %+v", rec)
 	}
 
@@ -105,7 +105,7 @@ func TestCustomNodeBetweenBuiltins(t *testing.T) {
 	}
 	typo := strings.Replace(string(data), "type: http_check", "type: http_chek", 1)
 	res = runSpec(t, queue, typo, map[string]any{"url": url})
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	if !strings.Contains(res.Error, `unknown type "http_chek"`) || !strings.Contains(res.Error, `did you mean "http_check"`) {
 		t.Errorf("typo run error %q", res.Error)
 	}
@@ -122,7 +122,7 @@ func TestCustomTypeUnknownToPlainWorker(t *testing.T) {
 	queue := newQueue(t)
 	startWorker(t, queue)
 	res := runSpec(t, queue, string(data), map[string]any{"url": "http://127.0.0.1:1/"})
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	if !strings.Contains(res.Error, `unknown type "http_check"`) {
 		t.Errorf("run error %q does not name the unknown type", res.Error)
 	}

@@ -10,7 +10,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // parallelStageSpec is a pipeline of n stage_features nodes with no
@@ -51,10 +50,10 @@ func TestParallelStagesFirstAttempt(t *testing.T) {
 	waitForPoller(t, other)
 
 	res := l.run(t, runs.Request{Spec: []byte(parallelStageSpec(n, other)), SpecFile: "stage_8_parallel.yaml"})
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	for i := range n {
 		s := node(t, res, fmt.Sprintf("stage_%d", i))
-		if s.Status != workflows.NodeSucceeded || s.Attempts != 1 {
+		if s.Status != runs.NodeSucceeded || s.Attempts != 1 {
 			t.Errorf("%s: %s after %d attempts (want succeeded on attempt 1): %s", s.ID, s.Status, s.Attempts, s.Error)
 		}
 		if s.Outputs["rows"] != float64(3000) {
@@ -80,7 +79,7 @@ func waitForPoller(t *testing.T, queue string) {
 
 // mostAtOnce is the most of nodes stage_0..stage_<n-1> that were running
 // at one instant.
-func mostAtOnce(res *workflows.Result, n int) int {
+func mostAtOnce(res *runs.Result, n int) int {
 	most := 0
 	for i := range n {
 		at := res.Node(fmt.Sprintf("stage_%d", i)).StartedAt

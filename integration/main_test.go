@@ -25,7 +25,6 @@ import (
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/temporalconn"
 	"github.com/retrain-ml/retrain/worker"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // The stack every test in this package shares. Tests isolate themselves by
@@ -62,7 +61,7 @@ func runTests(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	server, err = devstack.Start(ctx, devstack.Options{
 		DataDir:          dir,
-		SearchAttributes: workflows.SearchAttributes(),
+		SearchAttributes: runs.SearchAttributes(),
 		Logger:           quiet,
 	})
 	if err != nil {
@@ -137,13 +136,13 @@ func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) {
 }
 
 // runSpec starts a spec on queue and waits for its result.
-func runSpec(t *testing.T, queue, spec string, params map[string]any) *workflows.Result {
+func runSpec(t *testing.T, queue, spec string, params map[string]any) *runs.Result {
 	t.Helper()
 	return runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: t.Name() + ".yaml", Params: params, TaskQueue: queue}, 2*time.Minute)
 }
 
 // runRequest starts a run and waits, at most limit, for its result.
-func runRequest(t *testing.T, req runs.Request, limit time.Duration) *workflows.Result {
+func runRequest(t *testing.T, req runs.Request, limit time.Duration) *runs.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -158,7 +157,7 @@ func runRequest(t *testing.T, req runs.Request, limit time.Duration) *workflows.
 	return res
 }
 
-func node(t *testing.T, res *workflows.Result, id string) *workflows.NodeState {
+func node(t *testing.T, res *runs.Result, id string) *runs.NodeState {
 	t.Helper()
 	n := res.Node(id)
 	if n == nil {
@@ -167,7 +166,7 @@ func node(t *testing.T, res *workflows.Result, id string) *workflows.NodeState {
 	return n
 }
 
-func wantStatus(t *testing.T, res *workflows.Result, want workflows.Status) {
+func wantStatus(t *testing.T, res *runs.Result, want runs.Status) {
 	t.Helper()
 	if res.Status != want {
 		t.Fatalf("run status %s, want %s: %s", res.Status, want, res.Error)

@@ -25,7 +25,6 @@ import (
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // startStoreWorker runs an in-process worker on queue whose checkpoints
@@ -104,7 +103,7 @@ func modelDir(t *testing.T, content string) string {
 	return dir
 }
 
-func ship(t *testing.T, queue, candidate, hook string, fail bool) *workflows.Result {
+func ship(t *testing.T, queue, candidate, hook string, fail bool) *runs.Result {
 	t.Helper()
 	return runSpec(t, queue, shipSpec, map[string]any{"candidate": candidate, "hook": hook, "fail_smoke": fail})
 }
@@ -136,22 +135,22 @@ func TestDeployRolledBackOnFailure(t *testing.T) {
 	defer hookSrv.Close()
 
 	res := ship(t, queue, modelDir(t, "weights-1"), hookSrv.URL, false)
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	if out := node(t, res, "deploy").Outputs; out["version"] != "v1" || out["previous_version"] != "" || out["webhooks_ok"] != float64(1) {
 		t.Fatalf("first deploy outputs %v", out)
 	}
 
 	res = ship(t, queue, modelDir(t, "weights-2"), hookSrv.URL, true)
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	deploy := node(t, res, "deploy")
-	if deploy.Status != workflows.NodeSucceeded || deploy.Outputs["version"] != "v2" || deploy.Outputs["previous_version"] != "v1" {
+	if deploy.Status != runs.NodeSucceeded || deploy.Outputs["version"] != "v2" || deploy.Outputs["previous_version"] != "v1" {
 		t.Fatalf("second deploy %+v", deploy)
 	}
 	if len(res.Compensations) != 1 {
 		t.Fatalf("compensations %+v", res.Compensations)
 	}
 	undo := res.Compensations[0]
-	if undo.ID != "undeploy" || undo.Status != workflows.NodeSucceeded || undo.Outputs["from"] != "v2" || undo.Outputs["to"] != "v1" || undo.Outputs["changed"] != true {
+	if undo.ID != "undeploy" || undo.Status != runs.NodeSucceeded || undo.Outputs["from"] != "v2" || undo.Outputs["to"] != "v1" || undo.Outputs["changed"] != true {
 		t.Fatalf("compensation %+v", undo)
 	}
 
@@ -180,7 +179,7 @@ func TestCLIModelRollback(t *testing.T) {
 	defer hookSrv.Close()
 	for i := 1; i <= 2; i++ {
 		res := ship(t, queue, modelDir(t, fmt.Sprintf("weights-%d", i)), hookSrv.URL, false)
-		wantStatus(t, res, workflows.StatusSucceeded)
+		wantStatus(t, res, runs.StatusSucceeded)
 	}
 	dataDir := t.TempDir()
 	if err := storage.WriteDevConnection(dataDir, srv.Config("")); err != nil {
@@ -316,7 +315,7 @@ func TestBadStorageFailsBeforeAnyWrite(t *testing.T) {
 	queue := newQueue(t)
 	startStoreWorker(t, queue, srv)
 	res := runSpec(t, queue, "name: escape\nnodes:\n  - {id: d, type: deploy, with: {model: \"../../x\", dir: /tmp}}\n", nil)
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	if len(res.Nodes) != 0 || !strings.Contains(res.Error, "model name") {
 		t.Fatalf("run of an escaping spec: %+v", res)
 	}
@@ -408,9 +407,9 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	features := node(t, res, "features")
-	if features.Status != workflows.NodeSucceeded || features.Attempts != 2 || features.Outputs["rows"] != float64(rows) ||
+	if features.Status != runs.NodeSucceeded || features.Attempts != 2 || features.Outputs["rows"] != float64(rows) ||
 		features.Outputs["files"] != float64(rows/perFile) || features.Outputs["reused"] != false {
 		t.Fatalf("features after the kill: %+v", features)
 	}
@@ -433,7 +432,7 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	again := node(t, res, "features")
 	if again.Outputs["reused"] != true || again.Outputs["uri"] != features.Outputs["uri"] || countRuns() != 2 {
 		t.Fatalf("rerun: features %+v, command runs %d", again, countRuns())
@@ -451,7 +450,7 @@ func TestShipExample(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir()) // where its train step writes models
 	queue := newQueue(t)
 	startStoreWorker(t, queue, srv)
-	run := func(params map[string]any) *workflows.Result {
+	run := func(params map[string]any) *runs.Result {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -466,13 +465,13 @@ func TestShipExample(t *testing.T) {
 		return res
 	}
 	res := run(map[string]any{"rows": 500})
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	if out := node(t, res, "data").Outputs; out["rows"] != float64(500) {
 		t.Fatalf("data outputs %v", out)
 	}
 	res = run(map[string]any{"rows": 500, "fail_smoke": true})
-	wantStatus(t, res, workflows.StatusFailed)
-	if len(res.Compensations) != 1 || res.Compensations[0].Status != workflows.NodeSucceeded {
+	wantStatus(t, res, runs.StatusFailed)
+	if len(res.Compensations) != 1 || res.Compensations[0].Status != runs.NodeSucceeded {
 		t.Fatalf("compensations %+v", res.Compensations)
 	}
 	v, err := reg.Resolve(context.Background(), "ctr")

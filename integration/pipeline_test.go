@@ -20,7 +20,6 @@ import (
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/temporalconn"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 func TestHelloByName(t *testing.T) {
@@ -35,11 +34,11 @@ func TestHelloByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	if got := node(t, res, "join").Outputs["stdout"]; got != "HELLO RETRAIN (13 chars, on Linux)" {
 		t.Errorf("join stdout = %q", got)
 	}
-	if n := node(t, res, "long_greeting"); n.Status != workflows.NodeSucceeded {
+	if n := node(t, res, "long_greeting"); n.Status != runs.NodeSucceeded {
 		t.Errorf("long_greeting: %s", n.Status)
 	}
 
@@ -74,9 +73,9 @@ nodes:
     retry: {max_attempts: 1}
     with: {argv: ["sh", "-c", "sleep 300 & echo $! > %s; wait"]}
 `, pidFile), nil)
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	n := node(t, res, "stuck")
-	if n.Status != workflows.NodeFailed || !strings.Contains(strings.ToLower(n.Error), "timeout") {
+	if n.Status != runs.NodeFailed || !strings.Contains(strings.ToLower(n.Error), "timeout") {
 		t.Errorf("stuck: %s %q", n.Status, n.Error)
 	}
 	b, err := os.ReadFile(pidFile)
@@ -103,7 +102,7 @@ nodes:
   - {id: right, type: command, needs: [root], with: {argv: ["sleep", "1"]}}
   - {id: join, type: command, needs: [left, right], with: {argv: ["true"]}}
 `, nil)
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	l, r := node(t, res, "left"), node(t, res, "right")
 	if !l.StartedAt.Before(*r.EndedAt) || !r.StartedAt.Before(*l.EndedAt) {
 		t.Errorf("branches did not overlap: left %v..%v, right %v..%v", l.StartedAt, l.EndedAt, r.StartedAt, r.EndedAt)
@@ -156,7 +155,7 @@ nodes:
     with:
       argv: ["sh", "-c", "n=$(cat %[1]s 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s; echo attempt $n; [ $n -ge 3 ]"]
 `, counter), nil)
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	n := node(t, res, "flaky")
 	if n.Attempts != 3 {
 		t.Errorf("attempts = %d, want 3", n.Attempts)
@@ -189,7 +188,7 @@ func TestCycleRejectedBeforeStart(t *testing.T) {
 	queue := newQueue(t)
 	startWorker(t, queue)
 	res := runSpec(t, queue, spec, nil)
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	if !strings.Contains(res.Error, "a -> b -> a") {
 		t.Errorf("run error %q does not print the cycle path", res.Error)
 	}
@@ -210,9 +209,9 @@ nodes:
   - {id: deploy, type: command, needs: [train], with: {argv: ["touch", "%[1]s"]}}
   - {id: alert, type: command, needs: [check], when: "${nodes.check.outputs.exit_code} != 0", with: {argv: ["echo", "check said ${nodes.check.outputs.exit_code}"]}}
 `, marker), nil)
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	for _, id := range []string{"train", "deploy"} {
-		if n := node(t, res, id); n.Status != workflows.NodeSkipped {
+		if n := node(t, res, id); n.Status != runs.NodeSkipped {
 			t.Errorf("%s: %s, want skipped", id, n.Status)
 		}
 	}
@@ -264,7 +263,7 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	if got := count("first"); got != 1 {
 		t.Errorf("finished node ran %d times, want 1", got)
 	}
@@ -343,7 +342,7 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusCancelled)
+	wantStatus(t, res, runs.StatusCancelled)
 	waitFor(t, 10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
@@ -411,11 +410,11 @@ nodes:
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var st workflows.Result
+	var st runs.Result
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 		t.Fatalf("status output is not JSON: %v\n%s", err, out.String())
 	}
-	if st.ID != id.ID || st.Status != workflows.StatusSucceeded || len(st.Nodes) != 2 {
+	if st.ID != id.ID || st.Status != runs.StatusSucceeded || len(st.Nodes) != 2 {
 		t.Errorf("status = %+v", st)
 	}
 }

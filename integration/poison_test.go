@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // TestPoisonSpecFromWebUI sends the input that used to kill workers through
@@ -29,7 +28,7 @@ func TestPoisonSpecFromWebUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusFailed)
+	wantStatus(t, res, runs.StatusFailed)
 	want := `node "a": when: condition is 614400 bytes long; the limit is 4096`
 	if len(res.Nodes) != 0 || !strings.Contains(res.Error, want) {
 		t.Fatalf("poison run: %d nodes, error %q; want %q", len(res.Nodes), res.Error, want)
@@ -40,5 +39,5 @@ func TestPoisonSpecFromWebUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // TestRefConvertDiamondNumberInArgv: a whole-string reference to a number
@@ -32,7 +31,7 @@ nodes:
   - {id: right, type: command, needs: [root], with: {argv: ["true"]}}
   - {id: join, type: command, needs: [left, right], with: {argv: ["echo", "${nodes.root.outputs.exit_code}"]}}
 `, nil)
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	if out := node(t, res, "join").Outputs["stdout"]; out != "0" {
 		t.Errorf("join stdout = %#v, want \"0\"", out)
 	}
@@ -92,7 +91,7 @@ func TestRefConvertStringParamIntoIntField(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range res.Nodes {
-		if n.Status != workflows.NodePending && n.Status != workflows.NodeCancelled {
+		if n.Status != runs.NodePending && n.Status != runs.NodeCancelled {
 			t.Errorf("node %s %s: nodes must not start", n.ID, n.Status)
 		}
 	}

@@ -45,7 +45,7 @@ on_failure:
 	workflows.Register(replayer)
 	for name, spec := range cases {
 		t.Run(name, func(t *testing.T) {
-			var res *workflows.Result
+			var res *runs.Result
 			if spec == "" {
 				res = runNamed(t, queue, name)
 			} else {
@@ -68,7 +68,7 @@ on_failure:
 	}
 }
 
-func runNamed(t *testing.T, queue, pipeline string) *workflows.Result {
+func runNamed(t *testing.T, queue, pipeline string) *runs.Result {
 	t.Helper()
 	ctx := context.Background()
 	run, err := runs.Start(ctx, tclient, runs.Request{Pipeline: pipeline, TaskQueue: queue})

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+
 	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/internal/demodata"
@@ -21,7 +23,6 @@ import (
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // The demo data of the retrain tests: small enough that a whole
@@ -86,7 +87,7 @@ func (e *retrainEnv) checksum(t *testing.T) lake.Checksum {
 	return sum
 }
 
-func (e *retrainEnv) run(t *testing.T, params map[string]any) *workflows.Result {
+func (e *retrainEnv) run(t *testing.T, params map[string]any) *runs.Result {
 	t.Helper()
 	p := map[string]any{"start_date": retrainStart, "end_date": retrainEnd}
 	for k, v := range params {
@@ -174,7 +175,7 @@ func TestCTRRetrainScenarios(t *testing.T) {
 
 	t.Run("first run deploys v1", func(t *testing.T) {
 		res := e.run(t, nil)
-		wantStatus(t, res, workflows.StatusSucceeded)
+		wantStatus(t, res, runs.StatusSucceeded)
 		ev := node(t, res, "evaluate")
 		if ev.Outputs["has_baseline"] != false {
 			t.Errorf("first run had a baseline: %v", ev.Outputs)
@@ -207,7 +208,7 @@ func TestCTRRetrainScenarios(t *testing.T) {
 		// a limitation of the feature backfill, not of this pipeline.
 		e.writeData(t, demodata.Broken{})
 		res := e.run(t, map[string]any{"seed": 2})
-		wantStatus(t, res, workflows.StatusSucceeded)
+		wantStatus(t, res, runs.StatusSucceeded)
 		ev := node(t, res, "evaluate")
 		if ev.Outputs["has_baseline"] != true || ev.Outputs["baseline_version"] != "v1" {
 			t.Fatalf("evaluate: %v", ev.Outputs)
@@ -229,18 +230,18 @@ func TestCTRRetrainScenarios(t *testing.T) {
 		before := e.checksum(t)
 		versions := e.versions(t)
 		res := e.run(t, nil)
-		wantStatus(t, res, workflows.StatusFailed)
+		wantStatus(t, res, runs.StatusFailed)
 		gate := node(t, res, "gate")
-		if gate.Status != workflows.NodeFailed {
+		if gate.Status != runs.NodeFailed {
 			t.Fatalf("gate %s: %s", gate.Status, gate.Error)
 		}
 		t.Logf("gate: %s", gate.Error)
-		if d := node(t, res, "deploy"); d.Status == workflows.NodeSucceeded {
+		if d := node(t, res, "deploy"); d.Status == runs.NodeSucceeded {
 			t.Fatalf("deploy ran: %+v", d)
 		}
 		var rolledBack bool
 		for _, c := range res.Compensations {
-			if c.ID == "rollback_table" && c.Status == workflows.NodeSucceeded {
+			if c.ID == "rollback_table" && c.Status == runs.NodeSucceeded {
 				rolledBack = true
 			}
 		}
@@ -330,7 +331,7 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	train := node(t, res, "train")
 	resumed := int64(train.Outputs["resumed_from"].(float64))
 	steps := int64(train.Outputs["steps"].(float64))
@@ -391,8 +392,8 @@ nodes:
 		t.Fatalf("approve without a reason: %v", err)
 	}
 	waitFor(t, 30*time.Second, func() bool {
-		v, err := tclient.QueryWorkflow(ctx, run.ID+"/gate", "", workflows.GateQuery)
-		var st workflows.GateState
+		v, err := tclient.QueryWorkflow(ctx, run.ID+"/gate", "", gatenode.GateQuery)
+		var st gatenode.GateState
 		return err == nil && v.Get(&st) == nil && st.Waiting
 	})
 	out, err := retrain("approve", run.ID, "--force", "--reason", "label delay on the eval day", "--user", "alice")
@@ -403,12 +404,12 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	g := node(t, res, "gate").Outputs
 	if g["passed"] != true || g["forced"] != true || g["forced_by"] != "alice" || g["force_reason"] != "label delay on the eval day" || g["candidate_id"] != "cand-7" {
 		t.Fatalf("gate outputs %v", g)
 	}
-	if d := node(t, res, "deploy"); d.Status != workflows.NodeSucceeded {
+	if d := node(t, res, "deploy"); d.Status != runs.NodeSucceeded {
 		t.Fatalf("deploy %s: %s", d.Status, d.Reason)
 	}
 	// Nothing waits any more.

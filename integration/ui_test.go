@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // TestStartFromWebUI starts a run the way the Web UI's Start Workflow form
@@ -31,7 +30,7 @@ func TestStartFromWebUI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	if res.Pipeline != "hello" || len(res.Nodes) != 6 {
 		t.Errorf("UI-started run: pipeline %q, %d nodes", res.Pipeline, len(res.Nodes))
 	}
@@ -68,7 +67,7 @@ func startFromUI(t *testing.T, queue, prefix, input string) string {
 	body, _ := json.Marshal(map[string]any{
 		"workflowId":   id,
 		"taskQueue":    map[string]string{"name": queue},
-		"workflowType": map[string]string{"name": workflows.PipelineWorkflow},
+		"workflowType": map[string]string{"name": runs.PipelineWorkflow},
 		"input": map[string]any{"payloads": []any{map[string]any{
 			"metadata": map[string]string{"encoding": enc("json/plain")},
 			"data":     enc(input),

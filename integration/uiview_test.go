@@ -35,7 +35,7 @@ func TestTimelineNamesNodes(t *testing.T) {
 	queue := newQueue(t)
 	startWorker(t, queue)
 	res := runNamed(t, queue, "hello")
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 
 	var summaries []string
 	for _, ev := range history(t, tclient, res.ID).GetEvents() {
@@ -126,7 +126,7 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, res, workflows.StatusSucceeded)
+	wantStatus(t, res, runs.StatusSucceeded)
 	final := details() // a closed run: the worker replays it to answer
 	if !strings.Contains(final, "**live-table** succeeded: 2 of 2 nodes done") || !strings.Contains(final, "| slow | command | succeeded | 1 |") {
 		t.Errorf("details of the finished run:\n%s", final)
@@ -191,7 +191,7 @@ func TestInvalidRunsKeepTypeAndLabel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Status != workflows.StatusFailed || res.Pipeline != tc.want || !strings.Contains(res.Error, tc.inMessage) {
+			if res.Status != runs.StatusFailed || res.Pipeline != tc.want || !strings.Contains(res.Error, tc.inMessage) {
 				t.Errorf("result %+v", res)
 			}
 			desc, err := tclient.DescribeWorkflowExecution(ctx, run.ID, "")
@@ -199,7 +199,7 @@ func TestInvalidRunsKeepTypeAndLabel(t *testing.T) {
 				t.Fatal(err)
 			}
 			var label string
-			sa := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.PipelineKey.GetName()]
+			sa := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[runs.PipelineKey.GetName()]
 			if err := converter.GetDefaultDataConverter().FromPayload(sa, &label); err != nil || label != tc.want {
 				t.Errorf("RetrainPipeline = %q (%v), want %q", label, err, tc.want)
 			}

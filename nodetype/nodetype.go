@@ -1,7 +1,15 @@
-// Package nodetype is the public API for writing a node type in Go: a
-// dags.NodeType (what a spec's `with` block takes and what the node outputs)
-// bundled with the function that runs it. A team registers its own types in
-// its own worker binary with worker.WithNodeTypes, next to the built-in ones:
+// Package nodetype is the core every node type is written against, the
+// built-in ones and a team's own: a dags.NodeType (what a spec's `with`
+// block takes and what the node outputs) bundled with the function that
+// runs it, the activity wrapper every node runs in (keep-alive heartbeats,
+// progress, attempt numbers, error types), and the wire types the pipeline
+// workflow sends and gets back.
+//
+// A node type declares its inputs once, as a Go struct: New derives the
+// validator's field list (names, types, required fields, defaults, docs)
+// from its tags, and its outputs from the struct its function returns.
+// A team registers its own types in its own worker binary with
+// worker.WithNodeTypes, next to the built-in ones:
 //
 //	w, err := worker.New(ctx, c, namespace, cfg, logger, worker.WithNodeTypes(mytype.Type()))
 //
@@ -11,8 +19,9 @@
 //	spec, err := dags.Load(file, data, reg)
 //
 // The package sits low in the import graph (it needs only dags and the
-// Temporal SDK's error type) so that built-in node types can be written
-// against it too; see examples/customnode for a whole binary.
+// Temporal SDK) so that the built-in node types (package nodes/...) and a
+// team's are written the same way; see examples/customnode for a whole
+// binary.
 package nodetype
 
 import (
@@ -21,20 +30,50 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/retrain-ml/retrain/dags"
 )
 
-// Input is what a node's function gets: where the node runs, and its
-// `with` block with every ${...} reference already resolved.
+// Input is what the pipeline workflow sends to a node's activity (and to a
+// node type's child workflow): where the node runs, and its `with` block
+// with every ${...} reference resolved and converted to its field's type.
+// Its JSON form is recorded in every run's history; the field names are a
+// wire format and do not change.
 type Input struct {
-	Pipeline string         // the spec's name
-	RunID    string         // the run's id (its workflow id)
-	Node     string         // the node's id in the spec
-	Type     string         // the node's type name
-	With     map[string]any // decoded from JSON: numbers are float64
+	Pipeline string         `json:"pipeline"` // the spec's name
+	RunID    string         `json:"run_id"`   // the run's id (its workflow id)
+	Node     string         `json:"node"`     // the node's id in the spec
+	Type     string         `json:"type"`     // the node's type name
+	With     map[string]any `json:"with,omitempty"`
+	// Options are the node's timeout, heartbeat and retry policy from the
+	// plan, sent to node types that run as child workflows and schedule
+	// activities of their own (promote_features). Nil for activity nodes,
+	// and in runs recorded before it was sent.
+	Options *Options `json:"options,omitempty"`
+}
+
+// Options are how a node's activities run, as its plan node says.
+type Options struct {
+	Timeout   time.Duration    `json:"timeout"`   // start-to-close of one attempt
+	Heartbeat time.Duration    `json:"heartbeat"` // 0 disables
+	Retry     dags.RetryPolicy `json:"retry"`
+}
+
+// Result is what every node returns to the pipeline workflow.
+type Result struct {
+	Outputs   map[string]any `json:"outputs,omitempty"`
+	Attempt   int32          `json:"attempt"`    // the attempt that produced this result (1-based)
+	StartedAt time.Time      `json:"started_at"` // worker clock, start of that attempt
+	EndedAt   time.Time      `json:"ended_at"`   // worker clock, end of that attempt
+}
+
+// FailureDetails ride on a failed node's error so the workflow can report
+// how many attempts were made; Temporal's ActivityError does not carry it.
+type FailureDetails struct {
+	Attempt int32 `json:"attempt"`
 }
 
 // Func runs one attempt of a node. Its outputs must be small JSON values
@@ -45,30 +84,88 @@ type Input struct {
 // or times out: a long-running Func must return when ctx is done.
 type Func func(ctx context.Context, in Input) (map[string]any, error)
 
-// Type is a node type and its implementation.
+// Type is a node type and its implementation: Run for a type that runs as
+// an activity, Workflow for one that runs as a child workflow.
 type Type struct {
 	NodeType dags.NodeType
 	Run      Func
+	// Workflow is the child workflow of a type whose Kind is
+	// dags.KindWorkflow, a func(workflow.Context, Input) (Result, error)
+	// registered under NodeType.Target.
+	Workflow any
+	// Activities are the activities Workflow schedules, by name; the
+	// worker registers them next to the node types'.
+	Activities map[string]any
+
+	err error // a schema New could not derive, reported by Validate
 }
 
-// New returns a Type whose function gets the node's `with` block decoded
-// into a W (by way of JSON, with encoding/json's tags), so it reads typed
-// fields rather than a map. A `with` block that does not decode fails the
-// node without retry, as BadInput.
-func New[W any](t dags.NodeType, run func(ctx context.Context, in Input, with W) (map[string]any, error)) Type {
+// New returns the Type of a node whose inputs are a W and whose outputs are
+// an O. The spec's `with` block is decoded into a W, defaults first (see
+// Schema for the tags), so run reads typed fields; a block that does not
+// decode fails the node without retry, as BadInput. t's Fields are derived
+// from W (see Schema) and its Outputs from O's JSON names. When W or O is a
+// map, which cannot declare its keys, t's own Fields or Outputs stand (none
+// means any output key is accepted).
+func New[W, O any](t dags.NodeType, run func(ctx context.Context, in Input, with W) (O, error)) Type {
+	fields, err := Schema[W]()
+	if err != nil {
+		return Type{NodeType: t, err: fmt.Errorf("node type %q: inputs: %w", t.Name, err)}
+	}
+	outputs, err := OutputNames[O]()
+	if err != nil {
+		return Type{NodeType: t, err: fmt.Errorf("node type %q: outputs: %w", t.Name, err)}
+	}
+	// A map cannot declare its keys: then what t lists stands.
+	if fields != nil {
+		t.Fields = fields
+	}
+	if outputs != nil {
+		t.Outputs = outputs
+	}
 	return Type{
 		NodeType: t,
 		Run: func(ctx context.Context, in Input) (map[string]any, error) {
-			var with W
-			if err := Decode(in.With, &with); err != nil {
+			with, err := DecodeWith[W](in.With)
+			if err != nil {
 				return nil, Permanent(ErrBadInput, "node %s (type %s): %v", in.Node, in.Type, err)
 			}
-			return run(ctx, in, with)
+			out, err := run(ctx, in, with)
+			if err != nil {
+				return nil, err
+			}
+			return Outputs(out)
 		},
 	}
 }
 
-// ErrBadInput is the error type of a node whose input can never work.
+// NewWorkflow returns the Type of a node that runs as the child workflow
+// wf, registered as workflowName, with inputs W and outputs O declared as
+// New does (wf decodes its Input's With with DecodeWith[W] and returns an
+// O's Outputs). activities are the activities wf schedules, by name.
+func NewWorkflow[W, O any](t dags.NodeType, workflowName string, wf any, activities map[string]any) Type {
+	typ := New(t, func(context.Context, Input, W) (O, error) { var o O; return o, nil })
+	typ.NodeType.Kind = dags.KindWorkflow
+	typ.NodeType.Target = workflowName
+	typ.Run = nil
+	typ.Workflow = wf
+	typ.Activities = activities
+	return typ
+}
+
+// RetryPolicy is a node's retry policy as Temporal's.
+func RetryPolicy(p dags.RetryPolicy) *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		MaximumAttempts:        int32(p.MaxAttempts),
+		InitialInterval:        p.InitialInterval,
+		BackoffCoefficient:     p.Backoff,
+		MaximumInterval:        p.MaxInterval,
+		NonRetryableErrorTypes: p.NonRetryable,
+	}
+}
+
+// ErrBadInput is the error type of a node whose input can never work
+// (errtype.BadInput, repeated here so this package stays a leaf).
 const ErrBadInput = "BadInput"
 
 // Permanent returns an error that fails a node without retrying it: bad
@@ -79,7 +176,8 @@ func Permanent(errType, format string, args ...any) error {
 }
 
 // Decode converts a `with` map into a typed value by way of JSON, the form
-// it travelled through the run's history in.
+// it travelled through the run's history in. It applies no defaults; see
+// DecodeWith.
 func Decode(with map[string]any, into any) error {
 	b, err := json.Marshal(with)
 	if err != nil {
@@ -107,18 +205,27 @@ var fieldTypes = map[dags.FieldType]bool{
 }
 
 // Validate reports what would make t unusable: a name a spec cannot use,
-// no function, a child-workflow kind, a malformed field list. It says
+// no function, a malformed field list or one New could not derive. It says
 // nothing about collisions with other types; the worker checks those.
 func (t Type) Validate() error {
 	nt := t.NodeType
 	if !nameRe.MatchString(nt.Name) {
 		return fmt.Errorf("node type name %q: want lower-case letters, digits and _, starting with a letter", nt.Name)
 	}
-	if t.Run == nil {
-		return fmt.Errorf("node type %q has no Run function", nt.Name)
+	if t.err != nil {
+		return t.err
 	}
-	if nt.Kind != "" && nt.Kind != dags.KindActivity {
-		return fmt.Errorf("node type %q: kind %q is not supported; a Go node type runs as an activity", nt.Name, nt.Kind)
+	switch nt.Kind {
+	case "", dags.KindActivity:
+		if t.Run == nil {
+			return fmt.Errorf("node type %q has no Run function", nt.Name)
+		}
+	case dags.KindWorkflow:
+		if nt.Target == "" || t.Workflow == nil {
+			return fmt.Errorf("node type %q runs as a child workflow but has none (Target, Workflow)", nt.Name)
+		}
+	default:
+		return fmt.Errorf("node type %q: kind %q is not supported", nt.Name, nt.Kind)
 	}
 	if nt.Target != "" && !targetRe.MatchString(nt.Target) {
 		return fmt.Errorf("node type %q: activity type name %q: want letters, digits, _, . and -, starting with a letter", nt.Name, nt.Target)
@@ -142,8 +249,8 @@ func (t Type) Validate() error {
 	return nil
 }
 
-// TargetName is the activity type t registers as: NodeType.Target, or the
-// type's name when that is empty.
+// TargetName is the activity (or workflow) type t registers as:
+// NodeType.Target, or the type's name when that is empty.
 func (t Type) TargetName() string {
 	if t.NodeType.Target != "" {
 		return t.NodeType.Target

@@ -3,8 +3,8 @@
 // Pipeline workflow execution, and its id is the workflow id.
 //
 //	c, _ := client.Dial(client.Options{HostPort: "temporal:7233"})
-//	run, err := runs.Start(ctx, c, runs.Request{Pipeline: "ctr-retrain", Params: map[string]any{"date": "2026-11-20"}})
-//	res, err := runs.Wait(ctx, c, run.ID, nil)
+//	run, err := Start(ctx, c, Request{Pipeline: "ctr-retrain", Params: map[string]any{"date": "2026-11-20"}})
+//	res, err := Wait(ctx, c, run.ID, nil)
 package runs
 
 import (
@@ -18,8 +18,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // DefaultTaskQueue is the queue retrain workers poll unless told otherwise.
@@ -44,7 +42,7 @@ type Run struct {
 
 // Start starts a run and returns at once.
 func Start(ctx context.Context, c client.Client, req Request) (Run, error) {
-	in := workflows.PipelineInput{Pipeline: req.Pipeline, SpecFile: req.SpecFile, Params: req.Params, Parallelism: req.Parallelism}
+	in := PipelineInput{Pipeline: req.Pipeline, SpecFile: req.SpecFile, Params: req.Params, Parallelism: req.Parallelism}
 	name := req.Pipeline
 	if len(req.Spec) > 0 {
 		spec, err := json.Marshal(string(req.Spec))
@@ -75,7 +73,7 @@ func Start(ctx context.Context, c client.Client, req Request) (Run, error) {
 		StaticSummary:            summary,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-	}, workflows.PipelineWorkflow, in)
+	}, PipelineWorkflow, in)
 	if err != nil {
 		return Run{}, fmt.Errorf("start run %s: %w", id, err)
 	}
@@ -92,7 +90,7 @@ func NewID(pipeline string) string {
 
 // State asks a running run for its state. For a closed run it returns the
 // final result instead.
-func State(ctx context.Context, c client.Client, id string) (*workflows.Result, error) {
+func State(ctx context.Context, c client.Client, id string) (*Result, error) {
 	closed, err := isClosed(ctx, c, id)
 	if err != nil {
 		return nil, err
@@ -113,12 +111,12 @@ func isClosed(ctx context.Context, c client.Client, id string) (bool, error) {
 }
 
 // queryState asks a running run for its Result so far.
-func queryState(ctx context.Context, c client.Client, id string) (*workflows.Result, error) {
-	v, err := c.QueryWorkflow(ctx, id, "", workflows.StateQuery)
+func queryState(ctx context.Context, c client.Client, id string) (*Result, error) {
+	v, err := c.QueryWorkflow(ctx, id, "", StateQuery)
 	if err != nil {
 		return nil, fmt.Errorf("query run %s: %w", id, err)
 	}
-	var res workflows.Result
+	var res Result
 	if err := v.Get(&res); err != nil {
 		return nil, fmt.Errorf("decode state of run %s: %w", id, err)
 	}
@@ -128,7 +126,7 @@ func queryState(ctx context.Context, c client.Client, id string) (*workflows.Res
 // Wait polls the run until it closes and returns its result; progress, when
 // not nil, is called with every state seen on the way. A failed or cancelled
 // run returns its Result and a nil error: the status says how it ended.
-func Wait(ctx context.Context, c client.Client, id string, progress func(*workflows.Result)) (*workflows.Result, error) {
+func Wait(ctx context.Context, c client.Client, id string, progress func(*Result)) (*Result, error) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -156,16 +154,16 @@ func Wait(ctx context.Context, c client.Client, id string, progress func(*workfl
 
 // result reads the result of a closed run, including failed ones, whose
 // Result rides on the workflow error.
-func result(ctx context.Context, c client.Client, id string) (*workflows.Result, error) {
-	var res workflows.Result
+func result(ctx context.Context, c client.Client, id string) (*Result, error) {
+	var res Result
 	err := c.GetWorkflow(ctx, id, "").Get(ctx, &res)
 	if err == nil {
 		return &res, nil
 	}
-	if r, ok := workflows.ResultFromError(err); ok {
+	if r, ok := ResultFromError(err); ok {
 		return r, nil
 	}
-	if r, ok := workflows.ResultFromCancel(err); ok {
+	if r, ok := ResultFromCancel(err); ok {
 		return r, nil
 	}
 	return nil, fmt.Errorf("run %s: %w", id, err)

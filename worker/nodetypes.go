@@ -1,14 +1,12 @@
 package worker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/nodetype"
-	"github.com/retrain-ml/retrain/workflows"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // Option adds to what New builds beyond Config: things only Go code can
@@ -38,48 +36,52 @@ func WithNodeTypes(types ...nodetype.Type) Option {
 // its own with this, e.g. `dags.Load(file, data, reg)` in a validate
 // command of its own binary (see examples/customnode).
 func Registry(custom ...nodetype.Type) (*dags.Registry, error) {
-	extra, err := customSteps(custom)
+	extra, err := customTypes(custom)
 	if err != nil {
 		return nil, err
 	}
-	return registryOf(append(activities.Steps(activities.Deps{}), extra...))
+	return registryOf(append(builtin(deps{}), extra...))
 }
 
-func registryOf(steps []activities.Step) (*dags.Registry, error) {
-	types := make([]dags.NodeType, len(steps))
-	for i, s := range steps {
-		types[i] = s.Type
+func registryOf(types []nodetype.Type) (*dags.Registry, error) {
+	nts := make([]dags.NodeType, len(types))
+	for i, t := range types {
+		nts[i] = t.NodeType
 	}
-	return dags.NewRegistry(types...)
+	return dags.NewRegistry(nts...)
 }
 
-// customSteps turns custom node types into steps, refusing any type that
-// is malformed or whose name or activity type is taken: a second
-// registration of an activity type would panic in the SDK, and a type that
-// shadowed a built-in would change what existing specs mean.
-func customSteps(custom []nodetype.Type) ([]activities.Step, error) {
+// customTypes checks custom node types, refusing any type that is
+// malformed, runs as a workflow, or whose name or activity type is taken: a
+// second registration of an activity type would panic in the SDK, and a
+// type that shadowed a built-in would change what existing specs mean.
+func customTypes(custom []nodetype.Type) ([]nodetype.Type, error) {
 	if len(custom) == 0 {
 		return nil, nil
 	}
 	// Names a custom type may not take, and who holds them.
 	taken := map[string]string{
-		workflows.ResolveActivity:  "the resolver activity",
-		workflows.PipelineWorkflow: "the pipeline workflow",
+		runs.ResolveActivity:  "the resolver activity",
+		runs.PipelineWorkflow: "the pipeline workflow",
 	}
-	for name := range activities.WorkflowActivities(activities.Deps{}) {
-		taken[name] = "a promote_features activity"
-	}
-	for _, s := range activities.Steps(activities.Deps{}) {
-		taken[s.Type.Name] = fmt.Sprintf("the built-in node type %q", s.Type.Name)
-		if s.Type.Target != "" && s.Type.Target != s.Type.Name {
-			taken[s.Type.Target] = fmt.Sprintf("the activity or workflow of built-in node type %q", s.Type.Name)
+	for _, t := range builtin(deps{}) {
+		for name := range t.Activities {
+			taken[name] = fmt.Sprintf("an activity of the built-in node type %q", t.NodeType.Name)
+		}
+		taken[t.NodeType.Name] = fmt.Sprintf("the built-in node type %q", t.NodeType.Name)
+		if target := t.TargetName(); target != t.NodeType.Name {
+			taken[target] = fmt.Sprintf("the activity or workflow of built-in node type %q", t.NodeType.Name)
 		}
 	}
-	var steps []activities.Step
+	var types []nodetype.Type
 	var errs []error
 	for _, t := range custom {
 		if err := t.Validate(); err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if t.NodeType.Kind == dags.KindWorkflow {
+			errs = append(errs, fmt.Errorf("node type %q: a custom node type runs as an activity (its Kind must be empty or %q)", t.NodeType.Name, dags.KindActivity))
 			continue
 		}
 		name, target := t.NodeType.Name, t.TargetName()
@@ -95,18 +97,10 @@ func customSteps(custom []nodetype.Type) ([]activities.Step, error) {
 		if target != name {
 			taken[target] = fmt.Sprintf("the activity of custom node type %q", name)
 		}
-		steps = append(steps, activities.Step{Type: t.NodeType, Run: adapt(t.Run)})
+		types = append(types, t)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("custom node types: %w", err)
 	}
-	return steps, nil
-}
-
-// adapt runs a public node function as a built-in step, so it gets the same
-// activity wrapper: heartbeats, attempt numbers and times on its result.
-func adapt(run nodetype.Func) activities.NodeFunc {
-	return func(ctx context.Context, in activities.NodeInput) (map[string]any, error) {
-		return run(ctx, nodetype.Input{Pipeline: in.Pipeline, RunID: in.RunID, Node: in.Node, Type: in.Type, With: in.With})
-	}
+	return types, nil
 }

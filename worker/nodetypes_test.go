@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -18,19 +20,18 @@ import (
 // customType is a node type that doubles its input.
 func customType(name, target string) nodetype.Type {
 	type with struct {
-		N int `json:"n"`
+		N int `json:"n" required:"true" doc:"the number to double"`
 	}
-	return nodetype.New(dags.NodeType{
-		Name:    name,
-		Target:  target,
-		Fields:  []dags.Field{{Name: "n", Type: dags.FieldInt, Required: true}},
-		Outputs: []string{"doubled"},
-	}, func(_ context.Context, _ nodetype.Input, w with) (map[string]any, error) {
-		if w.N < 0 {
-			return nil, nodetype.Permanent("Negative", "n is %d", w.N)
-		}
-		return map[string]any{"doubled": 2 * w.N}, nil
-	})
+	type outputs struct {
+		Doubled int `json:"doubled"`
+	}
+	return nodetype.New(dags.NodeType{Name: name, Target: target},
+		func(_ context.Context, _ nodetype.Input, w with) (outputs, error) {
+			if w.N < 0 {
+				return outputs{}, nodetype.Permanent("Negative", "n is %d", w.N)
+			}
+			return outputs{Doubled: 2 * w.N}, nil
+		})
 }
 
 const customSpec = `name: custom
@@ -54,7 +55,7 @@ func TestRegistryValidatesCustomTypes(t *testing.T) {
 	if _, ok := reg.Lookup("command"); !ok {
 		t.Error("registry with a custom type lost the built-in ones")
 	}
-	_, err = dags.Load("custom.yaml", []byte(customSpec), activities.Types())
+	_, err = dags.Load("custom.yaml", []byte(customSpec), Types())
 	if err == nil || !strings.Contains(err.Error(), `unknown type "doubler"`) {
 		t.Fatalf("built-in types accepted the custom type: %v", err)
 	}
@@ -75,9 +76,9 @@ func TestCustomTypeCollisions(t *testing.T) {
 	}{
 		{"built-in name", []nodetype.Type{customType("command", "")}, `node type "command": the name is taken by the built-in node type "command"`},
 		{"built-in activity", []nodetype.Type{customType("mine", "command")}, `activity type "command" is taken by the built-in node type "command"`},
-		{"built-in child workflow", []nodetype.Type{customType("mine", activities.GateWorkflow)}, `activity type "Gate" is taken by the activity or workflow of built-in node type "gate"`},
+		{"built-in child workflow", []nodetype.Type{customType("mine", gatenode.GateWorkflow)}, `activity type "Gate" is taken by the activity or workflow of built-in node type "gate"`},
 		{"resolver", []nodetype.Type{customType("mine", "ResolvePipeline")}, "taken by the resolver activity"},
-		{"promote activity", []nodetype.Type{customType("mine", activities.PromotePlanActivity)}, "taken by a promote_features activity"},
+		{"promote activity", []nodetype.Type{customType("mine", lakenode.PromotePlanActivity)}, `taken by an activity of the built-in node type "promote_features"`},
 		{"two custom types", []nodetype.Type{customType("mine", ""), customType("mine", "")}, `node type "mine": the name is taken by the custom node type "mine"`},
 		{"custom target then name", []nodetype.Type{customType("a", "b"), customType("b", "")}, `node type "b": the name is taken by the activity of custom node type "a"`},
 		{"malformed", []nodetype.Type{{NodeType: dags.NodeType{Name: "nofunc"}}}, "has no Run function"},
@@ -103,19 +104,19 @@ func TestCustomTypeCollisions(t *testing.T) {
 // input fields arrive, outputs and the attempt come back, and a Permanent
 // error keeps its type and is not retryable.
 func TestCustomStepRunsAsActivity(t *testing.T) {
-	steps, err := customSteps([]nodetype.Type{customType("doubler", "")})
+	steps, err := customTypes([]nodetype.Type{customType("doubler", "")})
 	if err != nil || len(steps) != 1 {
 		t.Fatalf("steps %v, %v", steps, err)
 	}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(activities.Activity(steps[0].Run), activity.RegisterOptions{Name: "doubler"})
-	in := activities.NodeInput{Pipeline: "p", RunID: "r", Node: "b", Type: "doubler", With: map[string]any{"n": 21}}
+	env.RegisterActivityWithOptions(nodetype.Activity(steps[0].Run), activity.RegisterOptions{Name: "doubler"})
+	in := nodetype.Input{Pipeline: "p", RunID: "r", Node: "b", Type: "doubler", With: map[string]any{"n": 21}}
 	val, err := env.ExecuteActivity("doubler", in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res activities.NodeResult
+	var res nodetype.Result
 	if err := val.Get(&res); err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,10 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/retrain-ml/retrain/runs"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
-
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // EnsureSearchAttributes reports whether the namespace has the search
@@ -24,7 +23,7 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		logger.Warn("cannot list search attributes; runs will not be labelled", "namespace", namespace, "error", err)
 		return false
 	}
-	want := workflows.SearchAttributes()
+	want := runs.SearchAttributes()
 	missing := make(map[string]enumspb.IndexedValueType)
 	for name, typ := range want {
 		if _, ok := have.GetCustomAttributes()[name]; !ok {

@@ -17,14 +17,15 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/storage"
+	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/workflows"
 )
@@ -110,7 +111,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	}
 	// Custom types are checked before anything is opened: a name clash is
 	// a programming error in this binary, not a reason to touch NVML.
-	custom, err := customSteps(o.nodeTypes)
+	custom, err := customTypes(o.nodeTypes)
 	if err != nil {
 		return nil, err
 	}
@@ -146,20 +147,20 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
-	deps := activities.Deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store}
+	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store}
 	if gpus != nil {
-		deps.GPUs = gpu.NewAllocator(gpus, gpu.ByUUID)
-		deps.GPUMonitor = gpus
+		d.GPUs = gpu.NewAllocator(gpus, gpu.ByUUID)
+		d.GPUMonitor = gpus
 	}
-	steps := append(activities.Steps(deps), custom...)
-	// The resolver validates against the steps this worker runs, so a spec
+	types := append(builtin(d), custom...)
+	// The resolver validates against the types this worker runs, so a spec
 	// is accepted exactly when every node has an activity here.
-	reg, err := registryOf(steps)
+	reg, err := registryOf(types)
 	if err != nil {
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
-	resolver := &activities.Resolver{
+	resolver := &workflows.Resolver{
 		Library:          lib,
 		Registry:         reg,
 		SearchAttributes: EnsureSearchAttributes(ctx, c, namespace, logger),
@@ -171,18 +172,15 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 	})
 	workflows.Register(main)
-	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: workflows.ResolveActivity})
-	registerSteps(main, steps)
-	for name, fn := range activities.WorkflowActivities(deps) {
-		main.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-	}
-	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: deps.Lake, gpus: gpus}
+	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	registerTypes(main, types, true)
+	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: d.Lake, gpus: gpus}
 
 	if cfg.GPU {
 		gw := sdkworker.New(c, cfg.GPUQueue, sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: gpuSlots,
 		})
-		registerSteps(gw, steps)
+		registerTypes(gw, types, false)
 		w.workers = append(w.workers, gw)
 		logger.Info("polling the GPU queue", "queue", cfg.GPUQueue, "slots", gpuSlots)
 	}
@@ -227,16 +225,21 @@ func checkReportURL(template string) error {
 	return nil
 }
 
-func registerSteps(w sdkworker.Worker, steps []activities.Step) {
-	for _, s := range steps {
-		if s.Type.Kind == dags.KindWorkflow || s.Run == nil {
-			continue // child workflows are registered by workflows.Register
+// registerTypes registers each node type's activity on w, and on the main
+// worker (withWorkflows) the child workflows of the types that have one and
+// the activities those schedule. GPU workers poll activities only.
+func registerTypes(w sdkworker.Worker, types []nodetype.Type, withWorkflows bool) {
+	for _, t := range types {
+		if t.NodeType.Kind == dags.KindWorkflow {
+			if withWorkflows {
+				w.RegisterWorkflowWithOptions(t.Workflow, workflow.RegisterOptions{Name: t.TargetName()})
+				for name, fn := range t.Activities {
+					w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+				}
+			}
+			continue
 		}
-		target := s.Type.Target
-		if target == "" {
-			target = s.Type.Name
-		}
-		w.RegisterActivityWithOptions(activities.Activity(s.Run), activity.RegisterOptions{Name: target})
+		w.RegisterActivityWithOptions(nodetype.Activity(t.Run), activity.RegisterOptions{Name: t.TargetName()})
 	}
 }
 

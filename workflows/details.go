@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/retrain-ml/retrain/runs"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -44,7 +45,7 @@ func (r *pipelineRun) showDetails(ctx workflow.Context) {
 // renderDetails draws a run's state as markdown: a headline, the report
 // link (or the command that writes the report), the error if any, and a
 // table of at most maxDetailRows nodes with counts of the rest.
-func renderDetails(res *Result, reportURL string) string {
+func renderDetails(res *runs.Result, reportURL string) string {
 	var b strings.Builder
 	name := res.Pipeline
 	if name == "" {
@@ -52,7 +53,7 @@ func renderDetails(res *Result, reportURL string) string {
 	}
 	done := 0
 	for _, n := range res.Nodes {
-		if n.Status != NodePending && n.Status != NodeRunning {
+		if n.Status != runs.NodePending && n.Status != runs.NodeRunning {
 			done++
 		}
 	}
@@ -104,19 +105,19 @@ func renderDetails(res *Result, reportURL string) string {
 }
 
 // statusOrder is the order the counts of hidden nodes are listed in.
-var statusOrder = [...]NodeStatus{NodeRunning, NodeFailed, NodeSucceeded, NodePending, NodeSkipped, NodeCancelled}
+var statusOrder = [...]runs.NodeStatus{runs.NodeRunning, runs.NodeFailed, runs.NodeSucceeded, runs.NodePending, runs.NodeSkipped, runs.NodeCancelled}
 
-func statusIndex(s NodeStatus) int {
+func statusIndex(s runs.NodeStatus) int {
 	switch s {
-	case NodeRunning:
+	case runs.NodeRunning:
 		return 0
-	case NodeFailed:
+	case runs.NodeFailed:
 		return 1
-	case NodeSucceeded:
+	case runs.NodeSucceeded:
 		return 2
-	case NodePending:
+	case runs.NodePending:
 		return 3
-	case NodeSkipped:
+	case runs.NodeSkipped:
 		return 4
 	default:
 		return 5
@@ -126,7 +127,7 @@ func statusIndex(s NodeStatus) int {
 // detailRows picks which nodes the table shows, in plan order: all of
 // them when they fit, else running and failed nodes first, then the rest
 // in plan order up to limit.
-func detailRows(nodes []NodeState, limit int) []int {
+func detailRows(nodes []runs.NodeState, limit int) []int {
 	if len(nodes) <= limit {
 		rows := make([]int, len(nodes))
 		for i := range rows {
@@ -134,7 +135,7 @@ func detailRows(nodes []NodeState, limit int) []int {
 		}
 		return rows
 	}
-	urgent := func(n NodeState) bool { return n.Status == NodeRunning || n.Status == NodeFailed }
+	urgent := func(n runs.NodeState) bool { return n.Status == runs.NodeRunning || n.Status == runs.NodeFailed }
 	rows := make([]int, 0, limit)
 	for i, n := range nodes {
 		if len(rows) == limit {
@@ -156,7 +157,7 @@ func detailRows(nodes []NodeState, limit int) []int {
 	return rows
 }
 
-func writeRow(b *strings.Builder, n NodeState, compensates string) {
+func writeRow(b *strings.Builder, n runs.NodeState, compensates string) {
 	typ := n.Type
 	if compensates != "" {
 		typ += " (undoes " + compensates + ")"
@@ -170,7 +171,7 @@ func writeRow(b *strings.Builder, n NodeState, compensates string) {
 }
 
 // duration is how long the node took, or since when it runs.
-func duration(n NodeState) string {
+func duration(n runs.NodeState) string {
 	switch {
 	case n.StartedAt != nil && n.EndedAt != nil:
 		d := n.EndedAt.Sub(*n.StartedAt)
@@ -178,7 +179,7 @@ func duration(n NodeState) string {
 			return d.Round(time.Millisecond).String()
 		}
 		return d.Round(100 * time.Millisecond).String()
-	case n.Status == NodeRunning && n.ScheduledAt != nil:
+	case n.Status == runs.NodeRunning && n.ScheduledAt != nil:
 		return "since " + n.ScheduledAt.UTC().Format("15:04:05Z")
 	}
 	return ""
@@ -187,7 +188,7 @@ func duration(n NodeState) string {
 // summary is the outputs column: the error of a failed node, the reason a
 // node was skipped or cancelled, or its outputs as key=value, each value
 // cut short.
-func summary(n NodeState) string {
+func summary(n runs.NodeState) string {
 	switch {
 	case n.Error != "":
 		return cell(n.Error, maxCellRunes)

@@ -13,9 +13,10 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/nodetype"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // metadataQuery is the SDK's built-in query the Web UI reads current
@@ -25,14 +26,14 @@ const metadataQuery = "__temporal_workflow_metadata"
 func TestRenderDetailsTable(t *testing.T) {
 	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	end := start.Add(1500 * time.Millisecond)
-	res := &Result{
-		ID: "hello-1", Pipeline: "hello", Status: StatusRunning,
-		Nodes: []NodeState{
-			{ID: "greet", Type: "command", Status: NodeSucceeded, Attempts: 2, StartedAt: &start, EndedAt: &end,
+	res := &runs.Result{
+		ID: "hello-1", Pipeline: "hello", Status: runs.StatusRunning,
+		Nodes: []runs.NodeState{
+			{ID: "greet", Type: "command", Status: runs.NodeSucceeded, Attempts: 2, StartedAt: &start, EndedAt: &end,
 				Outputs: map[string]any{"stdout": "hi | *there*\n" + strings.Repeat("x", 100), "exit_code": 0, "stderr": ""}},
-			{ID: "count", Type: "command", Status: NodeRunning, ScheduledAt: &start},
-			{ID: "broken", Type: "command", Status: NodeFailed, Attempts: 3, Error: "exit status 1"},
-			{ID: "later", Type: "noop", Status: NodeSkipped, Reason: `when "false" is false`},
+			{ID: "count", Type: "command", Status: runs.NodeRunning, ScheduledAt: &start},
+			{ID: "broken", Type: "command", Status: runs.NodeFailed, Attempts: 3, Error: "exit status 1"},
+			{ID: "later", Type: "noop", Status: runs.NodeSkipped, Reason: `when "false" is false`},
 		},
 	}
 	got := renderDetails(res, "http://127.0.0.1:8234/runs/{run}")
@@ -64,18 +65,18 @@ func TestRenderDetailsTable(t *testing.T) {
 }
 
 func TestRenderDetailsCapsRowsRunningFirst(t *testing.T) {
-	res := &Result{ID: "big", Pipeline: "big", Status: StatusRunning}
+	res := &runs.Result{ID: "big", Pipeline: "big", Status: runs.StatusRunning}
 	for i := range 1000 {
-		st := NodeSucceeded
+		st := runs.NodeSucceeded
 		switch {
 		case i >= 900:
-			st = NodePending
+			st = runs.NodePending
 		case i == 700 || i == 800:
-			st = NodeRunning
+			st = runs.NodeRunning
 		case i == 750:
-			st = NodeFailed
+			st = runs.NodeFailed
 		}
-		res.Nodes = append(res.Nodes, NodeState{ID: fmt.Sprintf("n%04d", i), Type: "noop", Status: st})
+		res.Nodes = append(res.Nodes, runs.NodeState{ID: fmt.Sprintf("n%04d", i), Type: "noop", Status: st})
 	}
 	got := renderDetails(res, "")
 	rows := strings.Count(got, "| noop |")
@@ -113,11 +114,11 @@ func TestPipelineCurrentDetails(t *testing.T) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	resolver := &activities.Resolver{Registry: reg, ReportURL: "http://reports.test/runs/{run}"}
-	env.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: ResolveActivity})
-	env.RegisterActivityWithOptions(activities.Activity(h.step), activity.RegisterOptions{Name: "step"})
+	resolver := &Resolver{Registry: reg, ReportURL: "http://reports.test/runs/{run}"}
+	env.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: "step"})
 	spec, _ := json.Marshal("name: shown\nnodes:\n  - {id: greet, type: step, with: {msg: hi}}\n  - {id: count, type: step, needs: [greet], with: {n: 3}}\n")
-	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec})
+	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,21 +144,21 @@ func TestPipelineCurrentDetails(t *testing.T) {
 }
 
 // TestPipelineInvalidSpecKeepsItsType checks a spec that fails validation
-// fails the run as InvalidPipeline, not PipelineFailed, with the Result in
+// fails the run as InvalidPipeline, not PipelineFailed, with the runs.Result in
 // its details, named after the spec's pipeline and labelled with it.
 func TestPipelineInvalidSpecKeepsItsType(t *testing.T) {
 	h := newHarness(t)
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	env.RegisterActivityWithOptions((&activities.Resolver{Registry: reg, SearchAttributes: true}).Resolve,
-		activity.RegisterOptions{Name: ResolveActivity})
+	env.RegisterActivityWithOptions((&Resolver{Registry: reg, SearchAttributes: true}).Resolve,
+		activity.RegisterOptions{Name: runs.ResolveActivity})
 	var labelled []string
-	env.OnUpsertTypedSearchAttributes(temporal.NewSearchAttributes(PipelineKey.ValueSet("cyclic"))).Run(func(mock.Arguments) {
+	env.OnUpsertTypedSearchAttributes(temporal.NewSearchAttributes(runs.PipelineKey.ValueSet("cyclic"))).Run(func(mock.Arguments) {
 		labelled = append(labelled, "cyclic")
 	}).Return(nil).Once()
 	spec, _ := json.Marshal("name: cyclic\nnodes:\n  - {id: a, type: step, needs: [b]}\n  - {id: b, type: step, needs: [a]}\n")
-	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec, SpecFile: "cyclic.yaml"})
+	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec, SpecFile: "cyclic.yaml"})
 	err := env.GetWorkflowError()
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != errtype.InvalidPipeline {
@@ -196,16 +197,16 @@ func TestPipelineUnparsableSpecNamesItsFile(t *testing.T) {
 //
 //	go test ./workflows -run '^$' -bench RenderDetails
 func BenchmarkRenderDetails(b *testing.B) {
-	res := &Result{ID: "big", Pipeline: "big", Status: StatusRunning}
+	res := &runs.Result{ID: "big", Pipeline: "big", Status: runs.StatusRunning}
 	start := time.Now()
 	end := start.Add(time.Second)
 	for i := range 8000 {
-		n := NodeState{ID: fmt.Sprintf("n%05d", i), Type: "command", Status: NodePending}
+		n := runs.NodeState{ID: fmt.Sprintf("n%05d", i), Type: "command", Status: runs.NodePending}
 		if i < 4000 {
-			n.Status, n.Attempts, n.StartedAt, n.EndedAt = NodeSucceeded, 1, &start, &end
+			n.Status, n.Attempts, n.StartedAt, n.EndedAt = runs.NodeSucceeded, 1, &start, &end
 			n.Outputs = map[string]any{"exit_code": 0, "stdout": "some output", "stderr": ""}
 		} else if i < 4016 {
-			n.Status, n.ScheduledAt = NodeRunning, &start
+			n.Status, n.ScheduledAt = runs.NodeRunning, &start
 		}
 		res.Nodes = append(res.Nodes, n)
 	}

@@ -5,7 +5,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,156 +14,28 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/nodetype"
+	"github.com/retrain-ml/retrain/runs"
 )
-
-// Names other processes use to start and inspect runs.
-const (
-	PipelineWorkflow = "Pipeline"        // workflow type
-	ResolveActivity  = "ResolvePipeline" // local activity that compiles the plan
-	StateQuery       = "state"           // query: the Result so far
-	PlanQuery        = "plan"            // query: the resolved plan
-)
-
-// Search attributes every run carries, so the Temporal UI can filter runs by
-// pipeline and by parameters.
-var (
-	PipelineKey     = temporal.NewSearchAttributeKeyKeyword("RetrainPipeline")
-	ParamsDigestKey = temporal.NewSearchAttributeKeyKeyword("RetrainParamsDigest")
-)
-
-// SearchAttributes returns the custom search attributes a namespace needs.
-func SearchAttributes() map[string]enumspb.IndexedValueType {
-	return map[string]enumspb.IndexedValueType{
-		PipelineKey.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-		ParamsDigestKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	}
-}
-
-// PipelineInput starts a run. It is plain JSON so the Temporal UI's Start
-// Workflow form and any SDK can start a pipeline:
-//
-//	{"pipeline": "hello", "params": {"date": "2026-11-20"}}
-type PipelineInput struct {
-	// Pipeline names a pipeline from the worker's pipeline folder.
-	Pipeline string `json:"pipeline,omitempty"`
-	// Spec is a whole spec instead: YAML text as a JSON string, or a JSON
-	// object of the same shape.
-	Spec        json.RawMessage `json:"spec,omitempty"`
-	SpecFile    string          `json:"spec_file,omitempty"`
-	Params      map[string]any  `json:"params,omitempty"`
-	Parallelism int             `json:"parallelism,omitempty"`
-}
-
-// Status is the state of a run.
-type Status string
-
-const (
-	StatusRunning   Status = "running"
-	StatusSucceeded Status = "succeeded"
-	StatusFailed    Status = "failed"
-	StatusCancelled Status = "cancelled"
-)
-
-// NodeStatus is the state of one node.
-type NodeStatus string
-
-const (
-	NodePending   NodeStatus = "pending"
-	NodeRunning   NodeStatus = "running"
-	NodeSucceeded NodeStatus = "succeeded"
-	NodeFailed    NodeStatus = "failed"
-	NodeSkipped   NodeStatus = "skipped"   // `when` was false, or an upstream node was skipped
-	NodeCancelled NodeStatus = "cancelled" // never started (the run failed first) or cancelled while running
-)
-
-// NodeState is what a run reports about one node.
-type NodeState struct {
-	ID          string     `json:"id"`
-	Type        string     `json:"type"`
-	Status      NodeStatus `json:"status"`
-	Attempts    int32      `json:"attempts"`
-	ScheduledAt *time.Time `json:"scheduled_at,omitempty"` // when the workflow first scheduled it
-	// StartedAt and EndedAt bound the attempt that produced the result, on
-	// the worker's clock; for a node that failed without reaching a worker
-	// they are the workflow's view.
-	StartedAt   *time.Time     `json:"started_at,omitempty"`
-	EndedAt     *time.Time     `json:"ended_at,omitempty"`
-	Outputs     map[string]any `json:"outputs,omitempty"`
-	Error       string         `json:"error,omitempty"`
-	Reason      string         `json:"reason,omitempty"` // why it was skipped or cancelled
-	Compensates string         `json:"compensates,omitempty"`
-}
-
-// Result is a run's report, returned at the end and by the state query.
-type Result struct {
-	ID            string         `json:"id"` // run id (the workflow id)
-	Pipeline      string         `json:"pipeline"`
-	Status        Status         `json:"status"`
-	Error         string         `json:"error,omitempty"`
-	Params        map[string]any `json:"params,omitempty"`
-	ParamsDigest  string         `json:"params_digest,omitempty"`
-	StartedAt     time.Time      `json:"started_at"`
-	EndedAt       *time.Time     `json:"ended_at,omitempty"`
-	Nodes         []NodeState    `json:"nodes"`
-	Compensations []NodeState    `json:"compensations,omitempty"`
-}
-
-// Node returns the state of node id, or nil.
-func (r *Result) Node(id string) *NodeState {
-	for i := range r.Nodes {
-		if r.Nodes[i].ID == id {
-			return &r.Nodes[i]
-		}
-	}
-	return nil
-}
-
-// ResultFromError extracts the Result a failed run attaches to its error
-// (PipelineFailed, or InvalidPipeline for a spec that did not validate).
-func ResultFromError(err error) (*Result, bool) {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || (appErr.Type() != errtype.PipelineFailed && appErr.Type() != errtype.InvalidPipeline) || !appErr.HasDetails() {
-		return nil, false
-	}
-	var res Result
-	if appErr.Details(&res) != nil {
-		return nil, false
-	}
-	return &res, true
-}
-
-// ResultFromCancel extracts the Result a cancelled run attaches.
-func ResultFromCancel(err error) (*Result, bool) {
-	var canceled *temporal.CanceledError
-	if !errors.As(err, &canceled) || !canceled.HasDetails() {
-		return nil, false
-	}
-	var res Result
-	if canceled.Details(&res) != nil {
-		return nil, false
-	}
-	return &res, true
-}
 
 // Pipeline runs a pipeline: it resolves the spec into a plan (recorded in
 // history, so editing the file never changes a running pipeline), runs every
 // ready node up to the plan's parallelism, skips nodes whose `when` is false
 // along with their dependents, stops scheduling after a failure, and runs the
 // spec's on_failure nodes for completed nodes in reverse completion order.
-func Pipeline(ctx workflow.Context, in PipelineInput) (*Result, error) {
-	run := &pipelineRun{result: Result{
+func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error) {
+	run := &pipelineRun{result: runs.Result{
 		ID:        workflow.GetInfo(ctx).WorkflowExecution.ID,
 		Pipeline:  in.Pipeline,
-		Status:    StatusRunning,
+		Status:    runs.StatusRunning,
 		StartedAt: workflow.Now(ctx),
 	}}
-	if err := workflow.SetQueryHandler(ctx, StateQuery, func() (Result, error) { return run.result, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, runs.StateQuery, func() (runs.Result, error) { return run.result, nil }); err != nil {
 		return nil, err
 	}
-	if err := workflow.SetQueryHandler(ctx, PlanQuery, func() (*dags.Plan, error) { return run.plan, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, runs.PlanQuery, func() (*dags.Plan, error) { return run.plan, nil }); err != nil {
 		return nil, err
 	}
 
@@ -177,7 +48,7 @@ func Pipeline(ctx workflow.Context, in PipelineInput) (*Result, error) {
 	run.showDetails(ctx)
 	if resolved.SearchAttributes {
 		if err := workflow.UpsertTypedSearchAttributes(ctx,
-			PipelineKey.ValueSet(run.plan.Pipeline), ParamsDigestKey.ValueSet(run.plan.ParamsDigest)); err != nil {
+			runs.PipelineKey.ValueSet(run.plan.Pipeline), runs.ParamsDigestKey.ValueSet(run.plan.ParamsDigest)); err != nil {
 			workflow.GetLogger(ctx).Warn("cannot set search attributes", "error", err)
 		}
 	}
@@ -189,13 +60,13 @@ func Pipeline(ctx workflow.Context, in PipelineInput) (*Result, error) {
 	return run.finish(ctx, runErr)
 }
 
-func resolve(ctx workflow.Context, in PipelineInput) (activities.ResolveOutput, error) {
+func resolve(ctx workflow.Context, in runs.PipelineInput) (ResolveOutput, error) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	var out activities.ResolveOutput
-	err := workflow.ExecuteLocalActivity(lctx, ResolveActivity, activities.ResolveInput{
+	var out ResolveOutput
+	err := workflow.ExecuteLocalActivity(lctx, runs.ResolveActivity, ResolveInput{
 		Pipeline: in.Pipeline, Spec: in.Spec, SpecFile: in.SpecFile, Params: in.Params, Parallelism: in.Parallelism,
 	}).Get(ctx, &out)
 	if err == nil && (out.Plan == nil || len(out.Plan.Nodes) == 0) {
@@ -207,7 +78,7 @@ func resolve(ctx workflow.Context, in PipelineInput) (activities.ResolveOutput, 
 // pipelineRun is the interpreter's state for one run.
 type pipelineRun struct {
 	plan      *dags.Plan
-	result    Result
+	result    runs.Result
 	reportURL string // template of the report's URL (see ReportURL); empty for none
 
 	edges     dags.Edges     // the plan's needs, by position in plan.Nodes and result.Nodes
@@ -226,10 +97,10 @@ func (r *pipelineRun) start(plan *dags.Plan) {
 	r.index = r.edges.Index
 	r.waiting = make(map[string]int, len(plan.Nodes))
 	r.outputs = make(map[string]map[string]any, len(plan.Nodes))
-	r.result.Nodes = make([]NodeState, len(plan.Nodes))
+	r.result.Nodes = make([]runs.NodeState, len(plan.Nodes))
 	for i, n := range plan.Nodes {
 		r.waiting[n.ID] = len(r.edges.Needs[i])
-		r.result.Nodes[i] = NodeState{ID: n.ID, Type: n.Type, Status: NodePending}
+		r.result.Nodes[i] = runs.NodeState{ID: n.ID, Type: n.Type, Status: runs.NodePending}
 	}
 }
 
@@ -279,11 +150,11 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 				continue
 			}
 			now := workflow.Now(ctx)
-			state.Status, state.ScheduledAt = NodeRunning, &now
+			state.Status, state.ScheduledAt = runs.NodeRunning, &now
 			running++
 			selector.AddFuture(r.execute(ctx, node, with), func(f workflow.Future) {
 				running--
-				var res activities.NodeResult
+				var res nodetype.Result
 				if err := f.Get(ctx, &res); err != nil {
 					attempts := attemptsOf(err, node)
 					r.fail(ctx, state, attempts, unwrapActivity(err))
@@ -295,7 +166,7 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 				r.succeed(state, res)
 				for _, dep := range r.dependents(id) {
 					r.waiting[dep]--
-					if r.waiting[dep] == 0 && r.result.Nodes[r.index[dep]].Status == NodePending {
+					if r.waiting[dep] == 0 && r.result.Nodes[r.index[dep]].Status == runs.NodePending {
 						ready = append(ready, dep)
 					}
 				}
@@ -319,8 +190,8 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 			reason = "not started: the run was cancelled"
 		}
 		for i := range r.result.Nodes {
-			if r.result.Nodes[i].Status == NodePending {
-				r.result.Nodes[i].Status, r.result.Nodes[i].Reason = NodeCancelled, reason
+			if r.result.Nodes[i].Status == runs.NodePending {
+				r.result.Nodes[i].Status, r.result.Nodes[i].Reason = runs.NodeCancelled, reason
 			}
 		}
 	}
@@ -361,12 +232,12 @@ func (r *pipelineRun) prepare(node dags.PlanNode) (with map[string]any, run bool
 
 // execute starts a node as an activity or a child workflow.
 func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map[string]any) workflow.Future {
-	in := activities.NodeInput{Pipeline: r.plan.Pipeline, RunID: r.result.ID, Node: node.ID, Type: node.Type, With: with}
-	retry := retryPolicy(node.Retry)
+	in := nodetype.Input{Pipeline: r.plan.Pipeline, RunID: r.result.ID, Node: node.ID, Type: node.Type, With: with}
+	retry := nodetype.RetryPolicy(node.Retry)
 	if node.Kind == dags.KindWorkflow {
 		// The child schedules activities of its own: they run on the
 		// node's options, as an activity node's one activity does.
-		in.Options = &activities.NodeOptions{Timeout: node.Timeout, Heartbeat: node.Heartbeat, Retry: node.Retry}
+		in.Options = &nodetype.Options{Timeout: node.Timeout, Heartbeat: node.Heartbeat, Retry: node.Retry}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:         r.result.ID + "/" + node.ID,
 			TaskQueue:          node.Queue,
@@ -395,19 +266,8 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map
 	return workflow.ExecuteActivity(actx, node.Target, in)
 }
 
-// retryPolicy is a plan's retry policy as Temporal takes it.
-func retryPolicy(p dags.RetryPolicy) *temporal.RetryPolicy {
-	return &temporal.RetryPolicy{
-		MaximumAttempts:        int32(p.MaxAttempts),
-		InitialInterval:        p.InitialInterval,
-		BackoffCoefficient:     p.Backoff,
-		MaximumInterval:        p.MaxInterval,
-		NonRetryableErrorTypes: p.NonRetryable,
-	}
-}
-
 // succeed records a node's result and makes its outputs referable.
-func (r *pipelineRun) succeed(state *NodeState, res activities.NodeResult) {
+func (r *pipelineRun) succeed(state *runs.NodeState, res nodetype.Result) {
 	applyResult(state, res)
 	if res.Outputs == nil {
 		res.Outputs = map[string]any{}
@@ -416,33 +276,33 @@ func (r *pipelineRun) succeed(state *NodeState, res activities.NodeResult) {
 	r.completed = append(r.completed, state.ID)
 }
 
-func applyResult(state *NodeState, res activities.NodeResult) {
-	state.Status = NodeSucceeded
+func applyResult(state *runs.NodeState, res nodetype.Result) {
+	state.Status = runs.NodeSucceeded
 	state.Attempts = res.Attempt
 	started, ended := res.StartedAt, res.EndedAt
 	state.StartedAt, state.EndedAt = &started, &ended
 	state.Outputs = res.Outputs
 }
 
-func (r *pipelineRun) fail(ctx workflow.Context, state *NodeState, attempts int32, err error) {
+func (r *pipelineRun) fail(ctx workflow.Context, state *runs.NodeState, attempts int32, err error) {
 	now := workflow.Now(ctx)
 	if state.ScheduledAt == nil {
 		state.ScheduledAt = &now
 	}
 	state.StartedAt, state.EndedAt = state.ScheduledAt, &now
-	state.Status, state.Attempts, state.Error = NodeFailed, attempts, err.Error()
+	state.Status, state.Attempts, state.Error = runs.NodeFailed, attempts, err.Error()
 	if temporal.IsCanceledError(err) {
-		state.Status, state.Error, state.Reason = NodeCancelled, "", "cancelled while running"
+		state.Status, state.Error, state.Reason = runs.NodeCancelled, "", "cancelled while running"
 	}
 }
 
 // skip marks a node skipped, and with it every node downstream of it.
 func (r *pipelineRun) skip(id, reason string) {
 	state := &r.result.Nodes[r.index[id]]
-	if state.Status != NodePending {
+	if state.Status != runs.NodePending {
 		return
 	}
-	state.Status, state.Reason = NodeSkipped, reason
+	state.Status, state.Reason = runs.NodeSkipped, reason
 	for _, dep := range r.dependents(id) {
 		r.skip(dep, fmt.Sprintf("upstream node %s was skipped", id))
 	}
@@ -464,20 +324,20 @@ func (r *pipelineRun) compensate(ctx workflow.Context) {
 			}
 			// Recorded before it runs, so the state query shows it running.
 			r.result.Compensations = append(r.result.Compensations,
-				NodeState{ID: node.ID, Type: node.Type, Status: NodePending, Compensates: node.Compensates})
+				runs.NodeState{ID: node.ID, Type: node.Type, Status: runs.NodePending, Compensates: node.Compensates})
 			state := &r.result.Compensations[len(r.result.Compensations)-1]
 			with, runIt, err := r.prepare(node)
 			switch {
 			case err != nil:
 				r.fail(dctx, state, 0, err)
 			case !runIt:
-				state.Status, state.Reason = NodeSkipped, fmt.Sprintf("when %q is false", node.When)
+				state.Status, state.Reason = runs.NodeSkipped, fmt.Sprintf("when %q is false", node.When)
 			default:
 				now := workflow.Now(dctx)
-				state.Status, state.ScheduledAt = NodeRunning, &now
+				state.Status, state.ScheduledAt = runs.NodeRunning, &now
 				f := r.execute(dctx, node, with)
 				r.showDetails(dctx)
-				var res activities.NodeResult
+				var res nodetype.Result
 				if err := f.Get(dctx, &res); err != nil {
 					r.fail(dctx, state, attemptsOf(err, node), unwrapActivity(err))
 				} else {
@@ -489,26 +349,26 @@ func (r *pipelineRun) compensate(ctx workflow.Context) {
 }
 
 // finish sets the final status and returns the workflow's result: the
-// Result on success, or an error carrying the Result as details so clients
+// runs.Result on success, or an error carrying the runs.Result as details so clients
 // still get every node's state while Temporal shows the run as failed.
-func (r *pipelineRun) finish(ctx workflow.Context, runErr error) (*Result, error) {
+func (r *pipelineRun) finish(ctx workflow.Context, runErr error) (*runs.Result, error) {
 	defer r.showDetails(ctx)
 	now := workflow.Now(ctx)
 	r.result.EndedAt = &now
 	if runErr == nil {
-		r.result.Status = StatusSucceeded
+		r.result.Status = runs.StatusSucceeded
 		return &r.result, nil
 	}
-	r.result.Status, r.result.Error = StatusFailed, runErr.Error()
+	r.result.Status, r.result.Error = runs.StatusFailed, runErr.Error()
 	if temporal.IsCanceledError(runErr) {
-		r.result.Status, r.result.Error = StatusCancelled, "run cancelled"
+		r.result.Status, r.result.Error = runs.StatusCancelled, "run cancelled"
 	}
 	for _, c := range r.result.Compensations {
-		if c.Status == NodeFailed {
+		if c.Status == runs.NodeFailed {
 			r.result.Error += fmt.Sprintf("; compensation %s failed: %s", c.ID, c.Error)
 		}
 	}
-	if r.result.Status == StatusCancelled && ctx.Err() != nil {
+	if r.result.Status == runs.StatusCancelled && ctx.Err() != nil {
 		return &r.result, temporal.NewCanceledError(r.result)
 	}
 	return nil, temporal.NewNonRetryableApplicationError(
@@ -522,15 +382,15 @@ const labelInvalidVersion = "label-invalid-runs"
 
 // invalid ends a run whose spec could not be resolved. A spec or params
 // that did not validate fail the run with error type InvalidPipeline
-// (details: the Result), after labelling it with the pipeline it asked
+// (details: the runs.Result), after labelling it with the pipeline it asked
 // for, so `RetrainPipeline = "NAME"` finds failed attempts too. Any other
 // resolver failure (it timed out, say) is a plain PipelineFailed.
-func (r *pipelineRun) invalid(ctx workflow.Context, in PipelineInput, err error) (*Result, error) {
+func (r *pipelineRun) invalid(ctx workflow.Context, in runs.PipelineInput, err error) (*runs.Result, error) {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != errtype.InvalidPipeline {
 		return r.finish(ctx, fmt.Errorf("resolve pipeline: %w", err))
 	}
-	var failure activities.ResolveFailure
+	var failure ResolveFailure
 	if appErr.HasDetails() {
 		_ = appErr.Details(&failure) // none from older workers: the run goes unnamed as before
 	}
@@ -539,13 +399,13 @@ func (r *pipelineRun) invalid(ctx workflow.Context, in PipelineInput, err error)
 	}
 	if name := label(r.result.Pipeline); name != "" && failure.SearchAttributes &&
 		workflow.GetVersion(ctx, labelInvalidVersion, workflow.DefaultVersion, 1) >= 1 {
-		if err := workflow.UpsertTypedSearchAttributes(ctx, PipelineKey.ValueSet(name)); err != nil {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, runs.PipelineKey.ValueSet(name)); err != nil {
 			workflow.GetLogger(ctx).Warn("cannot set search attributes", "error", err)
 		}
 	}
 	now := workflow.Now(ctx)
 	r.result.EndedAt = &now
-	r.result.Status, r.result.Error = StatusFailed, appErr.Message()
+	r.result.Status, r.result.Error = runs.StatusFailed, appErr.Message()
 	r.showDetails(ctx)
 	subject := "pipeline " + r.result.Pipeline
 	switch {
@@ -579,7 +439,7 @@ func label(name string) string {
 func attemptsOf(err error, node dags.PlanNode) int32 {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.HasDetails() {
-		var d activities.FailureDetails
+		var d nodetype.FailureDetails
 		if appErr.Details(&d) == nil && d.Attempt > 0 {
 			return d.Attempt
 		}

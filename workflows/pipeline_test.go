@@ -16,8 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/nodetype"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // stepType is a node type whose behaviour the spec controls:
@@ -39,7 +40,7 @@ type harness struct {
 	maxInFly atomic.Int32
 }
 
-func (h *harness) step(ctx context.Context, in activities.NodeInput) (map[string]any, error) {
+func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, error) {
 	n := h.running.Add(1)
 	defer h.running.Add(-1)
 	for {
@@ -64,31 +65,31 @@ func (h *harness) step(ctx context.Context, in activities.NodeInput) (map[string
 	return in.With, nil
 }
 
-func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*Result, error) {
+func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*runs.Result, error) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, err := dags.NewRegistry(stepType)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	resolver := &activities.Resolver{Registry: reg}
+	resolver := &Resolver{Registry: reg}
 	if lib != nil {
 		resolver.Library = dags.NewLibrary(lib)
 	}
 	Register(env)
-	env.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: ResolveActivity})
-	env.RegisterActivityWithOptions(activities.Activity(h.step), activity.RegisterOptions{Name: "step"})
-	in := PipelineInput{Params: params}
+	env.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: "step"})
+	in := runs.PipelineInput{Params: params}
 	if lib != nil {
 		in.Pipeline = spec
 	} else {
 		b, _ := json.Marshal(spec)
 		in.Spec, in.SpecFile = b, "test.yaml"
 	}
-	env.ExecuteWorkflow(PipelineWorkflow, in)
+	env.ExecuteWorkflow(runs.PipelineWorkflow, in)
 	if !env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
 	}
-	var res Result
+	var res runs.Result
 	if err := env.GetWorkflowResult(&res); err != nil {
 		return nil, err
 	}
@@ -102,35 +103,35 @@ func newHarness(t *testing.T) *harness {
 }
 
 // succeed runs a spec and fails the test unless the run succeeded.
-func (h *harness) succeed(spec string, params map[string]any, lib fstest.MapFS) *Result {
+func (h *harness) succeed(spec string, params map[string]any, lib fstest.MapFS) *runs.Result {
 	t := h.t
 	t.Helper()
 	res, err := h.run(spec, params, lib)
 	if err != nil {
 		t.Fatalf("run failed: %v", err)
 	}
-	if res.Status != StatusSucceeded {
+	if res.Status != runs.StatusSucceeded {
 		t.Fatalf("status %s, want succeeded: %s", res.Status, res.Error)
 	}
 	return res
 }
 
-func mustFail(t *testing.T, err error) *Result {
+func mustFail(t *testing.T, err error) *runs.Result {
 	t.Helper()
 	if err == nil {
 		t.Fatal("run succeeded, want failure")
 	}
-	res, ok := ResultFromError(err)
+	res, ok := runs.ResultFromError(err)
 	if !ok {
-		t.Fatalf("failure carries no Result: %v", err)
+		t.Fatalf("failure carries no runs.Result: %v", err)
 	}
-	if res.Status != StatusFailed {
+	if res.Status != runs.StatusFailed {
 		t.Fatalf("status %s, want failed", res.Status)
 	}
 	return res
 }
 
-func wantNode(t *testing.T, res *Result, id string, status NodeStatus, attempts int32) *NodeState {
+func wantNode(t *testing.T, res *runs.Result, id string, status runs.NodeStatus, attempts int32) *runs.NodeState {
 	t.Helper()
 	n := res.Node(id)
 	if n == nil {
@@ -156,7 +157,7 @@ nodes:
   - {id: a, type: step, with: {uri: "s3://b/x", rows: 42}}
   - {id: b, type: step, needs: [a], with: {msg: "${params.date} ${nodes.a.outputs.uri}", rows: "${nodes.a.outputs.rows}", n: "${params.n}"}}
 `, map[string]any{"n": "7"}, nil)
-	b := wantNode(t, res, "b", NodeSucceeded, 1)
+	b := wantNode(t, res, "b", runs.NodeSucceeded, 1)
 	if b.Outputs["msg"] != "2026-01-01 s3://b/x" {
 		t.Errorf("msg = %v", b.Outputs["msg"])
 	}
@@ -182,7 +183,7 @@ defaults: {retry: {max_attempts: 3, initial_interval: 1s}}
 nodes:
   - {id: flaky, type: step, with: {fail: 2}}
 `, nil, nil)
-	wantNode(t, res, "flaky", NodeSucceeded, 3)
+	wantNode(t, res, "flaky", runs.NodeSucceeded, 3)
 }
 
 func TestPipelineFailureStopsSchedulingAndReportsAttempts(t *testing.T) {
@@ -197,18 +198,18 @@ nodes:
   - {id: after_slow, type: step, needs: [slow]}
 `, nil, nil)
 	res := mustFail(t, err)
-	bad := wantNode(t, res, "bad", NodeFailed, 2)
+	bad := wantNode(t, res, "bad", runs.NodeFailed, 2)
 	if !strings.Contains(bad.Error, "flaky failure on attempt 2") {
 		t.Errorf("bad.Error = %q", bad.Error)
 	}
-	wantNode(t, res, "slow", NodeSucceeded, 1) // already running: finishes
-	wantNode(t, res, "after_bad", NodeCancelled, 0)
+	wantNode(t, res, "slow", runs.NodeSucceeded, 1) // already running: finishes
+	wantNode(t, res, "after_bad", runs.NodeCancelled, 0)
 	if !strings.Contains(res.Error, "node bad") {
 		t.Errorf("run error %q does not name the node", res.Error)
 	}
 	// after_slow may have been scheduled before bad's final failure only if
 	// slow finished first; either way it is never left pending.
-	if n := res.Node("after_slow"); n.Status == NodePending || n.Status == NodeRunning {
+	if n := res.Node("after_slow"); n.Status == runs.NodePending || n.Status == runs.NodeRunning {
 		t.Errorf("after_slow left %s", n.Status)
 	}
 }
@@ -222,7 +223,7 @@ nodes:
   - {id: a, type: step, with: {permanent: true}}
 `, nil, nil)
 	res := mustFail(t, err)
-	a := wantNode(t, res, "a", NodeFailed, 1)
+	a := wantNode(t, res, "a", runs.NodeFailed, 1)
 	// The type is said once: the activity's error carries the step's own
 	// as its cause, whose text repeats it (it used to read "... (type:
 	// Broken, retryable: false) (type: Broken, retryable: false)").
@@ -246,10 +247,10 @@ nodes:
   - {id: grandchild, type: step, needs: [child, a]}
   - {id: other, type: step, needs: [a], when: "${nodes.a.outputs.code} != 0 && true"}
 `, nil, nil)
-	wantNode(t, res, "gated", NodeSkipped, 0)
-	wantNode(t, res, "child", NodeSkipped, 0)
-	wantNode(t, res, "grandchild", NodeSkipped, 0)
-	wantNode(t, res, "other", NodeSucceeded, 1)
+	wantNode(t, res, "gated", runs.NodeSkipped, 0)
+	wantNode(t, res, "child", runs.NodeSkipped, 0)
+	wantNode(t, res, "grandchild", runs.NodeSkipped, 0)
+	wantNode(t, res, "other", runs.NodeSucceeded, 1)
 	for _, id := range h.order {
 		if id == "gated" || id == "child" || id == "grandchild" {
 			t.Errorf("skipped node %s ran", id)
@@ -295,7 +296,7 @@ on_failure:
 	var ids []string
 	for _, c := range res.Compensations {
 		ids = append(ids, c.ID)
-		if c.Status != NodeSucceeded {
+		if c.Status != runs.NodeSucceeded {
 			t.Errorf("compensation %s: %s %s", c.ID, c.Status, c.Error)
 		}
 	}
@@ -334,7 +335,7 @@ func TestPipelineByNameFromLibrary(t *testing.T) {
 		"hello.yaml": {Data: []byte("name: hello\nparams: {who: {type: string, default: you}}\nnodes:\n  - {id: a, type: step, with: {msg: \"hi ${params.who}\"}}\n")},
 	}
 	res := h.succeed("hello", map[string]any{"who": "ml"}, lib)
-	if got := wantNode(t, res, "a", NodeSucceeded, 1).Outputs["msg"]; got != "hi ml" {
+	if got := wantNode(t, res, "a", runs.NodeSucceeded, 1).Outputs["msg"]; got != "hi ml" {
 		t.Errorf("msg = %v", got)
 	}
 	_, err := h.run("nope", nil, lib)
@@ -348,21 +349,21 @@ func TestPipelineStateQueryWhileRunning(t *testing.T) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	env.RegisterActivityWithOptions((&activities.Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: ResolveActivity})
+	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	release := make(chan struct{})
-	env.RegisterActivityWithOptions(activities.Activity(func(ctx context.Context, in activities.NodeInput) (map[string]any, error) {
+	env.RegisterActivityWithOptions(nodetype.Activity(func(ctx context.Context, in nodetype.Input) (map[string]any, error) {
 		if in.Node == "b" {
 			<-release
 		}
 		return nil, nil
 	}), activity.RegisterOptions{Name: "step"})
-	var seen *Result
+	var seen *runs.Result
 	env.RegisterDelayedCallback(func() {
-		v, err := env.QueryWorkflow(StateQuery)
+		v, err := env.QueryWorkflow(runs.StateQuery)
 		if err != nil {
 			t.Errorf("query: %v", err)
 		} else {
-			seen = &Result{}
+			seen = &runs.Result{}
 			if err := v.Get(seen); err != nil {
 				t.Error(err)
 			}
@@ -370,26 +371,26 @@ func TestPipelineStateQueryWhileRunning(t *testing.T) {
 		close(release)
 	}, time.Second)
 	spec, _ := json.Marshal("name: q\nnodes:\n  - {id: a, type: step}\n  - {id: b, type: step, needs: [a]}\n  - {id: c, type: step, needs: [b]}\n")
-	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec})
+	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	if seen == nil {
 		t.Fatal("query never answered")
 	}
-	if seen.Status != StatusRunning {
+	if seen.Status != runs.StatusRunning {
 		t.Errorf("status %s", seen.Status)
 	}
-	wantNode(t, seen, "a", NodeSucceeded, 1)
-	wantNode(t, seen, "b", NodeRunning, 0)
-	wantNode(t, seen, "c", NodePending, 0)
+	wantNode(t, seen, "a", runs.NodeSucceeded, 1)
+	wantNode(t, seen, "b", runs.NodeRunning, 0)
+	wantNode(t, seen, "c", runs.NodePending, 0)
 }
 
 func TestResultFromErrorIgnoresOtherErrors(t *testing.T) {
-	if _, ok := ResultFromError(errors.New("plain")); ok {
+	if _, ok := runs.ResultFromError(errors.New("plain")); ok {
 		t.Error("plain error yielded a result")
 	}
-	if _, ok := ResultFromError(temporal.NewApplicationError("x", "Other")); ok {
+	if _, ok := runs.ResultFromError(temporal.NewApplicationError("x", "Other")); ok {
 		t.Error("other application error yielded a result")
 	}
 }
@@ -409,10 +410,10 @@ func TestProgressSurvivesLivenessHeartbeats(t *testing.T) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	env.RegisterActivityWithOptions((&activities.Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: ResolveActivity})
-	env.RegisterActivityWithOptions(activities.Activity(func(ctx context.Context, in activities.NodeInput) (map[string]any, error) {
+	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	env.RegisterActivityWithOptions(nodetype.Activity(func(ctx context.Context, in nodetype.Input) (map[string]any, error) {
 		if activity.GetInfo(ctx).Attempt == 1 {
-			activities.RecordProgress(ctx, "step-42")
+			nodetype.RecordProgress(ctx, "step-42")
 			time.Sleep(400 * time.Millisecond) // several liveness heartbeats
 			return nil, errors.New("crash after progress")
 		}
@@ -423,12 +424,12 @@ func TestProgressSurvivesLivenessHeartbeats(t *testing.T) {
 		return map[string]any{"resumed": resumed}, nil
 	}), activity.RegisterOptions{Name: "step"})
 	spec, _ := json.Marshal("name: hb\nnodes:\n  - {id: a, type: step, heartbeat: 300ms, retry: {max_attempts: 2, initial_interval: 10ms}}\n")
-	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: spec})
-	var res Result
+	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec})
+	var res runs.Result
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if got := wantNode(t, &res, "a", NodeSucceeded, 2).Outputs["resumed"]; got != "step-42" {
+	if got := wantNode(t, &res, "a", runs.NodeSucceeded, 2).Outputs["resumed"]; got != "step-42" {
 		t.Errorf("retry resumed from %q, want step-42", got)
 	}
 }

@@ -9,8 +9,9 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/nodetype"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // typedType is a node type with declared field types, whose activity
@@ -30,7 +31,7 @@ type typedWith struct {
 
 // runTyped runs spec with the step and typed node types; it returns the
 // result or error and the `with` blocks the typed activity decoded, by node.
-func runTyped(t *testing.T, spec string, params map[string]any) (*Result, map[string]typedWith, error) {
+func runTyped(t *testing.T, spec string, params map[string]any) (*runs.Result, map[string]typedWith, error) {
 	t.Helper()
 	var suite harness
 	suite.SetLogger(nopLogger{})
@@ -41,7 +42,7 @@ func runTyped(t *testing.T, spec string, params map[string]any) (*Result, map[st
 	}
 	var mu sync.Mutex
 	seen := map[string]typedWith{}
-	typed := func(_ context.Context, in activities.NodeInput) (map[string]any, error) {
+	typed := func(_ context.Context, in nodetype.Input) (map[string]any, error) {
 		b, err := json.Marshal(in.With)
 		if err != nil {
 			return nil, err
@@ -55,17 +56,17 @@ func runTyped(t *testing.T, spec string, params map[string]any) (*Result, map[st
 		mu.Unlock()
 		return map[string]any{"argv": strings.Join(w.Argv, " ")}, nil
 	}
-	step := func(_ context.Context, in activities.NodeInput) (map[string]any, error) { return in.With, nil }
+	step := func(_ context.Context, in nodetype.Input) (map[string]any, error) { return in.With, nil }
 	Register(env)
-	env.RegisterActivityWithOptions((&activities.Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: ResolveActivity})
-	env.RegisterActivityWithOptions(activities.Activity(step), activity.RegisterOptions{Name: "step"})
-	env.RegisterActivityWithOptions(activities.Activity(typed), activity.RegisterOptions{Name: "typed"})
+	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	env.RegisterActivityWithOptions(nodetype.Activity(step), activity.RegisterOptions{Name: "step"})
+	env.RegisterActivityWithOptions(nodetype.Activity(typed), activity.RegisterOptions{Name: "typed"})
 	b, _ := json.Marshal(spec)
-	env.ExecuteWorkflow(PipelineWorkflow, PipelineInput{Spec: b, SpecFile: "test.yaml", Params: params})
+	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: b, SpecFile: "test.yaml", Params: params})
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
-	var res Result
+	var res runs.Result
 	if err := env.GetWorkflowResult(&res); err != nil {
 		return nil, seen, err
 	}
@@ -93,7 +94,7 @@ nodes:
 	if err != nil {
 		t.Fatalf("run failed: %v", err)
 	}
-	if res.Status != StatusSucceeded {
+	if res.Status != runs.StatusSucceeded {
 		t.Fatalf("status %s: %s", res.Status, res.Error)
 	}
 	join := seen["join"]
@@ -113,7 +114,7 @@ nodes:
   - {id: b, type: typed, needs: [a], with: {epochs: "${nodes.a.outputs.n}"}}
 `, nil)
 	res := mustFail(t, err)
-	b := wantNode(t, res, "b", NodeFailed, 0)
+	b := wantNode(t, res, "b", runs.NodeFailed, 0)
 	want := `with.epochs: ${nodes.a.outputs.n} is a string ("abc"), want int`
 	if b.Error != want {
 		t.Errorf("node error %q, want %q", b.Error, want)

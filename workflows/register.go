@@ -3,7 +3,7 @@ package workflows
 import (
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // Registry is the part of a Temporal worker that workflows register with.
@@ -11,9 +11,9 @@ type Registry interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }
 
-// Register registers every workflow of this package under its public name.
+// Register registers the Pipeline workflow under its public name. Node
+// types that run as child workflows (gate, promote_features) come with
+// their own; the worker registers those from the node types.
 func Register(r Registry) {
-	r.RegisterWorkflowWithOptions(Pipeline, workflow.RegisterOptions{Name: PipelineWorkflow})
-	r.RegisterWorkflowWithOptions(PromoteFeatures, workflow.RegisterOptions{Name: activities.PromoteWorkflow})
-	r.RegisterWorkflowWithOptions(Gate, workflow.RegisterOptions{Name: activities.GateWorkflow})
+	r.RegisterWorkflowWithOptions(Pipeline, workflow.RegisterOptions{Name: runs.PipelineWorkflow})
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // retrainDemoPipeline is the pipeline `retrain demo` runs by default.
@@ -49,7 +48,7 @@ type demoScenario struct {
 	title  string
 	broken demodata.Broken
 	params map[string]any
-	check  func(d *retrainDemo, res *workflows.Result, before demoState) error
+	check  func(d *retrainDemo, res *runs.Result, before demoState) error
 }
 
 // demoState is what the broken run must leave as it found.
@@ -81,8 +80,8 @@ func runRetrainDemo(ctx context.Context, s *localStack, dataDir string, data dem
 	}
 
 	scenarios := []demoScenario{
-		{title: "first run: no production model yet", check: func(d *retrainDemo, res *workflows.Result, _ demoState) error {
-			if res.Status != workflows.StatusSucceeded {
+		{title: "first run: no production model yet", check: func(d *retrainDemo, res *runs.Result, _ demoState) error {
+			if res.Status != runs.StatusSucceeded {
 				return fmt.Errorf("run %s: %s", res.Status, res.Error)
 			}
 			if v := res.Node("deploy").Outputs["version"]; v != "v1" {
@@ -91,8 +90,8 @@ func runRetrainDemo(ctx context.Context, s *localStack, dataDir string, data dem
 			return nil
 		}},
 		{title: "second run, same data, trainer seed 2: compared against v1", params: map[string]any{"seed": 2},
-			check: func(d *retrainDemo, res *workflows.Result, _ demoState) error {
-				if res.Status != workflows.StatusSucceeded {
+			check: func(d *retrainDemo, res *runs.Result, _ demoState) error {
+				if res.Status != runs.StatusSucceeded {
 					return fmt.Errorf("run %s: %s", res.Status, res.Error)
 				}
 				if b := res.Node("evaluate").Outputs["baseline_version"]; b != "v1" {
@@ -101,8 +100,8 @@ func runRetrainDemo(ctx context.Context, s *localStack, dataDir string, data dem
 				return nil
 			}},
 		{title: "third run: feature ad_quality broken (garbage values)", broken: demodata.Broken{Feature: "ad_quality", Mode: "garbage"},
-			check: func(d *retrainDemo, res *workflows.Result, before demoState) error {
-				if res.Status != workflows.StatusFailed || res.Node("gate").Status != workflows.NodeFailed {
+			check: func(d *retrainDemo, res *runs.Result, before demoState) error {
+				if res.Status != runs.StatusFailed || res.Node("gate").Status != runs.NodeFailed {
 					return fmt.Errorf("run %s, gate %s: the gate should have rejected the candidate", res.Status, res.Node("gate").Status)
 				}
 				after, err := d.state(ctx)
@@ -183,7 +182,7 @@ func (d *retrainDemo) state(ctx context.Context) (demoState, error) {
 
 // run starts ctr-retrain, waits for it, prints what it did and writes its
 // report.
-func (d *retrainDemo) run(ctx context.Context, extra map[string]any, progress io.Writer) (*workflows.Result, error) {
+func (d *retrainDemo) run(ctx context.Context, extra map[string]any, progress io.Writer) (*runs.Result, error) {
 	params := map[string]any{}
 	for k, v := range d.params {
 		params[k] = v
@@ -213,8 +212,8 @@ func (d *retrainDemo) run(ctx context.Context, extra map[string]any, progress io
 }
 
 // describe prints the run's headline: candidate vs baseline and the gate.
-func (d *retrainDemo) describe(res *workflows.Result) {
-	if ev := res.Node("evaluate"); ev != nil && ev.Status == workflows.NodeSucceeded {
+func (d *retrainDemo) describe(res *runs.Result) {
+	if ev := res.Node("evaluate"); ev != nil && ev.Status == runs.NodeSucceeded {
 		base := "no baseline"
 		if v, _ := ev.Outputs["baseline_version"].(string); v != "" {
 			b, _ := ev.Outputs["baseline"].(map[string]any)
@@ -224,13 +223,13 @@ func (d *retrainDemo) describe(res *workflows.Result) {
 	}
 	if g := res.Node("gate"); g != nil {
 		switch g.Status {
-		case workflows.NodeSucceeded:
+		case runs.NodeSucceeded:
 			fmt.Fprintf(d.out, "  gate: passed=%v: %v\n", g.Outputs["passed"], g.Outputs["reason"])
-		case workflows.NodeFailed:
+		case runs.NodeFailed:
 			fmt.Fprintf(d.out, "  gate: %s\n", g.Error)
 		}
 	}
-	if dep := res.Node("deploy"); dep != nil && dep.Status == workflows.NodeSucceeded {
+	if dep := res.Node("deploy"); dep != nil && dep.Status == runs.NodeSucceeded {
 		fmt.Fprintf(d.out, "  deployed %v (production was %q)\n", dep.Outputs["ref"], dep.Outputs["previous_version"])
 	}
 	for _, c := range res.Compensations {

@@ -16,7 +16,6 @@ import (
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // localStack is the embedded server, a client and a worker in this process,
@@ -40,7 +39,7 @@ func startLocal(ctx context.Context, app *cli.App, opts devstack.Options, s3Port
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	opts.SearchAttributes = workflows.SearchAttributes()
+	opts.SearchAttributes = runs.SearchAttributes()
 	opts.Logger = log
 	srv, err := devstack.Start(ctx, opts)
 	if err != nil {

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/worker"
+
 	"github.com/retrain-ml/retrain/dags"
 )
 
@@ -29,7 +30,7 @@ func TestValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dags.Load(example, data, activities.Types()); err == nil || !strings.Contains(err.Error(), `unknown type "http_check"`) {
+	if _, err := dags.Load(example, data, worker.Types()); err == nil || !strings.Contains(err.Error(), `unknown type "http_check"`) {
 		t.Errorf("built-in types on the example: %v, want unknown type http_check", err)
 	}
 

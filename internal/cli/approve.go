@@ -7,11 +7,11 @@ import (
 	"os/user"
 	"strings"
 
+	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // NewApproveCommand returns `retrain approve`: force a failed gate that is
@@ -52,8 +52,8 @@ deploy). Who is --user, else $RETRAIN_USER, else the login name.`,
 			id := args[0] + "/" + node
 			handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 				WorkflowID:   id,
-				UpdateName:   workflows.ApproveUpdate,
-				Args:         []any{workflows.Approval{By: by, Reason: reason}},
+				UpdateName:   gatenode.ApproveUpdate,
+				Args:         []any{gatenode.Approval{By: by, Reason: reason}},
 				WaitForStage: client.WorkflowUpdateStageCompleted,
 			})
 			if err == nil {

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/retrain-ml/retrain/worker"
+
 	"github.com/spf13/cobra"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 )
 
@@ -71,7 +72,7 @@ func LoadSpec(file string) (*dags.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := spec.Validate(activities.Types()); err != nil {
+	if err := spec.Validate(worker.Types()); err != nil {
 		return nil, err
 	}
 	return spec, nil

@@ -10,15 +10,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/report"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // ReportPath is where a run's HTML report goes under a data dir.
@@ -45,7 +45,7 @@ type ReportLinks struct {
 // statistics, loss curves, metrics). Feature statistics pages are copied
 // into a folder next to it (PATH without .html, plus .files) and linked
 // relatively, so the report and its pages move together.
-func WriteRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *workflows.Result, path string, links ReportLinks) error {
+func WriteRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *runs.Result, path string, links ReportLinks) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -62,13 +62,13 @@ func WriteRunReport(ctx context.Context, c client.Client, store *s3store.Store, 
 // RenderRunReport writes a run's report as HTML to w (see WriteRunReport),
 // for a server: statsURL (nil: none) gives the link to a feature_stats
 // node's page, which the server serves itself.
-func RenderRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *workflows.Result, w io.Writer,
+func RenderRunReport(ctx context.Context, c client.Client, store *s3store.Store, res *runs.Result, w io.Writer,
 	links ReportLinks, statsURL func(node string) string) error {
 	rep, opts := collectRunReport(ctx, c, report.LocalFiles(storeFetcher(store)), res, links)
 	if statsURL != nil {
 		opts.StatsPages = map[string]string{}
 		for _, n := range res.Nodes {
-			if uri, _ := n.Outputs["html_uri"].(string); n.Type == activities.FeatureStatsType.Name && uri != "" {
+			if uri, _ := n.Outputs["html_uri"].(string); n.Type == lakenode.FeatureStatsType.Name && uri != "" {
 				opts.StatsPages[n.ID] = statsURL(n.ID)
 			}
 		}
@@ -78,9 +78,9 @@ func RenderRunReport(ctx context.Context, c client.Client, store *s3store.Store,
 
 // collectRunReport gathers a run's report and the links it can make
 // without writing anything.
-func collectRunReport(ctx context.Context, c client.Client, fetch report.Fetcher, res *workflows.Result, links ReportLinks) (*report.Report, report.Options) {
+func collectRunReport(ctx context.Context, c client.Client, fetch report.Fetcher, res *runs.Result, links ReportLinks) (*report.Report, report.Options) {
 	var plan *dags.Plan
-	if v, err := c.QueryWorkflow(ctx, res.ID, "", workflows.PlanQuery); err == nil {
+	if v, err := c.QueryWorkflow(ctx, res.ID, "", runs.PlanQuery); err == nil {
 		var p dags.Plan
 		if v.Get(&p) == nil {
 			plan = &p
@@ -105,13 +105,13 @@ func collectRunReport(ctx context.Context, c client.Client, fetch report.Fetcher
 // the report's folder (see WriteRunReport) and returns the relative links
 // to them. A page that cannot be copied is noted in the report and shown
 // by its URI.
-func copyStatsPages(ctx context.Context, fetch report.Fetcher, res *workflows.Result, reportPath string, rep *report.Report) map[string]string {
+func copyStatsPages(ctx context.Context, fetch report.Fetcher, res *runs.Result, reportPath string, rep *report.Report) map[string]string {
 	dirName := strings.TrimSuffix(filepath.Base(reportPath), ".html") + ".files"
 	dir := filepath.Join(filepath.Dir(reportPath), dirName)
 	pages := map[string]string{}
 	for _, n := range res.Nodes {
 		uri, _ := n.Outputs["html_uri"].(string)
-		if n.Type != activities.FeatureStatsType.Name || uri == "" {
+		if n.Type != lakenode.FeatureStatsType.Name || uri == "" {
 			continue
 		}
 		b, err := fetch.Fetch(ctx, uri)

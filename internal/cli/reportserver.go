@@ -10,14 +10,14 @@ import (
 	"net/url"
 	"time"
 
+	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/internal/report"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // ReportURLPath is the path the report server serves a run's report on;
@@ -36,7 +36,7 @@ func ReportHandler(c client.Client, store *s3store.Store, links ReportLinks, log
 	fetch := report.LocalFiles(storeFetcher(store))
 	// withRun looks the request's run up (404 when there is none) and
 	// hands its state to serve.
-	withRun := func(serve func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *workflows.Result)) http.HandlerFunc {
+	withRun := func(serve func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *runs.Result)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			id := r.PathValue("run")
 			ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
@@ -49,11 +49,11 @@ func ReportHandler(c client.Client, store *s3store.Store, links ReportLinks, log
 			serve(ctx, w, r, res)
 		}
 	}
-	mux.HandleFunc("GET /stats/{node}/{run...}", withRun(func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *workflows.Result) {
+	mux.HandleFunc("GET /stats/{node}/{run...}", withRun(func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *runs.Result) {
 		id, node := r.PathValue("run"), r.PathValue("node")
 		uri := ""
 		for _, n := range res.Nodes {
-			if n.ID == node && n.Type == activities.FeatureStatsType.Name {
+			if n.ID == node && n.Type == lakenode.FeatureStatsType.Name {
 				uri, _ = n.Outputs["html_uri"].(string)
 			}
 		}
@@ -69,7 +69,7 @@ func ReportHandler(c client.Client, store *s3store.Store, links ReportLinks, log
 		}
 		writeHTML(w, page)
 	}))
-	mux.HandleFunc("GET /runs/{run...}", withRun(func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *workflows.Result) {
+	mux.HandleFunc("GET /runs/{run...}", withRun(func(ctx context.Context, w http.ResponseWriter, r *http.Request, res *runs.Result) {
 		id := r.PathValue("run")
 		statsURL := func(node string) string {
 			return "/stats/" + url.PathEscape(node) + "/" + url.PathEscape(id)

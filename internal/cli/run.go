@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/retrain-ml/retrain/worker"
+
 	"github.com/spf13/cobra"
 
-	"github.com/retrain-ml/retrain/activities"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/workflows"
 )
 
 // NewRunCommand returns `retrain run`: validate a spec and start a run.
@@ -46,7 +46,7 @@ func NewRunCommand(app *App) *cobra.Command {
 				}
 				// Compile validates and binds params, so a wrong spec or
 				// param fails before any run starts.
-				if _, err := dags.Compile(spec, activities.Types(), values); err != nil {
+				if _, err := dags.Compile(spec, worker.Types(), values); err != nil {
 					return err
 				}
 				req.Spec, req.SpecFile = data, filepath.Base(args[0])
@@ -127,7 +127,7 @@ func NewStatusCommand(app *App) *cobra.Command {
 
 // report prints the final result and turns a run that did not succeed into
 // a non-zero exit.
-func (a *App) report(res *workflows.Result, asJSON bool) error {
+func (a *App) report(res *runs.Result, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(a.Out)
 		enc.SetIndent("", "  ")
@@ -137,7 +137,7 @@ func (a *App) report(res *workflows.Result, asJSON bool) error {
 	} else {
 		PrintSummary(a.Out, res)
 	}
-	if res.Status != workflows.StatusSucceeded {
+	if res.Status != runs.StatusSucceeded {
 		return &ExitError{Code: 2, Err: fmt.Errorf("run %s: %s", res.Status, res.Error)}
 	}
 	return nil

@@ -10,11 +10,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/retrain-ml/retrain/workflows"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // PrintSummary prints a run's per-node table.
-func PrintSummary(w io.Writer, res *workflows.Result) {
+func PrintSummary(w io.Writer, res *runs.Result) {
 	fmt.Fprintf(w, "pipeline %s: %s", res.Pipeline, res.Status)
 	if res.EndedAt != nil {
 		fmt.Fprintf(w, " in %s", res.EndedAt.Sub(res.StartedAt).Round(time.Millisecond))
@@ -31,14 +31,14 @@ func PrintSummary(w io.Writer, res *workflows.Result) {
 	}
 }
 
-func attempts(n workflows.NodeState) string {
+func attempts(n runs.NodeState) string {
 	if n.Attempts == 0 {
 		return "-"
 	}
 	return fmt.Sprint(n.Attempts)
 }
 
-func took(n workflows.NodeState) string {
+func took(n runs.NodeState) string {
 	if n.StartedAt == nil || n.EndedAt == nil {
 		return "-"
 	}
@@ -46,12 +46,12 @@ func took(n workflows.NodeState) string {
 }
 
 // summaryOf is a node's one-line "summary" output, if it has one.
-func summaryOf(n workflows.NodeState) string {
+func summaryOf(n runs.NodeState) string {
 	s, _ := n.Outputs["summary"].(string)
 	return s
 }
 
-func detail(n workflows.NodeState) string {
+func detail(n runs.NodeState) string {
 	var s string
 	switch {
 	case n.Error != "":
@@ -79,25 +79,25 @@ func detail(n workflows.NodeState) string {
 type Progress struct {
 	mu   sync.Mutex
 	w    io.Writer
-	seen map[string]workflows.NodeStatus
+	seen map[string]runs.NodeStatus
 }
 
 // NewProgress returns a Progress printing to w.
 func NewProgress(w io.Writer) *Progress {
-	return &Progress{w: w, seen: map[string]workflows.NodeStatus{}}
+	return &Progress{w: w, seen: map[string]runs.NodeStatus{}}
 }
 
 // Update prints every node whose status changed since the last call.
-func (p *Progress) Update(res *workflows.Result) {
+func (p *Progress) Update(res *runs.Result) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, n := range slices.Concat(res.Nodes, res.Compensations) {
-		if n.Status == workflows.NodePending || p.seen[n.ID] == n.Status {
+		if n.Status == runs.NodePending || p.seen[n.ID] == n.Status {
 			continue
 		}
 		p.seen[n.ID] = n.Status
 		line := fmt.Sprintf("  %-24s %s", n.ID, n.Status)
-		if n.Status != workflows.NodeRunning {
+		if n.Status != runs.NodeRunning {
 			if a := attempts(n); a != "-" {
 				line += fmt.Sprintf(" (attempts %s, %s)", a, took(n))
 			}

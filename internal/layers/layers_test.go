@@ -1,7 +1,8 @@
 // Package layers holds the test that keeps the module's imports pointing
-// down: cmd -> worker -> workflows -> node steps (activities) -> domain
-// packages. A newcomer finds where a change belongs from the folders; an
-// upward import would make that map lie.
+// down: cmd -> worker -> workflows -> node types (nodes/...) -> the node
+// core (nodetype) and the run contract (runs) -> domain packages. A
+// newcomer finds where a change belongs from the folders; an upward import
+// would make that map lie.
 package layers
 
 import (
@@ -20,33 +21,27 @@ const module = "github.com/retrain-ml/retrain/"
 func level(pkg string) int {
 	switch {
 	case pkg == "cmd" || strings.HasPrefix(pkg, "cmd/"), strings.HasPrefix(pkg, "examples/"), pkg == "integration", pkg == "internal/bench":
-		return 6
+		return 7
 	case pkg == "internal/cli":
+		return 6
+	case pkg == "worker", pkg == "internal/devstack" || strings.HasPrefix(pkg, "internal/devstack/"):
 		return 5
-	case pkg == "worker", pkg == "internal/devstack" || strings.HasPrefix(pkg, "internal/devstack/"), pkg == "runs":
+	case pkg == "workflows", pkg == "internal/report":
 		return 4
-	case pkg == "workflows":
+	case strings.HasPrefix(pkg, "nodes/"):
 		return 3
-	case pkg == "activities", pkg == "nodetype":
+	case pkg == "nodetype", pkg == "runs":
 		return 2
 	}
 	return 1
 }
 
-// knownUpward are the upward imports that exist today, each to be removed
-// by the node-type restructure (issue 9): report reads node artifact types
-// and run results from the packages that run them, and workflows takes the
-// promotion's plan types from features. The test fails on any other upward
-// import, and also when one of these goes away, so the list stays true.
-var knownUpward = []string{
-	"internal/report -> activities",
-	"internal/report -> workflows",
-}
-
-// knownHeavy are the workflows package's imports of the lake, to go with
-// the same restructure: workflows should not link Iceberg.
-var knownHeavy = []string{
-	"workflows -> internal/features",
+// The pipeline workflow interprets plans; it must not link the lake, the
+// trainers or any node type's code, so a worker's workflow side stays small
+// and replays never depend on a step's implementation.
+var workflowsMustNotLink = []string{
+	module + "internal/features", module + "internal/lake", module + "nodes/",
+	"github.com/apache/iceberg-go", "github.com/parquet-go/parquet-go",
 }
 
 type listed struct {
@@ -54,9 +49,9 @@ type listed struct {
 	Imports    []string
 }
 
-func list(t *testing.T) []listed {
+func list(t *testing.T, pattern string) []listed {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json", module+"...").Output()
+	out, err := exec.Command("go", "list", "-json", pattern).Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -76,39 +71,59 @@ func list(t *testing.T) []listed {
 }
 
 func TestImportsPointDown(t *testing.T) {
-	var upward, heavy []string
-	for _, p := range list(t) {
+	var upward []string
+	for _, p := range list(t, module+"...") {
 		from := strings.TrimPrefix(p.ImportPath, module)
 		for _, imp := range p.Imports {
 			to, ok := strings.CutPrefix(imp, module)
 			if !ok {
 				continue
 			}
-			if (to == "internal/cli" || to == "cmd" || strings.HasPrefix(to, "cmd/")) && level(from) < 6 {
-				upward = append(upward, fmt.Sprintf("%s -> %s", from, to))
-				continue
-			}
 			if level(to) > level(from) {
 				upward = append(upward, fmt.Sprintf("%s -> %s", from, to))
 			}
-			if from == "workflows" && (to == "internal/features" || to == "internal/lake") {
-				heavy = append(heavy, fmt.Sprintf("%s -> %s", from, to))
+		}
+	}
+	slices.Sort(upward)
+	for _, u := range upward {
+		t.Errorf("upward import: %s (imports point down: cmd -> worker -> workflows -> nodes -> nodetype, runs -> domain packages)", u)
+	}
+}
+
+// TestWorkflowsStayLight: not even indirectly does the workflows package
+// link the lake, a trainer or a node type.
+func TestWorkflowsStayLight(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"workflows").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, bad := range workflowsMustNotLink {
+			if strings.HasPrefix(dep, bad) {
+				t.Errorf("workflows links %s", dep)
 			}
 		}
 	}
-	check := func(what string, got, known []string) {
-		slices.Sort(got)
-		for _, g := range got {
-			if !slices.Contains(known, g) {
-				t.Errorf("%s: %s (imports point down: cmd -> worker -> workflows -> activities -> domain packages)", what, g)
-			}
-		}
-		for _, k := range known {
-			if !slices.Contains(got, k) {
-				t.Errorf("%s %q is gone: remove it from the known list", what, k)
-			}
+}
+
+// TestLevels pins a few packages' places, so a renamed folder cannot
+// silently fall to the domain level and make the check above vacuous.
+func TestLevels(t *testing.T) {
+	for pkg, want := range map[string]int{
+		"cmd/retrain": 7, "internal/cli": 6, "worker": 5, "workflows": 4, "internal/report": 4,
+		"nodes/train": 3, "nodes/internal/objects": 3, "nodetype": 2, "runs": 2, "dags": 1, "internal/lake": 1,
+	} {
+		if got := level(pkg); got != want {
+			t.Errorf("level(%s) = %d, want %d", pkg, got, want)
 		}
 	}
-	check("upward import", upward, knownUpward)
-	check("workflows links the lake", heavy, knownHeavy)
+	names := map[string]bool{}
+	for _, p := range list(t, module+"...") {
+		names[strings.TrimPrefix(p.ImportPath, module)] = true
+	}
+	for _, pkg := range []string{"cmd/retrain", "internal/cli", "worker", "workflows", "internal/report", "nodes/train", "nodetype", "runs"} {
+		if !names[pkg] {
+			t.Errorf("package %s is gone: update level()", pkg)
+		}
+	}
 }

@@ -6,8 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrain-ml/retrain/activities"
-	"github.com/retrain-ml/retrain/workflows"
+	"github.com/retrain-ml/retrain/nodes/evaluate"
+	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+	modelsnode "github.com/retrain-ml/retrain/nodes/models"
+
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // deployView is the page's headline: what a deploy node did to its alias.
@@ -21,15 +25,15 @@ type deployView struct {
 
 // deployments says, for each deploy node, what the run deployed or why it
 // deployed nothing: the gate's verdict when a gate stopped it.
-func deployments(res *workflows.Result) []deployView {
+func deployments(res *runs.Result) []deployView {
 	var out []deployView
 	for _, n := range res.Nodes {
-		if n.Type != activities.DeployType.Name {
+		if n.Type != modelsnode.DeployType.Name {
 			continue
 		}
 		str := func(k string) string { s, _ := n.Outputs[k].(string); return s }
 		model, alias, version, prev := str("model"), str("alias"), str("version"), str("previous_version")
-		if n.Status == workflows.NodeSucceeded && version != "" {
+		if n.Status == runs.NodeSucceeded && version != "" {
 			d := deployView{Deployed: true, Text: "Deployed " + model + " " + version, URI: str("uri")}
 			if prev == "" {
 				prev = "none"
@@ -42,7 +46,7 @@ func deployments(res *workflows.Result) []deployView {
 				d.Command = "retrain model show " + ref
 			}
 			for _, c := range res.Compensations {
-				if c.Compensates == n.ID && c.Status == workflows.NodeSucceeded {
+				if c.Compensates == n.ID && c.Status == runs.NodeSucceeded {
 					d.Deployed = false
 					d.Text = "Deployed " + model + " " + version + ", then rolled back"
 					d.Detail += fmt.Sprintf("; %s undid it when the run failed", c.ID)
@@ -53,9 +57,9 @@ func deployments(res *workflows.Result) []deployView {
 		}
 		d := deployView{Text: "Not deployed"}
 		switch {
-		case n.Status == workflows.NodeFailed:
+		case n.Status == runs.NodeFailed:
 			d.Detail = n.ID + " failed: " + n.Error
-		case n.Status == workflows.NodePending || n.Status == workflows.NodeRunning:
+		case n.Status == runs.NodePending || n.Status == runs.NodeRunning:
 			d.Text, d.Detail = "Not deployed yet", n.ID+" is "+string(n.Status)
 		default:
 			d.Detail = n.ID + " " + string(n.Status)
@@ -66,10 +70,10 @@ func deployments(res *workflows.Result) []deployView {
 		// A gate that stopped the run says why better than the skipped
 		// deploy; its verdict follows the banner.
 		for _, g := range res.Nodes {
-			if g.Type != activities.GateType.Name {
+			if g.Type != gatenode.GateType.Name {
 				continue
 			}
-			if g.Status == workflows.NodeFailed || g.Status == workflows.NodeSucceeded && g.Outputs["passed"] == false {
+			if g.Status == runs.NodeFailed || g.Status == runs.NodeSucceeded && g.Outputs["passed"] == false {
 				d.Detail = gateName(g.ID) + " rejected the candidate"
 			}
 		}
@@ -93,7 +97,7 @@ type linkView struct {
 
 // links are the run in the Temporal Web UI, the feature statistics pages
 // and the deployed model versions.
-func links(res *workflows.Result, o Options, deploys []deployView) []linkView {
+func links(res *runs.Result, o Options, deploys []deployView) []linkView {
 	var out []linkView
 	run := linkView{Label: "Temporal run", Text: res.ID + " (no Web UI address given)"}
 	if o.UIBase != "" {
@@ -108,7 +112,7 @@ func links(res *workflows.Result, o Options, deploys []deployView) []linkView {
 	out = append(out, run)
 	for _, n := range res.Nodes {
 		uri, _ := n.Outputs["html_uri"].(string)
-		if n.Type != activities.FeatureStatsType.Name || uri == "" {
+		if n.Type != lakenode.FeatureStatsType.Name || uri == "" {
 			continue
 		}
 		l := linkView{Label: "Feature statistics " + n.ID, Text: uri}
@@ -196,7 +200,7 @@ func consecutive(dates []string) bool {
 }
 
 // evalScope describes the rows an evaluation scored.
-func evalScope(e *activities.EvaluationReport) string {
+func evalScope(e *evaluate.EvaluationReport) string {
 	s := fmt.Sprintf("%d held-out rows", e.Rows)
 	if len(e.Dates) > 0 {
 		s += " of " + dateList(e.Dates)

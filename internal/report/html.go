@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/nodes/evaluate"
+	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+
 	"github.com/retrain-ml/retrain/internal/gate"
-	"github.com/retrain-ml/retrain/workflows"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // Write renders r as an HTML page whose links o says.
@@ -141,10 +143,10 @@ func view(r *Report, o Options) pageView {
 		v.Evaluations = append(v.Evaluations, evalRows(id, r.Evaluations[id]))
 	}
 	for _, n := range res.Nodes {
-		if n.Type == activities.GateType.Name {
+		if n.Type == gatenode.GateType.Name {
 			v.Gates = append(v.Gates, gateRows(n))
 			// The gate's line under the headline already says why the run failed.
-			if n.Status == workflows.NodeFailed && n.Error != "" && strings.HasSuffix(v.Error, n.Error) {
+			if n.Status == runs.NodeFailed && n.Error != "" && strings.HasSuffix(v.Error, n.Error) {
 				v.Error = ""
 			}
 		}
@@ -152,7 +154,7 @@ func view(r *Report, o Options) pageView {
 	return v
 }
 
-func nodeRow(n workflows.NodeState) nodeView {
+func nodeRow(n runs.NodeState) nodeView {
 	row := nodeView{ID: n.ID, Type: n.Type, Status: string(n.Status)}
 	if n.Attempts > 0 {
 		row.Attempts = fmt.Sprint(n.Attempts)
@@ -222,16 +224,16 @@ func fig(n gate.Number, ok bool) string {
 	return fmt.Sprintf("%.4f", f)
 }
 
-func evalRows(id string, e *activities.EvaluationReport) evalView {
+func evalRows(id string, e *evaluate.EvaluationReport) evalView {
 	ev := evalView{Node: id, Baseline: e.BaselineVersion, Candidate: e.CandidateID, Scope: evalScope(e), SliceColumn: e.SliceColumn}
 	series := []plotSeries{{Name: "candidate", Color: candidateColor, ROC: e.Candidate.ROC, Bins: e.Candidate.CalibrationBins,
-		AUC: fig(e.Candidate.Overall[activities.MetricAUC], true)}}
+		AUC: fig(e.Candidate.Overall[evaluate.MetricAUC], true)}}
 	if ev.Baseline == "" {
 		ev.Baseline = "none (no production model yet)"
 	}
 	if e.Baseline != nil {
 		series = append(series, plotSeries{Name: "baseline " + e.BaselineVersion, Color: baselineColor, Dashed: true, ROC: e.Baseline.ROC,
-			Bins: e.Baseline.CalibrationBins, AUC: fig(e.Baseline.Overall[activities.MetricAUC], true)})
+			Bins: e.Baseline.CalibrationBins, AUC: fig(e.Baseline.Overall[evaluate.MetricAUC], true)})
 	}
 	if slices.ContainsFunc(series, func(s plotSeries) bool { return len(s.ROC) > 0 }) {
 		ev.ROC = rocSVG(series)
@@ -239,7 +241,7 @@ func evalRows(id string, e *activities.EvaluationReport) evalView {
 	if slices.ContainsFunc(series, func(s plotSeries) bool { return len(s.Bins) > 0 }) {
 		ev.Calibration = calibrationSVG(series)
 	}
-	for _, m := range []string{activities.MetricAUC, activities.MetricLogLoss, activities.MetricAccuracy, activities.MetricCalibration, "mean_prediction", "mean_label"} {
+	for _, m := range []string{evaluate.MetricAUC, evaluate.MetricLogLoss, evaluate.MetricAccuracy, evaluate.MetricCalibration, "mean_prediction", "mean_label"} {
 		c, cok := e.Candidate.Overall[m]
 		row := metricRow{Name: m, Candidate: fig(c, cok), Baseline: "–", Diff: "–"}
 		if e.Baseline != nil {
@@ -254,10 +256,10 @@ func evalRows(id string, e *activities.EvaluationReport) evalView {
 	for _, s := range slices.Sorted(maps.Keys(e.Candidate.Slices)) {
 		cm := e.Candidate.Slices[s]
 		row := sliceRow{Slice: s, Count: fmt.Sprintf("%.0f", float64(cm["count"])),
-			CandAUC: fig(cm[activities.MetricAUC], true), CandLogLoss: fig(cm[activities.MetricLogLoss], true), BaseAUC: "–", BaseLogLoss: "–"}
+			CandAUC: fig(cm[evaluate.MetricAUC], true), CandLogLoss: fig(cm[evaluate.MetricLogLoss], true), BaseAUC: "–", BaseLogLoss: "–"}
 		if e.Baseline != nil {
 			if bm, ok := e.Baseline.Slices[s]; ok {
-				row.BaseAUC, row.BaseLogLoss = fig(bm[activities.MetricAUC], true), fig(bm[activities.MetricLogLoss], true)
+				row.BaseAUC, row.BaseLogLoss = fig(bm[evaluate.MetricAUC], true), fig(bm[evaluate.MetricLogLoss], true)
 			}
 		}
 		ev.Slices = append(ev.Slices, row)
@@ -265,17 +267,17 @@ func evalRows(id string, e *activities.EvaluationReport) evalView {
 	return ev
 }
 
-func gateRows(n workflows.NodeState) gateView {
+func gateRows(n runs.NodeState) gateView {
 	g := gateView{Node: n.ID, Title: "Gate " + n.ID}
 	if n.ID == "gate" {
 		g.Title = "Gate"
 	}
 	switch {
-	case n.Status == workflows.NodeSucceeded && n.Outputs["passed"] == true:
+	case n.Status == runs.NodeSucceeded && n.Outputs["passed"] == true:
 		g.Verdict = "passed"
-	case n.Status == workflows.NodeSucceeded:
+	case n.Status == runs.NodeSucceeded:
 		g.Verdict = "rejected (deploy skipped)"
-	case n.Status == workflows.NodeFailed:
+	case n.Status == runs.NodeFailed:
 		g.Verdict = "rejected (run failed)"
 	default:
 		g.Verdict = string(n.Status)

@@ -19,11 +19,15 @@ import (
 	"os"
 	"strings"
 
-	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/nodes/evaluate"
+	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+	"github.com/retrain-ml/retrain/nodes/split"
+	"github.com/retrain-ml/retrain/nodes/train"
+
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/colstats"
 	"github.com/retrain-ml/retrain/internal/dataset"
-	"github.com/retrain-ml/retrain/workflows"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // A Fetcher reads the object a node's output URI names.
@@ -56,16 +60,16 @@ func LocalFiles(next Fetcher) Fetcher {
 
 // Report is what the page shows.
 type Report struct {
-	Result *workflows.Result
+	Result *runs.Result
 	// Edges are the plan's needs. Without them (no plan) nodes are drawn
 	// in one column.
 	Edges dags.Edges
 	// Curves are the loss curves of train nodes, by node id.
-	Curves map[string][]activities.CurvePoint
+	Curves map[string][]train.CurvePoint
 	// Stats are the reports of feature_stats nodes, by node id.
 	Stats map[string]*colstats.Report
 	// Evaluations are the metrics files of evaluate nodes, by node id.
-	Evaluations map[string]*activities.EvaluationReport
+	Evaluations map[string]*evaluate.EvaluationReport
 	// Splits are what split nodes say about the rows they wrote, by node id.
 	Splits map[string]*Split
 	// Notes say what could not be fetched.
@@ -115,16 +119,16 @@ type Options struct {
 // Collect gathers a run's report: the plan's edges and what the outputs of
 // its train, feature_stats and evaluate nodes point at. What cannot be
 // fetched is noted, never fatal: a report of a failed run is still useful.
-func Collect(ctx context.Context, f Fetcher, res *workflows.Result, plan *dags.Plan) *Report {
+func Collect(ctx context.Context, f Fetcher, res *runs.Result, plan *dags.Plan) *Report {
 	r := &Report{
-		Result: res, Curves: map[string][]activities.CurvePoint{},
-		Stats: map[string]*colstats.Report{}, Evaluations: map[string]*activities.EvaluationReport{},
+		Result: res, Curves: map[string][]train.CurvePoint{},
+		Stats: map[string]*colstats.Report{}, Evaluations: map[string]*evaluate.EvaluationReport{},
 		Splits: map[string]*Split{},
 	}
 	if plan != nil {
 		r.Edges = plan.Edges()
 	}
-	fetch := func(n workflows.NodeState, key string, into any) bool {
+	fetch := func(n runs.NodeState, key string, into any) bool {
 		uri, _ := n.Outputs[key].(string)
 		if uri == "" {
 			return false
@@ -140,26 +144,26 @@ func Collect(ctx context.Context, f Fetcher, res *workflows.Result, plan *dags.P
 		return true
 	}
 	for _, n := range res.Nodes {
-		if n.Status != workflows.NodeSucceeded {
+		if n.Status != runs.NodeSucceeded {
 			continue
 		}
 		switch n.Type {
-		case activities.TrainType.Name:
-			var c []activities.CurvePoint
+		case train.TrainType.Name:
+			var c []train.CurvePoint
 			if fetch(n, "loss_curve_uri", &c) {
 				r.Curves[n.ID] = c
 			}
-		case activities.FeatureStatsType.Name:
+		case lakenode.FeatureStatsType.Name:
 			var s colstats.Report
 			if fetch(n, "report_uri", &s) {
 				r.Stats[n.ID] = &s
 			}
-		case activities.EvaluateType.Name:
-			var e activities.EvaluationReport
+		case evaluate.EvaluateType.Name:
+			var e evaluate.EvaluationReport
 			if fetch(n, "metrics_uri", &e) {
 				r.Evaluations[n.ID] = &e
 			}
-		case activities.SplitType.Name:
+		case split.SplitType.Name:
 			// Outputs come back from history as generic JSON.
 			var s Split
 			b, err := json.Marshal(n.Outputs)

@@ -9,33 +9,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/nodes/evaluate"
+	"github.com/retrain-ml/retrain/nodes/train"
+
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/colstats"
 	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/internal/trainer"
-	"github.com/retrain-ml/retrain/workflows"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 func TestReport(t *testing.T) {
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	at := func(s float64) *time.Time { v := t0.Add(time.Duration(s * float64(time.Second))); return &v }
-	res := &workflows.Result{
-		ID: "ctr-retrain-1", Pipeline: "ctr-retrain", Status: workflows.StatusFailed, StartedAt: t0, EndedAt: at(9),
+	res := &runs.Result{
+		ID: "ctr-retrain-1", Pipeline: "ctr-retrain", Status: runs.StatusFailed, StartedAt: t0, EndedAt: at(9),
 		Error: "node gate: gate rejected <candidate>",
-		Nodes: []workflows.NodeState{
-			{ID: "stats", Type: "feature_stats", Status: workflows.NodeSucceeded, Attempts: 1, StartedAt: at(0), EndedAt: at(1),
+		Nodes: []runs.NodeState{
+			{ID: "stats", Type: "feature_stats", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(0), EndedAt: at(1),
 				Outputs: map[string]any{"report_uri": "s3://b/stats.json"}},
-			{ID: "train", Type: "train", Status: workflows.NodeSucceeded, Attempts: 2, StartedAt: at(1), EndedAt: at(5),
+			{ID: "train", Type: "train", Status: runs.NodeSucceeded, Attempts: 2, StartedAt: at(1), EndedAt: at(5),
 				Outputs: map[string]any{"loss_curve_uri": "s3://b/curve.json", "steps": 3.0}},
-			{ID: "evaluate", Type: "evaluate", Status: workflows.NodeSucceeded, Attempts: 1, StartedAt: at(5), EndedAt: at(6),
+			{ID: "evaluate", Type: "evaluate", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(5), EndedAt: at(6),
 				Outputs: map[string]any{"metrics_uri": "s3://b/metrics.json"}},
-			{ID: "gate", Type: "gate", Status: workflows.NodeFailed, Attempts: 1, StartedAt: at(6), EndedAt: at(6.1),
+			{ID: "gate", Type: "gate", Status: runs.NodeFailed, Attempts: 1, StartedAt: at(6), EndedAt: at(6.1),
 				Error: "gate rejected <script>alert(1)</script>"},
-			{ID: "deploy", Type: "deploy", Status: workflows.NodeCancelled, Reason: "not started: the run failed"},
+			{ID: "deploy", Type: "deploy", Status: runs.NodeCancelled, Reason: "not started: the run failed"},
 		},
-		Compensations: []workflows.NodeState{{ID: "rollback_table", Type: "rollback_table", Status: workflows.NodeSucceeded,
+		Compensations: []runs.NodeState{{ID: "rollback_table", Type: "rollback_table", Status: runs.NodeSucceeded,
 			Compensates: "promote", StartedAt: at(7), EndedAt: at(7.2)}},
 	}
 	plan := &dags.Plan{Nodes: []dags.PlanNode{
@@ -45,10 +47,10 @@ func TestReport(t *testing.T) {
 	mean := 0.5
 	objects := map[string]any{
 		"s3://b/stats.json": colstats.Report{Table: "ml.stage", Rows: 10, Columns: []colstats.Column{{Name: "ad_quality", Type: "double", Mean: &mean}}},
-		"s3://b/curve.json": []activities.CurvePoint{{Step: 1, Loss: 0.7}, {Step: 2, Loss: 0.5}, {Step: 3, Loss: 0.45}},
-		"s3://b/metrics.json": activities.EvaluationReport{Rows: 100, CandidateID: "sha256:c", BaselineVersion: "v2",
-			Candidate: activities.ModelMetrics{Overall: map[string]gate.Number{"auc": 0.53, "log_loss": 14.6}},
-			Baseline:  &activities.ModelMetrics{Overall: map[string]gate.Number{"auc": 0.77, "log_loss": 0.39}}},
+		"s3://b/curve.json": []train.CurvePoint{{Step: 1, Loss: 0.7}, {Step: 2, Loss: 0.5}, {Step: 3, Loss: 0.45}},
+		"s3://b/metrics.json": evaluate.EvaluationReport{Rows: 100, CandidateID: "sha256:c", BaselineVersion: "v2",
+			Candidate: evaluate.ModelMetrics{Overall: map[string]gate.Number{"auc": 0.53, "log_loss": 14.6}},
+			Baseline:  &evaluate.ModelMetrics{Overall: map[string]gate.Number{"auc": 0.77, "log_loss": 0.39}}},
 	}
 	fetch := FetchFunc(func(_ context.Context, uri string) ([]byte, error) {
 		v, ok := objects[uri]
@@ -94,7 +96,7 @@ func TestReport(t *testing.T) {
 
 // retrainRun is a finished ctr-retrain run that deployed v3 over v2, with
 // the objects its nodes point at.
-func retrainRun(t *testing.T) (*workflows.Result, *dags.Plan, Fetcher) {
+func retrainRun(t *testing.T) (*runs.Result, *dags.Plan, Fetcher) {
 	t.Helper()
 	t0 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	at := func(s float64) *time.Time { v := t0.Add(time.Duration(s * float64(time.Second))); return &v }
@@ -114,20 +116,20 @@ func retrainRun(t *testing.T) (*workflows.Result, *dags.Plan, Fetcher) {
 		t.Fatal(err)
 	}
 	splitOut["uri"] = "s3://b/checkpoints/split"
-	res := &workflows.Result{
-		ID: "ctr-retrain/2026-11-20", Pipeline: "ctr-retrain", Status: workflows.StatusSucceeded, StartedAt: t0, EndedAt: at(20),
-		Nodes: []workflows.NodeState{
-			{ID: "stats_user", Type: "feature_stats", Status: workflows.NodeSucceeded, Attempts: 1, StartedAt: at(0), EndedAt: at(1),
+	res := &runs.Result{
+		ID: "ctr-retrain/2026-11-20", Pipeline: "ctr-retrain", Status: runs.StatusSucceeded, StartedAt: t0, EndedAt: at(20),
+		Nodes: []runs.NodeState{
+			{ID: "stats_user", Type: "feature_stats", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(0), EndedAt: at(1),
 				Outputs: map[string]any{"report_uri": "s3://b/stats.json", "html_uri": "s3://b/runs/stats_user.html"}},
-			{ID: "a_node_with_a_really_long_identifier_that_will_not_fit", Type: "command", Status: workflows.NodeSucceeded,
+			{ID: "a_node_with_a_really_long_identifier_that_will_not_fit", Type: "command", Status: runs.NodeSucceeded,
 				Attempts: 1, StartedAt: at(0), EndedAt: at(1)},
-			{ID: "split", Type: "split", Status: workflows.NodeSucceeded, Attempts: 1, StartedAt: at(1), EndedAt: at(2), Outputs: splitOut},
-			{ID: "train", Type: "train", Status: workflows.NodeSucceeded, Attempts: 1, StartedAt: at(2), EndedAt: at(15)},
-			{ID: "evaluate", Type: "evaluate", Status: workflows.NodeSucceeded, Attempts: 1, StartedAt: at(15), EndedAt: at(16),
+			{ID: "split", Type: "split", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(1), EndedAt: at(2), Outputs: splitOut},
+			{ID: "train", Type: "train", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(2), EndedAt: at(15)},
+			{ID: "evaluate", Type: "evaluate", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(15), EndedAt: at(16),
 				Outputs: map[string]any{"metrics_uri": "s3://b/metrics.json"}},
-			{ID: "gate", Type: "gate", Status: workflows.NodeSucceeded, Attempts: 1, StartedAt: at(16), EndedAt: at(17),
+			{ID: "gate", Type: "gate", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(16), EndedAt: at(17),
 				Outputs: map[string]any{"passed": true, "reason": "auc 0.7712 >= baseline 0.7690 - 0.005"}},
-			{ID: "deploy", Type: "deploy", Status: workflows.NodeSucceeded, Attempts: 1, StartedAt: at(17), EndedAt: at(18),
+			{ID: "deploy", Type: "deploy", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(17), EndedAt: at(18),
 				Outputs: map[string]any{"model": "ctr", "alias": "production", "version": "v3", "ref": "ctr@v3",
 					"previous_version": "v2", "moved": true, "uri": "s3://b/models/ctr/versions/v3/"}},
 		},
@@ -141,8 +143,8 @@ func retrainRun(t *testing.T) (*workflows.Result, *dags.Plan, Fetcher) {
 	preds := []float64{0.05, 0.1, 0.12, 0.3, 0.35, 0.5, 0.7, 0.9}
 	labels := []float32{0, 0, 1, 0, 1, 0, 1, 1}
 	basePreds := []float64{0.2, 0.1, 0.3, 0.3, 0.3, 0.6, 0.4, 0.5}
-	model := func(p []float64) activities.ModelMetrics {
-		return activities.ModelMetrics{
+	model := func(p []float64) evaluate.ModelMetrics {
+		return evaluate.ModelMetrics{
 			Overall:         map[string]gate.Number{"auc": gate.Number(trainer.AUC(p, labels)), "log_loss": 0.4},
 			ROC:             trainer.ROC(p, labels, trainer.DefaultROCPoints),
 			CalibrationBins: trainer.CalibrationBins(p, labels, trainer.DefaultCalibrationBins),
@@ -151,7 +153,7 @@ func retrainRun(t *testing.T) (*workflows.Result, *dags.Plan, Fetcher) {
 	base := model(basePreds)
 	objects := map[string]any{
 		"s3://b/stats.json": colstats.Report{Table: "ml.stage_user", Rows: 10},
-		"s3://b/metrics.json": activities.EvaluationReport{Rows: 7500, Dates: []string{"2026-11-04"},
+		"s3://b/metrics.json": evaluate.EvaluationReport{Rows: 7500, Dates: []string{"2026-11-04"},
 			RunWindow: dataset.Window{Start: "2026-11-01", End: "2026-11-04"}, CandidateID: "sha256:c", BaselineVersion: "v2",
 			Candidate: model(preds), Baseline: &base},
 	}
@@ -238,10 +240,10 @@ func svgAfter(t *testing.T, page, marker string) string {
 
 func TestReportNotDeployed(t *testing.T) {
 	res, plan, fetch := retrainRun(t)
-	res.Status, res.Error = workflows.StatusFailed, "node gate: gate rejected: auc 0.53 < 0.76"
+	res.Status, res.Error = runs.StatusFailed, "node gate: gate rejected: auc 0.53 < 0.76"
 	g, d := res.Node("gate"), res.Node("deploy")
-	g.Status, g.Outputs, g.Error = workflows.NodeFailed, nil, "gate rejected: auc 0.53 < 0.76 <b>"
-	d.Status, d.Outputs, d.Reason = workflows.NodeCancelled, nil, "not started: the run failed"
+	g.Status, g.Outputs, g.Error = runs.NodeFailed, nil, "gate rejected: auc 0.53 < 0.76 <b>"
+	d.Status, d.Outputs, d.Reason = runs.NodeCancelled, nil, "not started: the run failed"
 	var b strings.Builder
 	// No Web UI and no stats copies: the run id and the URI show as text.
 	if err := Write(&b, Collect(context.Background(), fetch, res, plan), Options{}); err != nil {
@@ -265,8 +267,8 @@ func TestReportNotDeployed(t *testing.T) {
 // A deploy undone by its compensation is not shown as deployed.
 func TestReportRolledBack(t *testing.T) {
 	res, _, _ := retrainRun(t)
-	res.Status = workflows.StatusFailed
-	res.Compensations = []workflows.NodeState{{ID: "undeploy", Type: "rollback_model", Status: workflows.NodeSucceeded, Compensates: "deploy"}}
+	res.Status = runs.StatusFailed
+	res.Compensations = []runs.NodeState{{ID: "undeploy", Type: "rollback_model", Status: runs.NodeSucceeded, Compensates: "deploy"}}
 	views := deployments(res)
 	if len(views) != 1 || views[0].Deployed || !strings.Contains(views[0].Text, "then rolled back") || !strings.Contains(views[0].Detail, "undeploy undid it") {
 		t.Errorf("deployments %+v", views)
@@ -275,11 +277,11 @@ func TestReportRolledBack(t *testing.T) {
 
 func TestDAGWrapsAndFits(t *testing.T) {
 	// A chain of 12 nodes is wider than the page: it wraps into bands.
-	var nodes []workflows.NodeState
+	var nodes []runs.NodeState
 	plan := &dags.Plan{}
 	for i := range 12 {
 		id := fmt.Sprintf("step_%02d", i)
-		nodes = append(nodes, workflows.NodeState{ID: id, Type: "feature_stats", Status: workflows.NodeSucceeded})
+		nodes = append(nodes, runs.NodeState{ID: id, Type: "feature_stats", Status: runs.NodeSucceeded})
 		pn := dags.PlanNode{ID: id}
 		if i > 0 {
 			pn.Needs = []string{fmt.Sprintf("step_%02d", i-1)}

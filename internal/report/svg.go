@@ -10,18 +10,19 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/retrain-ml/retrain/activities"
+	"github.com/retrain-ml/retrain/nodes/train"
+
 	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/workflows"
+	"github.com/retrain-ml/retrain/runs"
 )
 
-var statusColor = map[workflows.NodeStatus]string{
-	workflows.NodeSucceeded: "#c8ecc9",
-	workflows.NodeFailed:    "#f6c1c1",
-	workflows.NodeSkipped:   "#e4e4e4",
-	workflows.NodeCancelled: "#f3dfb3",
-	workflows.NodeRunning:   "#c6dcf5",
-	workflows.NodePending:   "#ffffff",
+var statusColor = map[runs.NodeStatus]string{
+	runs.NodeSucceeded: "#c8ecc9",
+	runs.NodeFailed:    "#f6c1c1",
+	runs.NodeSkipped:   "#e4e4e4",
+	runs.NodeCancelled: "#f3dfb3",
+	runs.NodeRunning:   "#c6dcf5",
+	runs.NodePending:   "#ffffff",
 }
 
 // dagMaxWidth is the widest the DAG is drawn: a deeper DAG wraps into
@@ -34,7 +35,7 @@ const dagMaxWidth = 1200
 // edges into it running down through the gap between the bands. Boxes are
 // as wide as their labels need, within limits; a longer label is cut
 // short, the whole of it in the box's tooltip.
-func dagSVG(nodes []workflows.NodeState, edges dags.Edges) template.HTML {
+func dagSVG(nodes []runs.NodeState, edges dags.Edges) template.HTML {
 	const bh, gx, gy, bandGap, pad, minW, maxW = 40, 36, 14, 34, 10, 110, 200
 	level := map[string]int{}
 	var depth func(id string, seen map[string]bool) int
@@ -129,7 +130,7 @@ func dagSVG(nodes []workflows.NodeState, edges dags.Edges) template.HTML {
 }
 
 // subtitle is a DAG box's second line.
-func subtitle(n workflows.NodeState) string { return n.Type + " · " + string(n.Status) }
+func subtitle(n runs.NodeState) string { return n.Type + " · " + string(n.Status) }
 
 // textWidth estimates the width in pixels of s in a sans-serif font of
 // the given size: the widths of Helvetica/Arial/DejaVu Sans glyphs, in
@@ -180,11 +181,11 @@ func truncate(s string, n int) string {
 }
 
 // timelineSVG draws one bar per node that ran, on the run's time axis.
-func timelineSVG(res *workflows.Result) template.HTML {
+func timelineSVG(res *runs.Result) template.HTML {
 	const w, rowH, label = 700, 18, 130
 	start := res.StartedAt
 	end := start
-	var ran []workflows.NodeState
+	var ran []runs.NodeState
 	for _, n := range append(slices.Clone(res.Nodes), res.Compensations...) {
 		if n.StartedAt == nil || n.EndedAt == nil {
 			continue
@@ -219,7 +220,7 @@ func timelineSVG(res *workflows.Result) template.HTML {
 }
 
 // curveSVG plots loss against step.
-func curveSVG(c []activities.CurvePoint) template.HTML {
+func curveSVG(c []train.CurvePoint) template.HTML {
 	if len(c) == 0 {
 		return ""
 	}

@@ -1,9 +1,0 @@
-//go:build unix && !linux
-
-package activities
-
-import "syscall"
-
-// setParentDeathSignal is Linux-only; elsewhere a killed worker's command
-// runs on until it ends by itself.
-func setParentDeathSignal(*syscall.SysProcAttr) {}

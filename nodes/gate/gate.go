@@ -1,0 +1,300 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/retrain-ml/retrain/nodes/evaluate"
+	"github.com/retrain-ml/retrain/nodetype"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/internal/gate"
+	"github.com/retrain-ml/retrain/internal/number"
+)
+
+// GateWorkflow is the workflow a gate node runs as: a child workflow, so
+// that it can wait for a human's approval (workflow id <run>/<node>).
+const GateWorkflow = "Gate"
+
+// What a gate does with a candidate that did not pass (after waiting for
+// an approval, if configured).
+const (
+	// RejectSkip: the node succeeds with passed = false; a deploy with
+	// `when: ${nodes.gate.outputs.passed}` is skipped, the run succeeds.
+	RejectSkip = "skip"
+	// RejectFail: the node fails, so the run fails and its on_failure
+	// compensations undo what it changed (the promoted table, say).
+	RejectFail = "fail"
+)
+
+// gateConfigKeys are the `with` keys that configure the thresholds; the
+// others say what to gate and how to treat a rejection.
+var gateConfigKeys = []string{"metrics", "no_baseline", "zero_baseline"}
+
+// GateType is the `gate` node type.
+var GateType = dags.NodeType{
+	Name: "gate",
+	Doc: "Compare a candidate's metrics with thresholds and with the baseline's (see package gate for the exact semantics: " +
+		"min/max bounds inclusive, absolute = candidate - baseline, relative = (candidate - baseline) / |baseline|, thresholds are " +
+		"minimum improvements). Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
+		"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
+	Kind:   dags.KindWorkflow,
+	Target: GateWorkflow,
+	Fields: []dags.Field{
+		{Name: "metrics", Type: dags.FieldAny, Required: true, Doc: "metric -> {direction, min, max, absolute, relative}"},
+		{Name: "no_baseline", Type: dags.FieldString, Doc: "without a production model: value_only (default), block or bless"},
+		{Name: "zero_baseline", Type: dags.FieldString, Doc: "a baseline of 0 under a relative check: fail (default) or skip_relative"},
+		{Name: "evaluation", Type: dags.FieldAny, Doc: "an evaluate node's ${nodes.ID.outputs.evaluation}"},
+		{Name: "candidate", Type: dags.FieldAny, Doc: "instead of evaluation: the candidate's metrics, a map of name to number"},
+		{Name: "baseline", Type: dags.FieldAny, Doc: "with candidate: the baseline's metrics (null: no baseline)"},
+		{Name: "baseline_version", Type: dags.FieldString, Doc: "with candidate: the baseline's version, for the record"},
+		{Name: "candidate_id", Type: dags.FieldString, Doc: "with candidate: the candidate's id, for the record"},
+		{Name: "candidate_data", Type: dags.FieldAny, Doc: "with candidate: the rows it was scored on ({split, dataset, window, dates, rows}); the gate refuses to compare different rows"},
+		{Name: "baseline_data", Type: dags.FieldAny, Doc: "with candidate: the rows the baseline was scored on"},
+		{Name: "wait_for_approval", Type: dags.FieldDuration, Doc: "when the gate fails, wait this long for `retrain approve` (default: do not wait)"},
+		{Name: "on_reject", Type: dags.FieldString, Doc: "skip (default: output passed=false) or fail (fail the node, and so the run)"},
+	},
+	Outputs: []string{"passed", "reason", "forced", "forced_by", "force_reason", "comparisons", "failed",
+		"baseline_version", "candidate_id", "has_baseline", "waited"},
+	Check: checkGate,
+}
+
+func checkGate(with map[string]any) error {
+	_, ev := with["evaluation"]
+	_, cand := with["candidate"]
+	if ev == cand {
+		return errors.New("give evaluation (an evaluate node's outputs.evaluation) or candidate (a map of metrics), not both")
+	}
+	if ev {
+		for _, k := range []string{"baseline", "baseline_version", "candidate_id", "candidate_data", "baseline_data"} {
+			if _, ok := with[k]; ok {
+				return fmt.Errorf("%s goes with candidate; evaluation carries its own", k)
+			}
+		}
+	}
+	if r, ok := with["on_reject"].(string); ok && !dags.HasRef(r) && r != RejectSkip && r != RejectFail {
+		return fmt.Errorf("on_reject %q: want skip or fail", r)
+	}
+	cfg, ok := literalGateConfig(with)
+	if !ok {
+		return nil // thresholds given by reference are checked when the node runs
+	}
+	_, err := gate.ParseConfig(cfg)
+	return err
+}
+
+// literalGateConfig returns the threshold keys of with, leaving out what
+// holds a ${...} reference (only known at run time). ok is false when no
+// metric is left to check.
+func literalGateConfig(with map[string]any) (map[string]any, bool) {
+	cfg := map[string]any{}
+	for _, k := range gateConfigKeys {
+		v, ok := with[k]
+		if !ok {
+			continue
+		}
+		if k == "metrics" {
+			m, isMap := v.(map[string]any)
+			if !isMap {
+				if dags.HasRef(v) {
+					return nil, false
+				}
+				cfg[k] = v
+				continue
+			}
+			lit := map[string]any{}
+			for name, t := range m {
+				if !dags.HasRef(t) {
+					lit[name] = t
+				}
+			}
+			if len(lit) == 0 && len(m) > 0 {
+				return nil, false
+			}
+			cfg[k] = lit
+			continue
+		}
+		if !dags.HasRef(v) {
+			cfg[k] = v
+		}
+	}
+	return cfg, true
+}
+
+// GateDecision is a gate's verdict before any human override, with what
+// the workflow needs to act on it. It is computed from the node's resolved
+// `with` by [DecideGate], a pure function.
+type GateDecision struct {
+	Result   gate.Result   `json:"result"`
+	Wait     time.Duration `json:"wait"`
+	OnReject string        `json:"on_reject"`
+	// Error is set when the input is bad: the node fails without retry.
+	Error string `json:"error,omitempty"`
+}
+
+type gateWith struct {
+	evaluation      map[string]any
+	candidate       map[string]any
+	baseline        map[string]any
+	baselineVersion string
+	candidateID     string
+}
+
+// DecideGate parses a gate node's resolved `with` and evaluates it.
+func DecideGate(with map[string]any) GateDecision {
+	d, err := decideGate(with)
+	if err != nil {
+		return GateDecision{Error: err.Error()}
+	}
+	return d
+}
+
+func decideGate(with map[string]any) (GateDecision, error) {
+	if err := checkGate(with); err != nil {
+		return GateDecision{}, err
+	}
+	d := GateDecision{OnReject: RejectSkip}
+	if r, ok := with["on_reject"].(string); ok && r != "" {
+		if r != RejectSkip && r != RejectFail {
+			return d, fmt.Errorf("on_reject %q: want skip or fail", r)
+		}
+		d.OnReject = r
+	}
+	if s, ok := with["wait_for_approval"].(string); ok && s != "" {
+		wait, err := dags.ParseDuration(s)
+		if err != nil {
+			return d, fmt.Errorf("wait_for_approval: %w", err)
+		}
+		d.Wait = wait
+	}
+	cfgWith := map[string]any{}
+	for _, k := range gateConfigKeys {
+		if v, ok := with[k]; ok {
+			cfgWith[k] = v
+		}
+	}
+	cfg, err := gate.ParseConfig(cfgWith)
+	if err != nil {
+		return d, err
+	}
+	cand, base, err := gateInputs(with)
+	if err != nil {
+		return d, err
+	}
+	if d.Result, err = gate.Evaluate(cfg, cand, base); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// gateInputs reads the candidate and baseline from evaluation, or from
+// candidate/baseline.
+func gateInputs(with map[string]any) (gate.Candidate, *gate.Baseline, error) {
+	var (
+		candM, baseM             any
+		candD, baseD             any
+		baseVersion, candidateID string
+	)
+	if ev, ok := with["evaluation"]; ok {
+		m, ok := ev.(map[string]any)
+		if !ok {
+			return gate.Candidate{}, nil, fmt.Errorf("evaluation: want an evaluate node's outputs.evaluation, got %T", ev)
+		}
+		candM, baseM = m["candidate"], m["baseline"]
+		candD, baseD = m["candidate_data"], m["baseline_data"]
+		baseVersion, _ = m["baseline_version"].(string)
+		candidateID, _ = m["candidate_id"].(string)
+	} else {
+		candM, baseM = with["candidate"], with["baseline"]
+		candD, baseD = with["candidate_data"], with["baseline_data"]
+		baseVersion, _ = with["baseline_version"].(string)
+		candidateID, _ = with["candidate_id"].(string)
+	}
+	cs, err := evaluate.ParseScope("candidate_data", candD)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	bs, err := evaluate.ParseScope("baseline_data", baseD)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	if baseM != nil {
+		if err := evaluate.SameScope(cs, bs); err != nil {
+			return gate.Candidate{}, nil, err
+		}
+	}
+	cm, err := metricValuesOf("candidate", candM)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	cand := gate.Candidate{ID: candidateID, Metrics: cm}
+	if baseM == nil {
+		return cand, nil, nil
+	}
+	bm, err := metricValuesOf("baseline", baseM)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	return cand, &gate.Baseline{Version: baseVersion, Metrics: bm}, nil
+}
+
+// metricValuesOf reads a map of metric figures by package number's rule
+// for figures: a null figure (the evaluate node writes a NaN AUC as null)
+// becomes NaN, which fails every check on it rather than passing silently;
+// numeric strings are numbers, as templating yields text.
+func metricValuesOf(what string, v any) (map[string]float64, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: want a map of metric name to number, got %T", what, v)
+	}
+	out := make(map[string]float64, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		f, err := number.Figure(m[k])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", what, k, err)
+		}
+		out[k] = f
+	}
+	return out, nil
+}
+
+// GateOutputs are a gate node's outputs for a result.
+func GateOutputs(r gate.Result, waited bool) map[string]any {
+	failed := []string{}
+	for _, c := range r.Failed() {
+		failed = append(failed, fmt.Sprintf("%s %s: %s", c.Metric, c.Check, c.Reason))
+	}
+	comparisons := r.Comparisons
+	if comparisons == nil {
+		comparisons = []gate.Comparison{}
+	}
+	return map[string]any{
+		"passed": r.Passed, "reason": r.Reason, "forced": r.Forced, "forced_by": r.ForcedBy, "force_reason": r.ForceReason,
+		"comparisons": comparisons, "failed": failed, "baseline_version": r.BaselineVersion,
+		"candidate_id": r.CandidateID, "has_baseline": r.HasBaseline, "waited": waited,
+	}
+}
+
+// RejectionMessage says why a gate rejected a candidate; the gate's
+// reason names each failed check with its figures.
+func RejectionMessage(r gate.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gate rejected candidate %s", r.CandidateID)
+	if r.HasBaseline {
+		fmt.Fprintf(&b, " against baseline %s", r.BaselineVersion)
+	} else {
+		b.WriteString(" (no baseline)")
+	}
+	fmt.Fprintf(&b, ": %s", r.Reason)
+	return b.String()
+}
+
+// Types returns the gate node type: a child workflow, so that a rejected
+// candidate can wait for `retrain approve` without holding a worker slot.
+func Types() []nodetype.Type {
+	return []nodetype.Type{{NodeType: GateType, Workflow: Gate}}
+}

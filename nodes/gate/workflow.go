@@ -1,0 +1,139 @@
+package gate
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/retrain-ml/retrain/nodetype"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/gate"
+)
+
+// Names a human's approval of a failed gate goes by. The update answers
+// the approver (accepted, or why not); the signal is for tools that can
+// only signal (the Web UI). Both carry an Approval.
+const (
+	ApproveUpdate = "approve"
+	ApproveSignal = "approve"
+	GateQuery     = "gate" // query: the GateState
+)
+
+// Approval is a human's override of a failed gate: who and why (tfx#4390).
+type Approval struct {
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// GateState is what the gate query returns.
+type GateState struct {
+	Result  gate.Result `json:"result"`
+	Waiting bool        `json:"waiting"` // waiting for an approval now
+}
+
+// Gate runs a gate node: it evaluates the thresholds (a pure function,
+// recorded once in history as a side effect, so that replays never depend
+// on a later version of the gate package), and when the candidate failed
+// and wait_for_approval is set, waits that long for an approval. Then it
+// outputs the verdict, or fails the node when the candidate was rejected
+// and on_reject is fail.
+func Gate(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
+	started := workflow.Now(ctx)
+	var d GateDecision
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		return DecideGate(in.With)
+	}).Get(&d); err != nil {
+		return nodetype.Result{}, err
+	}
+	if d.Error != "" {
+		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(d.Error, errtype.BadInput, nil)
+	}
+	state := GateState{Result: d.Result}
+	if err := workflow.SetQueryHandler(ctx, GateQuery, func() (GateState, error) { return state, nil }); err != nil {
+		return nodetype.Result{}, err
+	}
+
+	waited := false
+	if !state.Result.Passed && d.Wait > 0 {
+		waited = true
+		approved, err := awaitApproval(ctx, &state, d)
+		if err != nil {
+			return nodetype.Result{}, err
+		}
+		if approved != nil {
+			forced, err := gate.Force(state.Result, approved.By, approved.Reason)
+			if err != nil { // the validators make this unreachable
+				return nodetype.Result{}, temporal.NewNonRetryableApplicationError(err.Error(), errtype.BadInput, nil)
+			}
+			state.Result = forced
+			workflow.GetLogger(ctx).Info("gate forced", "by", approved.By, "reason", approved.Reason)
+		}
+	}
+
+	outputs := GateOutputs(state.Result, waited)
+	if !state.Result.Passed && d.OnReject == RejectFail {
+		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(
+			RejectionMessage(state.Result), errtype.GateRejected, nil, outputs)
+	}
+	return nodetype.Result{
+		Outputs:   outputs,
+		Attempt:   workflow.GetInfo(ctx).Attempt,
+		StartedAt: started,
+		EndedAt:   workflow.Now(ctx),
+	}, nil
+}
+
+// awaitApproval waits up to d.Wait for an approval by update or signal and
+// returns it, or nil when the time ran out.
+func awaitApproval(ctx workflow.Context, state *GateState, d GateDecision) (*Approval, error) {
+	var approved *Approval
+	valid := func(a Approval) error {
+		switch {
+		case !state.Waiting || approved != nil:
+			return errors.New("the gate is not waiting for an approval")
+		case strings.TrimSpace(a.By) == "":
+			return errors.New("an approval must say who approves")
+		case strings.TrimSpace(a.Reason) == "":
+			return errors.New("an approval must give a reason")
+		}
+		return nil
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, ApproveUpdate,
+		func(ctx workflow.Context, a Approval) (string, error) {
+			if err := valid(a); err != nil {
+				return "", err
+			}
+			approved = &a
+			return "gate " + workflow.GetInfo(ctx).WorkflowExecution.ID + " forced to pass by " + a.By, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error { return valid(a) }},
+	)
+	if err != nil {
+		return nil, err
+	}
+	signals := workflow.GetSignalChannel(ctx, ApproveSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var a Approval
+			if !signals.Receive(ctx, &a) {
+				return
+			}
+			if err := valid(a); err != nil {
+				workflow.GetLogger(ctx).Warn("approval signal ignored", "error", err, "by", a.By)
+				continue
+			}
+			approved = &a
+		}
+	})
+
+	state.Waiting = true
+	workflow.GetLogger(ctx).Info("gate failed; waiting for an approval", "wait", d.Wait, "reason", state.Result.Reason)
+	if _, err := workflow.AwaitWithTimeout(ctx, d.Wait, func() bool { return approved != nil }); err != nil {
+		return nil, err
+	}
+	state.Waiting = false
+	return approved, nil
+}

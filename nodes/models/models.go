@@ -1,0 +1,551 @@
+package models
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/retrain-ml/retrain/nodes/internal/objects"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/internal/number"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+const (
+	defaultWebhookAttempts = 3
+	defaultWebhookBackoff  = time.Second
+	webhookTimeout         = 10 * time.Second
+)
+
+// DeployType is the `deploy` node type.
+var DeployType = dags.NodeType{
+	Name: "deploy",
+	Doc: "Register a model candidate (a folder of artifact files) in the registry unless it is already registered, " +
+		"and move an alias (production) to it by compare-and-swap; then POST the new alias to webhooks. " +
+		"A retry finishes an interrupted deploy and never registers a second version. " +
+		"A failed webhook is retried and reported in the outputs; it does not undo the deploy.",
+	Fields: []dags.Field{
+		{Name: "model", Type: dags.FieldString, Required: true, Doc: "model name"},
+		{Name: "dir", Type: dags.FieldString, Doc: "folder of the candidate's artifact files, local or s3:// in the object store (a train node's model_uri), registered unless the same files are already a version"},
+		{Name: "version", Type: dags.FieldString, Doc: "version name to register the files as (default: the next vN), or, without dir, the registered version to deploy"},
+		{Name: "alias", Type: dags.FieldString, Doc: "alias to move (default production)"},
+		{Name: "metrics", Type: dags.FieldAny, Doc: "map of metric name to number, recorded with a new version"},
+		{Name: "data_snapshots", Type: dags.FieldStringList, Doc: "ids of the training data (checkpoint or table snapshots), recorded with a new version"},
+		{Name: "labels", Type: dags.FieldStringMap, Doc: "labels recorded with a new version"},
+		{Name: "reason", Type: dags.FieldString, Doc: "why, recorded in the alias history"},
+		{Name: "webhooks", Type: dags.FieldStringList, Doc: "URLs to POST the new alias to (JSON) after the move"},
+		{Name: "webhook_attempts", Type: dags.FieldInt, Doc: "attempts per webhook (default 3)"},
+	},
+	Outputs: []string{"model", "alias", "version", "ref", "previous_version", "moved", "seq", "checksum", "uri",
+		"webhooks_ok", "webhooks_failed", "webhooks"},
+	Check: func(with map[string]any) error {
+		_, dir := with["dir"]
+		_, version := with["version"]
+		if !dir && !version {
+			return errors.New("give dir (a candidate to register) or version (a registered version), or both")
+		}
+		if err := CheckNames(with, "model", "version", "alias"); err != nil {
+			return err
+		}
+		if n, ok := with["webhook_attempts"].(float64); ok && n < 1 {
+			return fmt.Errorf("webhook_attempts must be at least 1, got %v", n)
+		}
+		if hooks, ok := with["webhooks"].([]any); ok {
+			for _, h := range hooks {
+				if s, ok := h.(string); ok && !dags.HasRef(s) {
+					if err := checkWebhook(s); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	},
+}
+
+// RollbackModelType is the `rollback_model` node type.
+var RollbackModelType = dags.NodeType{
+	Name: "rollback_model",
+	Doc: "Move a model's alias back. With from and to (a deploy's version and previous_version, as an on_failure " +
+		"compensation does), it undoes exactly that deploy, and only while the alias still names from; " +
+		"with neither, it undoes the alias's latest move. Every move is recorded in the alias history.",
+	Fields: []dags.Field{
+		{Name: "model", Type: dags.FieldString, Required: true, Doc: "model name"},
+		{Name: "alias", Type: dags.FieldString, Doc: "alias to move (default production)"},
+		{Name: "to", Type: dags.FieldString, Doc: "version to move back to, e.g. ${nodes.deploy.outputs.previous_version}"},
+		{Name: "from", Type: dags.FieldString, Doc: "version being undone, e.g. ${nodes.deploy.outputs.version}; the alias is left alone if it names another"},
+		{Name: "reason", Type: dags.FieldString, Doc: "why, recorded in the alias history"},
+	},
+	Outputs: []string{"model", "alias", "from", "to", "changed", "seq"},
+	Check: func(with map[string]any) error {
+		_, from := with["from"]
+		_, to := with["to"]
+		if from && !to {
+			return errors.New("from needs to: the version to move back to")
+		}
+		return CheckNames(with, "model", "alias")
+	},
+}
+
+// CheckNames validates literal name fields of `with`.
+func CheckNames(with map[string]any, fields ...string) error {
+	for _, f := range fields {
+		if s, ok := with[f].(string); ok && !dags.HasRef(s) {
+			if err := models.ValidateName(f, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Models runs the steps that use the model registry.
+type Models struct {
+	Store  *s3store.Store // nil: no object store configured
+	Logger *slog.Logger
+	// HTTP sends webhooks; nil means a client with a 10s timeout.
+	HTTP *http.Client
+
+	// webhookBackoff is the wait before a webhook's second attempt,
+	// doubled for each further one; tests shorten it.
+	webhookBackoff time.Duration
+	// afterRegister, when set, runs between registration and the alias
+	// move: tests crash the process there.
+	afterRegister func()
+}
+
+func (m *Models) registry() (*models.Registry, error) {
+	if m.Store == nil {
+		return nil, objects.NoStore()
+	}
+	return models.New(m.Store), nil
+}
+
+// actor is who moves an alias on behalf of a node: the run id lets a retry
+// recognise its own earlier move.
+func actor(in nodetype.Input) models.Actor {
+	return models.Actor{Name: "retrain/" + in.Pipeline + "/" + in.Node, Run: in.RunID}
+}
+
+type deployWith struct {
+	Model           string            `json:"model"`
+	Dir             string            `json:"dir"`
+	Version         string            `json:"version"`
+	Alias           string            `json:"alias"`
+	Metrics         map[string]any    `json:"metrics"`
+	DataSnapshots   []string          `json:"data_snapshots"`
+	Labels          map[string]string `json:"labels"`
+	Reason          string            `json:"reason"`
+	Webhooks        []string          `json:"webhooks"`
+	WebhookAttempts int               `json:"webhook_attempts"`
+}
+
+// Deploy runs a deploy node.
+//
+// Registration is idempotent (the registry finds the version that already
+// holds the same files), and moving the alias to the version it already
+// names records nothing, so a retry after a crash anywhere in between
+// finishes the deploy: it registers no second version and records the move
+// once.
+func (m *Models) Deploy(ctx context.Context, in nodetype.Input) (map[string]any, error) {
+	var w deployWith
+	if err := nodetype.Decode(in.With, &w); err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	if w.Alias == "" {
+		w.Alias = models.DefaultAlias
+	}
+	if w.WebhookAttempts <= 0 {
+		w.WebhookAttempts = defaultWebhookAttempts
+	}
+	metrics, err := metricValues(w.Metrics)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	if err := validateDeploy(w); err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	reg, err := m.registry()
+	if err != nil {
+		return nil, err
+	}
+	log := m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "model", w.Model)
+
+	var v models.Version
+	if w.Dir != "" {
+		dir, cleanup, err := objects.LocalDir(ctx, m.Store, w.Dir)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		artifacts, err := models.DirArtifacts(dir)
+		if err != nil {
+			return nil, nodetype.Permanent(errtype.BadInput, "dir: %v", err)
+		}
+		if len(artifacts) == 0 {
+			return nil, nodetype.Permanent(errtype.BadInput, "dir %s holds no files", w.Dir)
+		}
+		v, err = reg.Register(ctx, w.Model, artifacts, w.Version, models.Meta{
+			Metrics: metrics, DataSnapshots: w.DataSnapshots, PipelineRun: in.RunID, Labels: w.Labels,
+		})
+		if err != nil {
+			return nil, modelsError(err)
+		}
+		log.Info("candidate registered", "version", v.Version, "checksum", v.Checksum)
+	} else {
+		if v, err = reg.Get(ctx, w.Model, w.Version); err != nil {
+			return nil, modelsError(err)
+		}
+	}
+	if m.afterRegister != nil {
+		m.afterRegister()
+	}
+
+	by := actor(in)
+	reason := w.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("deploy by node %s of pipeline %s", in.Node, in.Pipeline)
+	}
+	move, done, err := earlierMove(ctx, reg, w.Model, w.Alias, v.Version, by)
+	if err != nil {
+		return nil, modelsError(err)
+	}
+	if !done {
+		if move, err = reg.Promote(ctx, w.Model, w.Alias, v.Version, by, reason); err != nil {
+			return nil, modelsError(err)
+		}
+	}
+	// Promote reports no change when the alias already named the version:
+	// either an earlier attempt of this node moved it (then that move is
+	// this deploy's), or it named the version before this deploy (then
+	// there is nothing for a compensation to undo).
+	moved := move.Changed || move.Actor == by && move.To == v.Version
+	previous := move.From
+	if !moved {
+		previous = v.Version
+	}
+	log.Info("deployed", "alias", w.Alias, "version", v.Version, "previous", previous, "moved", moved, "seq", move.Seq)
+
+	out := map[string]any{
+		"model": w.Model, "alias": w.Alias, "version": v.Version, "ref": v.Ref(), "previous_version": previous,
+		"moved": moved, "seq": move.Seq, "checksum": v.Checksum, "uri": reg.URI(v).String(),
+	}
+	results := m.notify(ctx, w, webhookEvent{
+		Model: w.Model, Alias: w.Alias, Version: v.Version, PreviousVersion: previous, Checksum: v.Checksum,
+		URI: reg.URI(v).String(), Seq: move.Seq, Pipeline: in.Pipeline, Run: in.RunID, Time: move.Time,
+	}, log)
+	ok := 0
+	for _, r := range results {
+		if r.Error == "" {
+			ok++
+		}
+	}
+	out["webhooks_ok"], out["webhooks_failed"], out["webhooks"] = ok, len(results)-ok, results
+	return out, nil
+}
+
+// earlierMove finds the move an earlier attempt of this node made, if any:
+// a retry must not move the alias a second time, least of all back from a
+// version someone deployed in between. Only retries look, since reading
+// the history costs a request per move.
+func earlierMove(ctx context.Context, reg *models.Registry, name, alias, version string, by models.Actor) (models.Move, bool, error) {
+	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).Attempt <= 1 {
+		return models.Move{}, false, nil
+	}
+	history, err := reg.History(ctx, name, alias)
+	if errors.Is(err, models.ErrNotFound) {
+		return models.Move{}, false, nil
+	}
+	if err != nil {
+		return models.Move{}, false, err
+	}
+	for i := len(history) - 1; i >= 0; i-- {
+		if m := history[i]; m.Actor == by && m.To == version && m.Kind == "promote" {
+			return m, true, nil
+		}
+	}
+	return models.Move{}, false, nil
+}
+
+func validateDeploy(w deployWith) error {
+	if w.Dir == "" && w.Version == "" {
+		return errors.New("give dir (a candidate to register) or version (a registered version)")
+	}
+	if err := models.ValidateName("model", w.Model); err != nil {
+		return err
+	}
+	if err := models.ValidateName("alias", w.Alias); err != nil {
+		return err
+	}
+	if w.Version != "" {
+		if err := models.ValidateName("version", w.Version); err != nil {
+			return err
+		}
+	}
+	for _, h := range w.Webhooks {
+		if err := checkWebhook(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metricValues reads the metrics a version records, by package number's
+// rule (outputs of command nodes are strings). A version records finite
+// figures only: JSON has no NaN, and a null metric here is a pipeline that
+// passed on a figure it could not compute.
+func metricValues(in map[string]any) (map[string]float64, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]float64, len(in))
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		f, err := number.Figure(in[k])
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %s: %w", k, err)
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("metrics: %s is %s: a model version records finite figures only", k, describeFigure(in[k], f))
+		}
+		out[k] = f
+	}
+	return out, nil
+}
+
+// describeFigure names a non-finite figure as given: null or its value.
+func describeFigure(v any, f float64) string {
+	if v == nil {
+		return "null"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// modelsError maps registry errors to Temporal errors: bad names, missing
+// versions and versions taken by other files will not change on retry.
+func modelsError(err error) error {
+	switch {
+	case errors.Is(err, models.ErrInvalidName), errors.Is(err, models.ErrNotFound),
+		errors.Is(err, models.ErrVersionExists), errors.Is(err, models.ErrNoPrevious),
+		errors.Is(err, s3store.ErrInvalidKey):
+		return nodetype.Permanent(errtype.BadInput, "%v", err)
+	case errors.Is(err, models.ErrConcurrentMove):
+		return nodetype.Permanent(errtype.ConcurrentMove, "%v", err)
+	}
+	return err
+}
+
+type rollbackWith struct {
+	Model  string `json:"model"`
+	Alias  string `json:"alias"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason"`
+}
+
+// RollbackModel runs a rollback_model node.
+func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input) (map[string]any, error) {
+	var w rollbackWith
+	if err := nodetype.Decode(in.With, &w); err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	if w.Alias == "" {
+		w.Alias = models.DefaultAlias
+	}
+	_, hasFrom := in.With["from"]
+	_, hasTo := in.With["to"]
+	if hasTo && w.To == "" {
+		// The usual cause: the deploy being undone was the alias's first.
+		return nil, nodetype.Permanent(errtype.BadInput, "to is empty: %s of %s named no version before %s, so it cannot be moved back and still names it", w.Alias, w.Model, cmpOr(w.From, "this deploy"))
+	}
+	if hasFrom && !hasTo {
+		return nil, nodetype.Permanent(errtype.BadInput, "from needs to: the version to move back to")
+	}
+	reg, err := m.registry()
+	if err != nil {
+		return nil, err
+	}
+	reason := w.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("rollback by node %s of pipeline %s", in.Node, in.Pipeline)
+	}
+	var mv models.Move
+	if hasTo {
+		mv, err = reg.Revert(ctx, w.Model, w.Alias, w.From, w.To, actor(in), reason)
+	} else {
+		mv, err = reg.Rollback(ctx, w.Model, w.Alias, actor(in), reason)
+	}
+	if err != nil {
+		return nil, modelsError(err)
+	}
+	m.Logger.Info("model rolled back", "pipeline", in.Pipeline, "run", in.RunID, "node", in.Node,
+		"model", w.Model, "alias", w.Alias, "from", mv.From, "to", mv.To, "changed", mv.Changed, "seq", mv.Seq)
+	from := mv.From
+	if !mv.Changed {
+		from = mv.To // nothing moved: the alias already named the target
+	}
+	return map[string]any{
+		"model": w.Model, "alias": w.Alias, "from": from, "to": mv.To, "changed": mv.Changed, "seq": mv.Seq,
+	}, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// webhookEvent is the JSON body POSTed to a deploy's webhooks.
+type webhookEvent struct {
+	Model           string    `json:"model"`
+	Alias           string    `json:"alias"`
+	Version         string    `json:"version"`
+	PreviousVersion string    `json:"previous_version"`
+	Checksum        string    `json:"checksum"`
+	URI             string    `json:"uri"` // where the artifact files are
+	Seq             int64     `json:"seq"` // the alias history entry of the move
+	Pipeline        string    `json:"pipeline"`
+	Run             string    `json:"run_id"`
+	Time            time.Time `json:"time"`
+}
+
+// WebhookResult is what a deploy reports about one webhook.
+type WebhookResult struct {
+	URL      string `json:"url"` // without credentials or query
+	Status   int    `json:"status,omitempty"`
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"`
+}
+
+// notify POSTs ev to every webhook at once and reports each outcome. A
+// serving system reloads on the call; at-least-once delivery is fine, since
+// the event names the version and a reload of the same version is a no-op.
+func (m *Models) notify(ctx context.Context, w deployWith, ev webhookEvent, log *slog.Logger) []WebhookResult {
+	body, _ := json.Marshal(ev)
+	results := make([]WebhookResult, len(w.Webhooks))
+	var wg sync.WaitGroup
+	for i, hook := range w.Webhooks {
+		wg.Go(func() {
+			results[i] = m.post(ctx, hook, body, w.WebhookAttempts)
+			if r := results[i]; r.Error != "" {
+				log.Warn("webhook failed; the deploy stands", "url", r.URL, "attempts", r.Attempts, "error", r.Error)
+			} else {
+				log.Info("webhook notified", "url", r.URL, "status", r.Status, "attempts", r.Attempts)
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// post sends body to hook, retrying transport errors, 5xx and 429 with
+// exponential backoff.
+func (m *Models) post(ctx context.Context, hook string, body []byte, attempts int) WebhookResult {
+	res := WebhookResult{URL: displayURL(hook)}
+	client := m.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: webhookTimeout}
+	}
+	wait := m.webhookBackoff
+	if wait == 0 {
+		wait = defaultWebhookBackoff
+	}
+	for res.Attempts < attempts {
+		res.Attempts++
+		status, err := postOnce(ctx, client, hook, body)
+		res.Status = status
+		switch {
+		case err == nil && status/100 == 2:
+			res.Error = ""
+			return res
+		case err != nil:
+			res.Error = err.Error()
+		default:
+			res.Error = fmt.Sprintf("HTTP %d", status)
+			if status/100 == 4 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout {
+				return res // the request itself is wrong: another try gets the same answer
+			}
+		}
+		if res.Attempts == attempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			res.Error += "; " + ctx.Err().Error()
+			return res
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	return res
+}
+
+func postOnce(ctx context.Context, client *http.Client, hook string, body []byte) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "retrain-deploy")
+	resp, err := client.Do(req)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err // its message holds the URL, query and all
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+	return resp.StatusCode, nil
+}
+
+func checkWebhook(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("webhook %q is not an http(s) URL", displayURL(s))
+	}
+	return nil
+}
+
+// displayURL drops what may be a secret from a webhook URL (user
+// information, the query) before it is logged or recorded in outputs.
+func displayURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		u.RawQuery = "..."
+	}
+	u.Fragment = ""
+	return u.String()
+}
+
+// Types returns the deploy and rollback_model node types; store is nil on a
+// worker without an object store (their nodes then fail as bad input).
+func Types(store *s3store.Store, logger *slog.Logger) []nodetype.Type {
+	m := &Models{Store: store, Logger: logger}
+	return []nodetype.Type{
+		{NodeType: DeployType, Run: m.Deploy},
+		{NodeType: RollbackModelType, Run: m.RollbackModel},
+	}
+}

@@ -1,0 +1,77 @@
+package split
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"path/filepath"
+
+	"github.com/retrain-ml/retrain/nodes/internal/objects"
+	"github.com/retrain-ml/retrain/nodetype"
+
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/s3store"
+)
+
+// Data is a split checkpoint as train and evaluate nodes read it.
+type Data struct {
+	ManifestKey string
+	Manifest    checkpoint.Manifest
+	Outputs     Outputs
+}
+
+// Open reads the manifest of the split at uri (a split node's `uri`
+// output) and the schema recorded with it.
+func Open(ctx context.Context, store *s3store.Store, uri string) (*Data, error) {
+	if uri == "" {
+		return nil, nodetype.Permanent(errtype.BadInput, "data: give the split to read, e.g. ${nodes.split.outputs.uri}")
+	}
+	key, err := objects.StoreKey(store, uri)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "data: %v", err)
+	}
+	var s Data
+	s.ManifestKey = key
+	if err := objects.GetJSON(ctx, store, key, &s.Manifest); err != nil {
+		return nil, objects.StoreError("data: read the split's manifest", err)
+	}
+	if err := json.Unmarshal(s.Manifest.Outputs, &s.Outputs); err != nil || len(s.Outputs.Schema.Columns) == 0 {
+		return nil, nodetype.Permanent(errtype.BadInput, "data: %s is not the checkpoint of a split node", uri)
+	}
+	for _, name := range []string{TrainDataset, EvalDataset} {
+		if _, ok := s.Manifest.Dataset(name); !ok {
+			return nil, nodetype.Permanent(errtype.BadInput, "data: the split at %s has no %s dataset", uri, name)
+		}
+	}
+	return &s, nil
+}
+
+// load reads one dataset of the split into columns.
+// Load reads one dataset of the split into memory.
+func (s *Data) Load(ctx context.Context, store *s3store.Store, name string) (*dataset.Data, error) {
+	rows, err := checkpoint.ReadAll[any](ctx, store, checkpoint.Ref{Manifest: s.ManifestKey, Dataset: name})
+	if err != nil {
+		return nil, fmt.Errorf("read the %s data: %w", name, err)
+	}
+	d, err := dataset.Load(s.Outputs.Schema, rows)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%s data: %v", name, err)
+	}
+	return d, nil
+}
+
+// download copies one dataset's Parquet files into dir, for a trainer
+// program that reads local files.
+// Download copies one dataset of the split into dir.
+func (s *Data) Download(ctx context.Context, store *s3store.Store, name, dir string) error {
+	ds, _ := s.Manifest.Dataset(name)
+	for _, f := range ds.Files {
+		if err := objects.DownloadFile(ctx, store, f.Key, filepath.Join(dir, path.Base(f.Key))); err != nil {
+			return fmt.Errorf("download the %s data: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,525 @@
+package split
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/retrain-ml/retrain/nodes/internal/objects"
+	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+
+	"github.com/apache/iceberg-go/table"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/backfill"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/number"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// Datasets of a split checkpoint.
+const (
+	TrainDataset = "train"
+	EvalDataset  = "eval"
+)
+
+// DefaultMaxNullRate is the split's limit on a feature's null rate when
+// the spec sets none: a feature missing from most rows is almost always a
+// backfill that joined nothing, and training on it would go unnoticed.
+const DefaultMaxNullRate = 0.5
+
+// SplitType is the `split` node type.
+var SplitType = dags.NodeType{
+	Name: "split",
+	Doc: "Checkpoint the run's date window of a training table (at a pinned snapshot) as a train/eval split: only rows with " +
+		"start_date <= date <= end_date are read; the last eval_days dates of the window (or every date from eval_from) are held out. " +
+		"Fails before training when the window has no rows, when eval_from is outside it, or when a feature's null rate on the " +
+		"training or held-out rows is above max_null_rate (per-feature overrides in max_null_rates). Writes datasets train and eval " +
+		"as Parquet with one named column per feature, under checkpoints/<pipeline>/<run>/<node>/; a retry or a rerun of the run with " +
+		"the same inputs reuses it. Outputs the window, the train and eval dates, row counts and per-feature null rates; " +
+		"${nodes.ID.outputs.uri} is what train and evaluate read.",
+	Fields: []dags.Field{
+		{Name: "table", Type: dags.FieldString, Required: true, Doc: "namespace.table of the training data"},
+		{Name: "snapshot_id", Type: dags.FieldAny, Doc: "snapshot to read, e.g. ${nodes.promote.outputs.snapshot_id} (default: the current one)"},
+		{Name: "start_date", Type: dags.FieldString, Required: true, Doc: "first date of the run's window, YYYY-MM-DD: rows before it are never read"},
+		{Name: "end_date", Type: dags.FieldString, Required: true, Doc: "last date of the run's window, inclusive"},
+		{Name: "dense", Type: dags.FieldStringList, Doc: "numeric feature columns"},
+		{Name: "sparse", Type: dags.FieldStringList, Doc: "integer id (or list of ids) feature columns"},
+		{Name: "label", Type: dags.FieldString, Doc: "label column, 0/1 (default label)"},
+		{Name: "date_column", Type: dags.FieldString, Doc: "date column the window and the split are by (default date)"},
+		{Name: "request_id", Type: dags.FieldString, Doc: "key column, kept so results can be joined back (default request_id, when the table has it)"},
+		{Name: "slice", Type: dags.FieldString, Doc: "column whose values key per-slice metrics in evaluate"},
+		{Name: "eval_days", Type: dags.FieldInt, Doc: "hold out the last N dates of the window (default 1)"},
+		{Name: "eval_from", Type: dags.FieldString, Doc: "instead: hold out every date of the window from this one, YYYY-MM-DD"},
+		{Name: "max_null_rate", Type: dags.FieldNumber, Doc: "fail if a feature is null in more than this share of the training or held-out rows (0..1, default 0.5; 1 turns the check off)"},
+		{Name: "max_null_rates", Type: dags.FieldAny, Doc: "per-feature limits overriding max_null_rate, e.g. {u_recent_ads: 0.9}"},
+		{Name: "max_file_rows", Type: dags.FieldInt, Doc: "start a new Parquet file after this many rows"},
+	},
+	Outputs: []string{"uri", "manifest", "train_rows", "eval_rows", "window", "train_dates", "eval_dates", "coverage",
+		"snapshot_id", "schema", "fingerprint", "reused", "summary"},
+	Check: checkSplit,
+}
+
+func checkSplit(with map[string]any) error {
+	if n, ok := with["eval_days"].(float64); ok && n < 1 {
+		return fmt.Errorf("eval_days must be at least 1, got %v", n)
+	}
+	_, days := with["eval_days"]
+	from, hasFrom := with["eval_from"]
+	if days && hasFrom {
+		return errors.New("give eval_days or eval_from, not both")
+	}
+	if err := lakenode.CheckDates(with); err != nil {
+		return err
+	}
+	if s, ok := from.(string); ok && !dags.HasRef(s) {
+		d, err := backfill.ParseDay(s)
+		if err != nil {
+			return fmt.Errorf("eval_from: %w", err)
+		}
+		if rng, ok := literalRange(with); ok && !rng.Contains(d) {
+			return fmt.Errorf("eval_from %s is outside the window %s: held-out dates must be inside it", s, rng)
+		}
+	}
+	dense, _ := with["dense"].([]any)
+	sparse, _ := with["sparse"].([]any)
+	if _, d := with["dense"]; !d || len(dense) == 0 {
+		if _, s := with["sparse"]; !s || len(sparse) == 0 {
+			return errors.New("give dense and/or sparse feature columns")
+		}
+	}
+	if v, ok := with["snapshot_id"]; ok && !dags.HasRef(v) {
+		if _, err := lakenode.SnapshotID(v); err != nil {
+			return fmt.Errorf("snapshot_id: %w", err)
+		}
+	}
+	limits := dataset.Limits{Default: DefaultMaxNullRate}
+	if r, ok := with["max_null_rate"].(float64); ok {
+		limits.Default = r
+	}
+	if v, ok := with["max_null_rates"]; ok && !dags.HasRef(v) {
+		var err error
+		if limits.PerFeature, err = nullRateOverrides(v); err != nil {
+			return err
+		}
+	}
+	return limits.CheckRates()
+}
+
+// literalRange is the window of with when both dates are literal.
+func literalRange(with map[string]any) (backfill.DateRange, bool) {
+	start, sok := with["start_date"].(string)
+	end, eok := with["end_date"].(string)
+	if !sok || !eok || dags.HasRef(start) || dags.HasRef(end) {
+		return backfill.DateRange{}, false
+	}
+	rng, err := backfill.ParseDateRange(start, end)
+	return rng, err == nil
+}
+
+// nullRateOverrides reads max_null_rates: a map of feature to a rate in
+// 0..1.
+func nullRateOverrides(v any) (map[string]float64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("max_null_rates: want a map of feature name to rate, got %T", v)
+	}
+	out := make(map[string]float64, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] == nil {
+			return nil, fmt.Errorf("max_null_rates: %s: want a rate, got null", k)
+		}
+		f, err := number.Figure(m[k])
+		if err != nil {
+			return nil, fmt.Errorf("max_null_rates: %s: %w", k, err)
+		}
+		out[k] = f
+	}
+	return out, dataset.Limits{PerFeature: out}.CheckRates()
+}
+
+// Splits runs split nodes: they read the lake and write the object store.
+type Splits struct {
+	Catalog *lake.Lazy
+	Store   *s3store.Store
+	Logger  *slog.Logger
+}
+
+type splitWith struct {
+	Table        string   `json:"table"`
+	SnapshotID   any      `json:"snapshot_id"`
+	StartDate    string   `json:"start_date"`
+	EndDate      string   `json:"end_date"`
+	MaxNullRate  *float64 `json:"max_null_rate"`
+	MaxNullRates any      `json:"max_null_rates"`
+	Dense        []string `json:"dense"`
+	Sparse       []string `json:"sparse"`
+	Label        string   `json:"label"`
+	DateColumn   string   `json:"date_column"`
+	RequestID    string   `json:"request_id"`
+	Slice        string   `json:"slice"`
+	EvalDays     int      `json:"eval_days"`
+	EvalFrom     string   `json:"eval_from"`
+	MaxFileRows  int64    `json:"max_file_rows"`
+}
+
+// Outputs are recorded in the checkpoint and returned on a hit.
+type Outputs struct {
+	URI       string `json:"uri"`
+	Manifest  string `json:"manifest"`
+	TrainRows int64  `json:"train_rows"`
+	EvalRows  int64  `json:"eval_rows"`
+	// Window is the run's date window the split read; TrainDates and
+	// EvalDates are the dates inside it that have rows.
+	Window      dataset.Window         `json:"window"`
+	TrainDates  []string               `json:"train_dates"`
+	EvalDates   []string               `json:"eval_dates"`
+	Coverage    dataset.CoverageReport `json:"coverage"`
+	SnapshotID  string                 `json:"snapshot_id"`
+	Schema      dataset.Schema         `json:"schema"`
+	Fingerprint string                 `json:"fingerprint"`
+}
+
+// splitBatch is how many rows go to a dataset writer at once.
+const splitBatch = 4096
+
+// Run runs a split node.
+func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
+	var w splitWith
+	if err := nodetype.Decode(in.With, &w); err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	if w.Label == "" {
+		w.Label = "label"
+	}
+	if w.DateColumn == "" {
+		w.DateColumn = "date"
+	}
+	if w.RequestID == "" {
+		w.RequestID = "request_id"
+	}
+	window, err := backfill.ParseDateRange(w.StartDate, w.EndDate)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "the run's window: %v", err)
+	}
+	var (
+		from    backfill.Day
+		hasFrom bool
+	)
+	if w.EvalFrom != "" {
+		d, err := backfill.ParseDay(w.EvalFrom)
+		if err != nil {
+			return nil, nodetype.Permanent(errtype.BadInput, "eval_from: %v", err)
+		}
+		if !window.Contains(d) {
+			return nil, nodetype.Permanent(errtype.BadInput, "eval_from %s is outside the window %s: held-out dates must be inside it", w.EvalFrom, window)
+		}
+		from, hasFrom = d, true
+	}
+	limits := dataset.Limits{Default: DefaultMaxNullRate}
+	if w.MaxNullRate != nil {
+		limits.Default = *w.MaxNullRate
+	}
+	if limits.PerFeature, err = nullRateOverrides(w.MaxNullRates); err == nil {
+		err = limits.CheckRates()
+	}
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	if s.Store == nil {
+		return nil, objects.NoStore()
+	}
+	lk := &lakenode.Lake{Catalog: s.Catalog, Logger: s.Logger}
+	cat, err := lk.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tbl, err := cat.Load(ctx, w.Table)
+	if err != nil {
+		return nil, lakenode.Error(err)
+	}
+	var snap int64
+	if w.SnapshotID != nil && w.SnapshotID != "" {
+		if snap, err = lakenode.SnapshotID(w.SnapshotID); err != nil {
+			return nil, nodetype.Permanent(errtype.BadInput, "snapshot_id: %v", err)
+		}
+		if tbl.Metadata().SnapshotByID(snap) == nil {
+			return nil, nodetype.Permanent(errtype.BadInput, "table %s has no snapshot %d", w.Table, snap)
+		}
+	} else {
+		cur := tbl.CurrentSnapshot()
+		if cur == nil {
+			return nil, nodetype.Permanent(errtype.BadInput, "table %s has no data", w.Table)
+		}
+		snap = cur.SnapshotID
+	}
+	projection, err := tbl.Scan(table.WithSnapshotID(snap)).Projection()
+	if err != nil {
+		return nil, fmt.Errorf("schema of %s at snapshot %d: %w", w.Table, snap, err)
+	}
+	arrowSchema, err := table.SchemaToArrowSchema(projection, nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := dataset.Infer(arrowSchema, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "table %s: %v", w.Table, err)
+	}
+	if err := limits.Check(schema); err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+
+	// The inputs are the resolved block plus the snapshot actually read,
+	// so that a split of the current snapshot is redone once it moves.
+	fingerprint, err := checkpoint.Fingerprint(map[string]any{"with": in.With, "snapshot": snap})
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
+	log := s.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "table", w.Table, "snapshot", snap)
+	out, hit, err := checkpoint.Do(ctx, s.Store, key, fingerprint, func(ctx context.Context, cw *checkpoint.Writer) (Outputs, error) {
+		return s.write(ctx, cw, tbl, snap, schema, splitPlan{with: w, window: window, from: from, hasFrom: hasFrom, limits: limits}, log)
+	})
+	if err != nil {
+		switch {
+		case errors.Is(err, errSplitInput):
+			return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		case errors.Is(err, errSplitCoverage):
+			return nil, nodetype.Permanent(errtype.CheckFailed, "%v", err)
+		}
+		return nil, err
+	}
+	out.Fingerprint = fingerprint
+	log.Info("split ready", "window", out.Window.String(), "train_rows", out.TrainRows, "eval_rows", out.EvalRows,
+		"eval_dates", out.EvalDates, "reused", hit)
+	return map[string]any{
+		"uri": out.URI, "manifest": out.Manifest, "train_rows": out.TrainRows, "eval_rows": out.EvalRows,
+		"window": out.Window, "train_dates": out.TrainDates, "eval_dates": out.EvalDates, "coverage": out.Coverage.Features,
+		"summary":     out.summary(),
+		"snapshot_id": out.SnapshotID, "schema": out.Schema, "fingerprint": out.Fingerprint, "reused": hit,
+	}, nil
+}
+
+// summary says in one line which rows the split holds, for the CLI and
+// the Web UI: the window, the rows on each side, and the worst null rate.
+func (o Outputs) summary() string {
+	worst, name := 0.0, ""
+	for _, f := range o.Coverage.Features {
+		if r := max(f.TrainNullRate, f.EvalNullRate); r > worst || name == "" {
+			worst, name = r, f.Feature
+		}
+	}
+	dates := func(ds []string) string {
+		if len(ds) == 0 {
+			return "no dates"
+		}
+		return dataset.Window{Start: ds[0], End: ds[len(ds)-1]}.String()
+	}
+	s := fmt.Sprintf("window %s: %d train rows (%s), %d eval rows (%s)", o.Window, o.TrainRows, dates(o.TrainDates), o.EvalRows, dates(o.EvalDates))
+	if name != "" {
+		s += fmt.Sprintf("; max null rate %.3f (%s)", worst, name)
+	}
+	return s
+}
+
+// splitPlan is what a split reads and checks, from its checked inputs.
+type splitPlan struct {
+	with    splitWith
+	window  backfill.DateRange
+	from    backfill.Day
+	hasFrom bool
+	limits  dataset.Limits
+}
+
+// errSplitInput marks a split that cannot be made from this data;
+// errSplitCoverage one whose features are missing from too many rows.
+var (
+	errSplitInput    = errors.New("cannot split")
+	errSplitCoverage = errors.New("feature coverage check failed")
+)
+
+func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Table, snap int64, schema dataset.Schema,
+	p splitPlan, log *slog.Logger) (Outputs, error) {
+	w := p.with
+	// Only the run's window is ever read: the filter prunes files by their
+	// partition and column bounds, and rows are checked once more below
+	// (a scan filter is a pruning hint to some readers, and the window is
+	// the contract).
+	inWindow := table.WithRowFilter(lake.DateRange(schema.Date, int32(p.window.Start), int32(p.window.End)))
+
+	// Pass 1: the dates, to know which are held out.
+	dates, err := scanDates(ctx, tbl, snap, schema.Date, inWindow, p.window)
+	if err != nil {
+		return Outputs{}, err
+	}
+	if len(dates) == 0 {
+		return Outputs{}, fmt.Errorf("%w: table %s has no rows in the run's window %s (snapshot %d)", errSplitInput, w.Table, p.window, snap)
+	}
+	eval, err := dataset.EvalDates(dates, w.EvalDays, int32(p.from), p.hasFrom)
+	if err != nil {
+		return Outputs{}, fmt.Errorf("%w: table %s, window %s: %v", errSplitInput, w.Table, p.window, err)
+	}
+
+	pq := parquet.SchemaOf(reflect.New(schema.RowType()).Interface())
+	opts := checkpoint.Options{MaxFileRows: w.MaxFileRows}
+	train, err := checkpoint.CreateRows(cw, TrainDataset, pq, opts)
+	if err != nil {
+		return Outputs{}, err
+	}
+	held, err := checkpoint.CreateRows(cw, EvalDataset, pq, opts)
+	if err != nil {
+		return Outputs{}, err
+	}
+
+	// Pass 2: the rows.
+	_, recs, err := tbl.Scan(table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
+	if err != nil {
+		return Outputs{}, fmt.Errorf("scan %s: %w", w.Table, err)
+	}
+	conv := dataset.NewConverter(schema)
+	trainCov, evalCov := dataset.NewCoverage(schema), dataset.NewCoverage(schema)
+	trainDays, evalDays := map[int32]bool{}, map[int32]bool{}
+	var trainBuf, evalBuf []any
+	flush := func(d *checkpoint.RowWriter, buf *[]any, force bool) error {
+		if len(*buf) == 0 || !force && len(*buf) < splitBatch {
+			return nil
+		}
+		_, err := d.Write(*buf)
+		*buf = (*buf)[:0]
+		return err
+	}
+	for rec, err := range recs {
+		if err != nil {
+			return Outputs{}, fmt.Errorf("scan %s: %w", w.Table, err)
+		}
+		converted, err := conv.Rows(rec)
+		rec.Release()
+		if err != nil {
+			return Outputs{}, fmt.Errorf("%w: %v", errSplitInput, err)
+		}
+		for _, r := range converted {
+			switch {
+			case !p.window.Contains(backfill.Day(r.Date)):
+				continue
+			case eval[r.Date]:
+				evalBuf = append(evalBuf, r.Value)
+				evalCov.Add(r)
+				evalDays[r.Date] = true
+			default:
+				trainBuf = append(trainBuf, r.Value)
+				trainCov.Add(r)
+				trainDays[r.Date] = true
+			}
+		}
+		if err := flush(train, &trainBuf, false); err != nil {
+			return Outputs{}, err
+		}
+		if err := flush(held, &evalBuf, false); err != nil {
+			return Outputs{}, err
+		}
+	}
+	if err := flush(train, &trainBuf, true); err != nil {
+		return Outputs{}, err
+	}
+	if err := flush(held, &evalBuf, true); err != nil {
+		return Outputs{}, err
+	}
+	trainRef, err := train.Close()
+	if err != nil {
+		return Outputs{}, err
+	}
+	if _, err := held.Close(); err != nil {
+		return Outputs{}, err
+	}
+	trainRows, evalRows := trainCov.Rows(), evalCov.Rows()
+	if trainRows == 0 || evalRows == 0 {
+		return Outputs{}, fmt.Errorf("%w: table %s, window %s: %d training and %d held-out rows with a label", errSplitInput, w.Table, p.window, trainRows, evalRows)
+	}
+	out := Outputs{
+		URI:        objects.KeyURI(s.Store, trainRef.Manifest),
+		Manifest:   trainRef.Manifest,
+		TrainRows:  trainRows,
+		EvalRows:   evalRows,
+		Window:     dataset.Window{Start: p.window.Start.String(), End: p.window.End.String()},
+		TrainDates: dayStrings(trainDays),
+		EvalDates:  dayStrings(evalDays),
+		Coverage:   dataset.Report(schema, trainCov, evalCov, p.limits),
+		SnapshotID: strconv.FormatInt(snap, 10),
+		Schema:     schema,
+	}
+	log.Info("split written", "window", out.Window.String(), "train", trainRows, "eval", evalRows,
+		"train_dates", out.TrainDates, "eval_dates", out.EvalDates, "coverage", out.Coverage.Summary())
+	trainWin := dataset.Window{Start: out.TrainDates[0], End: out.TrainDates[len(out.TrainDates)-1]}
+	evalWin := dataset.Window{Start: out.EvalDates[0], End: out.EvalDates[len(out.EvalDates)-1]}
+	if v := out.Coverage.Violations(trainRows, evalRows, trainWin, evalWin); len(v) > 0 {
+		// The checkpoint is not committed, so a retry or rerun with a
+		// fixed table or limit starts afresh.
+		return Outputs{}, fmt.Errorf("%w on %s: %s", errSplitCoverage, w.Table, strings.Join(v, "; "))
+	}
+	return out, nil
+}
+
+// dayStrings formats a set of day numbers as sorted YYYY-MM-DD strings.
+func dayStrings(days map[int32]bool) []string {
+	out := make([]string, 0, len(days))
+	for _, d := range slices.Sorted(maps.Keys(days)) {
+		out = append(out, backfill.Day(d).String())
+	}
+	return out
+}
+
+// scanDates reads the dates of a snapshot inside the window.
+func scanDates(ctx context.Context, tbl *table.Table, snap int64, col string, filter table.ScanOption, window backfill.DateRange) ([]int32, error) {
+	_, recs, err := tbl.Scan(table.WithSnapshotID(snap), filter, table.WithSelectedFields(col)).ToArrowRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int32]bool{}
+	for rec, err := range recs {
+		if err != nil {
+			return nil, err
+		}
+		ds, err := dataset.Dates(rec, col)
+		rec.Release()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if window.Contains(backfill.Day(d)) {
+				seen[d] = true
+			}
+		}
+	}
+	out := make([]int32, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Deps are what the split node type needs from the worker.
+type Deps struct {
+	Catalog *lake.Lazy
+	Store   *s3store.Store
+	Logger  *slog.Logger
+}
+
+// Type returns the split node type.
+func Type(d Deps) nodetype.Type {
+	s := &Splits{Catalog: d.Catalog, Store: d.Store, Logger: d.Logger}
+	return nodetype.Type{NodeType: SplitType, Run: s.Run}
+}

@@ -1,0 +1,190 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
+	"github.com/retrain-ml/retrain/nodes/internal/objects"
+	"github.com/retrain-ml/retrain/nodes/split/splittest"
+	"github.com/retrain-ml/retrain/nodetype"
+
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/s3test"
+)
+
+func TestBuiltinDivergenceIsPermanent(t *testing.T) {
+	srv := s3test.Start(t)
+	st := srv.Open(t, "")
+	split := splittest.Write(t, st, "r2", 2000, 500)
+	tr := &Trainers{Store: st, Logger: quiet}
+	in := nodetype.Input{Pipeline: "test", RunID: "r2", Node: "train", Type: "train",
+		With: map[string]any{"data": split, "learning_rate": 50, "max_emb_norm": 0.5, "buckets": 256}}
+	_, err := nodetest.Run(t, tr.Run, in, nil)
+	if nodetest.ErrType(err) != errtype.Diverged || !strings.Contains(err.Error(), "step") || !strings.Contains(err.Error(), "emb_max_norm") {
+		t.Fatalf("error %v, want a %s naming the step and the figure", err, errtype.Diverged)
+	}
+}
+
+// trainerScript is a command trainer in sh: it records its environment,
+// prints progress lines with a checkpoint every 2 steps (a file in
+// RETRAIN_CHECKPOINT_URI holding the step), resumes from
+// RETRAIN_RESUME_FROM, and writes a model. FAIL_AT makes it exit 1 at that
+// step; NAN_AT prints a NaN loss there.
+const trainerScript = `
+set -e
+env | grep -E '^(RETRAIN_|CUDA_VISIBLE_DEVICES)' | sort > "$RETRAIN_MODEL_OUT/env.txt"
+ls "$RETRAIN_TRAIN_DATA" > "$RETRAIN_MODEL_OUT/train_files.txt"
+start=0
+if [ -n "$RETRAIN_RESUME_FROM" ]; then start=$(cat "$RETRAIN_RESUME_FROM"); echo "resuming at $start"; fi
+echo "$start" > "$RETRAIN_MODEL_OUT/started_at.txt"
+i=$start
+while [ $i -lt 6 ]; do
+  i=$((i+1))
+  if [ "$i" = "${FAIL_AT:-0}" ]; then echo "crash at $i" >&2; exit 1; fi
+  if [ "$i" = "${NAN_AT:-0}" ]; then echo "{\"step\": $i, \"loss\": NaN}"; sleep 5; fi
+  if [ $((i % 2)) = 0 ]; then
+    echo $i > "$RETRAIN_CHECKPOINT_URI/ckpt-$i"
+    echo "{\"step\": $i, \"loss\": 0.$((9-i)), \"emb_max_norm\": 1.5, \"checkpoint\": \"$RETRAIN_CHECKPOINT_URI/ckpt-$i\"}"
+  else
+    echo "{\"step\": $i, \"loss\": 0.$((9-i))}"
+  fi
+done
+echo weights > "$RETRAIN_MODEL_OUT/model.txt"
+`
+
+// fakeGPUs is a host with healthy GPUs for the allocator.
+type fakeGPUs struct{ n int }
+
+func (f fakeGPUs) Health() ([]gpu.Health, error) {
+	hs := make([]gpu.Health, f.n)
+	for i := range hs {
+		hs[i] = gpu.Health{Index: i, UUID: fmt.Sprintf("GPU-%d", i), Healthy: true}
+	}
+	return hs, nil
+}
+
+func (f fakeGPUs) Utilization(string) (gpu.Utilization, error) {
+	return gpu.Utilization{GPU: 80}, nil
+}
+
+func TestCommandTrainer(t *testing.T) {
+	srv := s3test.Start(t)
+	st := srv.Open(t, "")
+	split := splittest.Write(t, st, "r3", 500, 100)
+	ctx := context.Background()
+	read := func(t *testing.T, out map[string]any, name string) string {
+		t.Helper()
+		key, _ := objects.StoreKey(st, out["model_uri"].(string))
+		b, err := objects.ReadObject(ctx, st, key+name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return string(b)
+	}
+	node := func(run string, extra map[string]any) nodetype.Input {
+		w := map[string]any{"trainer": "command", "data": split, "argv": []any{"sh", "-c", trainerScript}}
+		for k, v := range extra {
+			w[k] = v
+		}
+		return nodetype.Input{Pipeline: "test", RunID: run, Node: "train", Type: "train", With: w}
+	}
+
+	t.Run("contract and GPUs", func(t *testing.T) {
+		tr := &Trainers{Store: st, Logger: quiet, GPUs: gpu.NewAllocator(fakeGPUs{3}, gpu.ByUUID), Monitor: fakeGPUs{3}}
+		out, err := nodetest.Run(t, tr.Run, node("c1", map[string]any{"gpus": 2}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out["steps"].(float64) != 6 || out["resumed_from"].(float64) != 0 || out["loss"].(float64) != 0.3 || out["gpus"].(float64) != 2 {
+			t.Fatalf("outputs %v", out)
+		}
+		env := read(t, out, "env.txt")
+		for _, want := range []string{"CUDA_VISIBLE_DEVICES=GPU-0,GPU-1", "RETRAIN_GPUS=2", "RETRAIN_TRAIN_DATA=", "RETRAIN_EVAL_DATA=",
+			"RETRAIN_CHECKPOINT_URI=", "RETRAIN_MODEL_OUT=", "RETRAIN_RUN_ID=c1"} {
+			if !strings.Contains(env, want) {
+				t.Errorf("environment lacks %s:\n%s", want, env)
+			}
+		}
+		if strings.Contains(env, "RETRAIN_RESUME_FROM") {
+			t.Errorf("a first attempt resumes:\n%s", env)
+		}
+		if files := read(t, out, "train_files.txt"); !strings.Contains(files, ".parquet") {
+			t.Errorf("train data: %q", files)
+		}
+		if g, ok := out["gpu"].(map[string]any); !ok || g["samples"].(float64) < 1 {
+			t.Errorf("no GPU utilization summary: %v", out["gpu"])
+		}
+		if tr.GPUs.Leased() != 0 {
+			t.Errorf("%d GPUs still leased", tr.GPUs.Leased())
+		}
+	})
+
+	t.Run("a retry resumes from the last checkpoint", func(t *testing.T) {
+		tr := &Trainers{Store: st, Logger: quiet}
+		t.Setenv("FAIL_AT", "5")
+		_, err := nodetest.Run(t, tr.Run, node("c2", nil), nil)
+		if err == nil || !strings.Contains(err.Error(), "crash at 5") {
+			t.Fatalf("first attempt: %v", err)
+		}
+		// The heartbeat of the first attempt is lost (a worker died): the
+		// record in the store is enough.
+		t.Setenv("FAIL_AT", "")
+		out, err := nodetest.Run(t, tr.Run, node("c2", nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(read(t, out, "started_at.txt")); got != "4" || out["resumed_from"].(float64) != 4 {
+			t.Fatalf("resumed at %q, outputs %v (want step 4, not 0: ray#46814)", got, out)
+		}
+		var curve []CurvePoint
+		key, _ := objects.StoreKey(st, out["loss_curve_uri"].(string))
+		if err := objects.GetJSON(ctx, st, key, &curve); err != nil || len(curve) != 6 {
+			t.Fatalf("curve %v, %v: want the steps of both attempts", curve, err)
+		}
+	})
+
+	t.Run("divergence kills the trainer and fails for good", func(t *testing.T) {
+		tr := &Trainers{Store: st, Logger: quiet}
+		t.Setenv("NAN_AT", "3")
+		_, err := nodetest.Run(t, tr.Run, node("c3", nil), nil)
+		if nodetest.ErrType(err) != errtype.Diverged || !strings.Contains(err.Error(), "step 3") {
+			t.Fatalf("error %v", err)
+		}
+	})
+
+	t.Run("GPUs on a worker without any", func(t *testing.T) {
+		tr := &Trainers{Store: st, Logger: quiet}
+		_, err := nodetest.Run(t, tr.Run, node("c4", map[string]any{"gpus": 1}), nil)
+		if nodetest.ErrType(err) != errtype.NoGPUs {
+			t.Fatalf("error %v", err)
+		}
+	})
+}
+
+func TestTrainSpecChecks(t *testing.T) {
+	tests := []struct {
+		with map[string]any
+		want string
+	}{
+		{map[string]any{"data": "x", "trainer": "command"}, "argv"},
+		{map[string]any{"data": "x", "gpus": 1}, "does not take gpus"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "epochs": 2}, "does not take epochs"},
+		{map[string]any{"data": "x", "transforms": map[string]any{"a": "sqrt"}}, "sqrt"},
+		{map[string]any{"data": "x", "trainer": "keras"}, "keras"},
+		{map[string]any{"data": "x", "batch_size": 0.0}, "batch_size"},
+	}
+	for _, tt := range tests {
+		if err := checkTrain(tt.with); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want one about %q", tt.with, err, tt.want)
+		}
+	}
+	if err := checkTrain(map[string]any{"data": "x", "trainer": "command", "argv": []any{"torchrun"}, "gpus": 2.0}); err != nil {
+		t.Error(err)
+	}
+}
+
+var quiet = nodetest.Quiet

@@ -1,0 +1,146 @@
+package runs
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/retrain-ml/retrain/errtype"
+)
+
+// This file is the Pipeline workflow's contract: its name, input, result,
+// queries and search attributes. It lives here, not with the workflow, so
+// that a client (this package, the report, another service) reads runs
+// without linking the interpreter.
+
+// Names other processes use to start and inspect runs.
+const (
+	PipelineWorkflow = "Pipeline"        // workflow type
+	ResolveActivity  = "ResolvePipeline" // local activity that compiles the plan
+	StateQuery       = "state"           // query: the Result so far
+	PlanQuery        = "plan"            // query: the resolved plan
+)
+
+// Search attributes every run carries, so the Temporal UI can filter runs by
+// pipeline and by parameters.
+var (
+	PipelineKey     = temporal.NewSearchAttributeKeyKeyword("RetrainPipeline")
+	ParamsDigestKey = temporal.NewSearchAttributeKeyKeyword("RetrainParamsDigest")
+)
+
+// SearchAttributes returns the custom search attributes a namespace needs.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		PipelineKey.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		ParamsDigestKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	}
+}
+
+// PipelineInput starts a run. It is plain JSON so the Temporal UI's Start
+// Workflow form and any SDK can start a pipeline:
+//
+//	{"pipeline": "hello", "params": {"date": "2026-11-20"}}
+type PipelineInput struct {
+	// Pipeline names a pipeline from the worker's pipeline folder.
+	Pipeline string `json:"pipeline,omitempty"`
+	// Spec is a whole spec instead: YAML text as a JSON string, or a JSON
+	// object of the same shape.
+	Spec        json.RawMessage `json:"spec,omitempty"`
+	SpecFile    string          `json:"spec_file,omitempty"`
+	Params      map[string]any  `json:"params,omitempty"`
+	Parallelism int             `json:"parallelism,omitempty"`
+}
+
+// Status is the state of a run.
+type Status string
+
+const (
+	StatusRunning   Status = "running"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// NodeStatus is the state of one node.
+type NodeStatus string
+
+const (
+	NodePending   NodeStatus = "pending"
+	NodeRunning   NodeStatus = "running"
+	NodeSucceeded NodeStatus = "succeeded"
+	NodeFailed    NodeStatus = "failed"
+	NodeSkipped   NodeStatus = "skipped"   // `when` was false, or an upstream node was skipped
+	NodeCancelled NodeStatus = "cancelled" // never started (the run failed first) or cancelled while running
+)
+
+// NodeState is what a run reports about one node.
+type NodeState struct {
+	ID          string     `json:"id"`
+	Type        string     `json:"type"`
+	Status      NodeStatus `json:"status"`
+	Attempts    int32      `json:"attempts"`
+	ScheduledAt *time.Time `json:"scheduled_at,omitempty"` // when the workflow first scheduled it
+	// StartedAt and EndedAt bound the attempt that produced the result, on
+	// the worker's clock; for a node that failed without reaching a worker
+	// they are the workflow's view.
+	StartedAt   *time.Time     `json:"started_at,omitempty"`
+	EndedAt     *time.Time     `json:"ended_at,omitempty"`
+	Outputs     map[string]any `json:"outputs,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	Reason      string         `json:"reason,omitempty"` // why it was skipped or cancelled
+	Compensates string         `json:"compensates,omitempty"`
+}
+
+// Result is a run's report, returned at the end and by the state query.
+type Result struct {
+	ID            string         `json:"id"` // run id (the workflow id)
+	Pipeline      string         `json:"pipeline"`
+	Status        Status         `json:"status"`
+	Error         string         `json:"error,omitempty"`
+	Params        map[string]any `json:"params,omitempty"`
+	ParamsDigest  string         `json:"params_digest,omitempty"`
+	StartedAt     time.Time      `json:"started_at"`
+	EndedAt       *time.Time     `json:"ended_at,omitempty"`
+	Nodes         []NodeState    `json:"nodes"`
+	Compensations []NodeState    `json:"compensations,omitempty"`
+}
+
+// Node returns the state of node id, or nil.
+func (r *Result) Node(id string) *NodeState {
+	for i := range r.Nodes {
+		if r.Nodes[i].ID == id {
+			return &r.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// ResultFromError extracts the Result a failed run attaches to its error
+// (PipelineFailed, or InvalidPipeline for a spec that did not validate).
+func ResultFromError(err error) (*Result, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || (appErr.Type() != errtype.PipelineFailed && appErr.Type() != errtype.InvalidPipeline) || !appErr.HasDetails() {
+		return nil, false
+	}
+	var res Result
+	if appErr.Details(&res) != nil {
+		return nil, false
+	}
+	return &res, true
+}
+
+// ResultFromCancel extracts the Result a cancelled run attaches.
+func ResultFromCancel(err error) (*Result, bool) {
+	var canceled *temporal.CanceledError
+	if !errors.As(err, &canceled) || !canceled.HasDetails() {
+		return nil, false
+	}
+	var res Result
+	if canceled.Details(&res) != nil {
+		return nil, false
+	}
+	return &res, true
+}

@@ -1,0 +1,66 @@
+package worker
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/nodes/checkpoint"
+	"github.com/retrain-ml/retrain/nodes/command"
+	"github.com/retrain-ml/retrain/nodes/evaluate"
+	"github.com/retrain-ml/retrain/nodes/gate"
+	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+	"github.com/retrain-ml/retrain/nodes/models"
+	"github.com/retrain-ml/retrain/nodes/noop"
+	"github.com/retrain-ml/retrain/nodes/split"
+	"github.com/retrain-ml/retrain/nodes/train"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// deps are what the built-in node types need from the worker process.
+type deps struct {
+	Logger *slog.Logger
+	// Lake is the Iceberg catalog the lake nodes use, opened on first use;
+	// nil on a worker without one (those nodes then fail as bad input).
+	Lake *lake.Lazy
+	// Store holds checkpoints and the model registry; nil on a worker
+	// without one (those nodes then fail as bad input). The worker opens
+	// it at startup, so an unreachable store stops the worker there.
+	Store *s3store.Store
+	// GPUs leases this worker's healthy GPUs to train nodes, and
+	// GPUMonitor samples their utilization; both nil without GPUs.
+	GPUs       *gpu.Allocator
+	GPUMonitor gpu.UtilizationReader
+}
+
+// builtin returns every node type retrain ships, each from its package
+// under nodes/. It is the one list of them: the validator, the CLI and the
+// worker all read it, and a new built-in type is one more line here.
+func builtin(d deps) []nodetype.Type {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	var types []nodetype.Type
+	types = append(types, command.Type(d.Logger), noop.Type())
+	types = append(types, lakenode.Types(lakenode.Deps{Catalog: d.Lake, Logger: d.Logger})...)
+	types = append(types, checkpoint.Type(d.Store, d.Logger))
+	types = append(types, models.Types(d.Store, d.Logger)...)
+	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger}))
+	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor}))
+	types = append(types, evaluate.Type(d.Store, d.Logger))
+	types = append(types, gate.Types()...)
+	return types
+}
+
+// Types returns the registry of the built-in node types, for validating
+// specs without a worker (`retrain dag validate`).
+func Types() *dags.Registry {
+	reg, err := registryOf(builtin(deps{}))
+	if err != nil {
+		panic(fmt.Sprintf("worker: built-in node types: %v", err)) // a programming error, caught by tests
+	}
+	return reg
+}

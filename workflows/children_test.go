@@ -1,0 +1,51 @@
+package workflows
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/nodetype"
+	"github.com/retrain-ml/retrain/runs"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+)
+
+// TestPipelineSendsNodeOptionsToChildren: a node that runs as a child
+// workflow gets its plan node's timeout, heartbeat and retry policy in its
+// input, for the activities it schedules.
+func TestPipelineSendsNodeOptionsToChildren(t *testing.T) {
+	childType := dags.NodeType{Name: "fanout", OpenWith: true, Kind: dags.KindWorkflow, Target: "TestFanout"}
+	reg, err := dags.NewRegistry(childType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(nopLogger{})
+	env := s.NewTestWorkflowEnvironment()
+	Register(env)
+	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	var got *nodetype.Options
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
+		got = in.Options
+		return nodetype.Result{Attempt: 1}, nil
+	}, workflow.RegisterOptions{Name: "TestFanout"})
+	spec, _ := json.Marshal(`
+name: children
+nodes:
+  - id: fan
+    type: fanout
+    timeout: 7m
+    heartbeat: 20s
+    retry: {max_attempts: 1}
+`)
+	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec, SpecFile: "test.yaml"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Timeout != 7*time.Minute || got.Heartbeat != 20*time.Second || got.Retry.MaxAttempts != 1 {
+		t.Errorf("child got options %+v, want the node's 7m, 20s, max_attempts 1", got)
+	}
+}

@@ -1,0 +1,126 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"gopkg.in/yaml.v3"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
+)
+
+// ResolveInput names the pipeline to run: a pipeline the worker knows, or a
+// whole spec, plus parameters.
+type ResolveInput struct {
+	Pipeline string `json:"pipeline,omitempty"`
+	// Spec is YAML text (as a JSON string) or a JSON object of the same shape.
+	Spec        json.RawMessage `json:"spec,omitempty"`
+	SpecFile    string          `json:"spec_file,omitempty"` // file name for error messages
+	Params      map[string]any  `json:"params,omitempty"`
+	Parallelism int             `json:"parallelism,omitempty"` // overrides the spec's when > 0
+}
+
+// ResolveOutput is the validated plan and how to label the run.
+type ResolveOutput struct {
+	Plan *dags.Plan `json:"plan"`
+	// SearchAttributes says whether the namespace has retrain's search
+	// attributes; the workflow only upserts them when it does.
+	SearchAttributes bool `json:"search_attributes"`
+	// ReportURL is where the run's HTML report is served, with {run} in
+	// place of the run id; empty when this worker knows no report server.
+	// It comes from the worker's config through here, so it is recorded in
+	// history with the plan and replays the same.
+	ReportURL string `json:"report_url,omitempty"`
+}
+
+// ResolveFailure rides as details on an InvalidPipeline error, so that a
+// run whose spec did not validate is still named and labelled by its
+// pipeline.
+type ResolveFailure struct {
+	// Pipeline is the requested pipeline's name, or the inline spec's
+	// `name` when it has one; empty when neither says.
+	Pipeline         string `json:"pipeline,omitempty"`
+	SearchAttributes bool   `json:"search_attributes"`
+}
+
+// Resolver turns a ResolveInput into a Plan. It runs as a local activity at
+// the start of every run, so its result is recorded in history and replay
+// never reads the pipeline files again.
+type Resolver struct {
+	Library          *dags.Library
+	Registry         *dags.Registry
+	SearchAttributes bool
+	ReportURL        string // see ResolveOutput.ReportURL
+}
+
+// Resolve loads, validates and compiles the pipeline. A spec or params
+// that do not validate fail with errtype.InvalidPipeline, never retried, with a
+// ResolveFailure as details.
+func (r *Resolver) Resolve(ctx context.Context, in ResolveInput) (ResolveOutput, error) {
+	file, data, err := r.source(in)
+	if err != nil {
+		return ResolveOutput{}, r.invalid(in, data, err)
+	}
+	spec, err := dags.Parse(file, data)
+	if err != nil {
+		return ResolveOutput{}, r.invalid(in, data, err)
+	}
+	plan, err := dags.Compile(spec, r.Registry, in.Params)
+	if err != nil {
+		return ResolveOutput{}, r.invalid(in, data, err)
+	}
+	if in.Parallelism > 0 {
+		plan.Parallelism = in.Parallelism
+	}
+	return ResolveOutput{Plan: plan, SearchAttributes: r.SearchAttributes, ReportURL: r.ReportURL}, nil
+}
+
+// invalid builds the InvalidPipeline error of a spec that did not resolve.
+func (r *Resolver) invalid(in ResolveInput, data []byte, err error) error {
+	name := in.Pipeline
+	if name == "" && len(in.Spec) > 0 {
+		name = specName(data)
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), errtype.InvalidPipeline, nil,
+		ResolveFailure{Pipeline: name, SearchAttributes: r.SearchAttributes})
+}
+
+// specName reads only the `name` of a spec, leniently: a spec that fails
+// validation for any other reason still says which pipeline it meant to be.
+func specName(data []byte) string {
+	var head struct {
+		Name string `yaml:"name"`
+	}
+	if yaml.Unmarshal(data, &head) != nil {
+		return ""
+	}
+	return head.Name
+}
+
+func (r *Resolver) source(in ResolveInput) (file string, data []byte, err error) {
+	switch {
+	case len(in.Spec) > 0 && in.Pipeline != "":
+		return "", nil, errors.New(`give either "pipeline" or "spec", not both`)
+	case len(in.Spec) > 0:
+		file = in.SpecFile
+		if file == "" {
+			file = "spec"
+		}
+		var text string
+		if json.Unmarshal(in.Spec, &text) == nil {
+			return file, []byte(text), nil // YAML text
+		}
+		return file, in.Spec, nil // a JSON object is YAML too
+	case in.Pipeline != "":
+		if r.Library == nil {
+			return "", nil, fmt.Errorf("pipeline %q: this worker has no pipeline folder", in.Pipeline)
+		}
+		return r.Library.Find(in.Pipeline)
+	default:
+		return "", nil, errors.New(`input names no pipeline: give {"pipeline": "NAME"} or {"spec": ...}`)
+	}
+}
