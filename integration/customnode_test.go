@@ -87,7 +87,7 @@ func TestCustomNodeBetweenBuiltins(t *testing.T) {
 	wantStatus(t, res, runs.StatusFailed)
 	check = node(t, res, "check")
 	if check.Status != runs.NodeFailed || check.Attempts != 3 || !strings.Contains(check.Error, "status 503") ||
-		!strings.Contains(check.Error, httpcheck.ErrCheckFailed) {
+		!strings.Contains(check.Error, httpcheck.CheckFailed) {
 		t.Errorf("failed check %+v", check)
 	}
 	if n := warming.Load(); n != 3 {

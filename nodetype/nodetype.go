@@ -128,7 +128,7 @@ func New[W, O any](t dags.NodeType, run func(ctx context.Context, in Input, with
 		Run: func(ctx context.Context, in Input) (map[string]any, error) {
 			with, err := DecodeWith[W](in.With)
 			if err != nil {
-				return nil, Permanent(ErrBadInput, "node %s (type %s): %v", in.Node, in.Type, err)
+				return nil, Permanent(BadInput, "node %s (type %s): %v", in.Node, in.Type, err)
 			}
 			out, err := run(ctx, in, with)
 			if err != nil {
@@ -164,9 +164,9 @@ func RetryPolicy(p dags.RetryPolicy) *temporal.RetryPolicy {
 	}
 }
 
-// ErrBadInput is the error type of a node whose input can never work
+// BadInput is the error type of a node whose input can never work
 // (errtype.BadInput, repeated here so this package stays a leaf).
-const ErrBadInput = "BadInput"
+const BadInput = "BadInput"
 
 // Permanent returns an error that fails a node without retrying it: bad
 // input, or a check that failed on data that will not change. errType is

@@ -50,8 +50,8 @@ func TestNewRefusesUndecodableWithWithoutRetry(t *testing.T) {
 	// A reference resolved at run time can still hand a string to an int.
 	_, err := typ.Run(context.Background(), Input{Node: "n", Type: "probe", With: map[string]any{"tries": "three"}})
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type() != ErrBadInput || !appErr.NonRetryable() {
-		t.Fatalf("error %v, want a non-retryable %s", err, ErrBadInput)
+	if !errors.As(err, &appErr) || appErr.Type() != BadInput || !appErr.NonRetryable() {
+		t.Fatalf("error %v, want a non-retryable %s", err, BadInput)
 	}
 	if !strings.Contains(err.Error(), "tries") || !strings.Contains(err.Error(), "node n") {
 		t.Errorf("error %q does not name the node and field", err)

@@ -26,10 +26,10 @@ import (
 // Name is the node type's name in specs.
 const Name = "http_check"
 
-// ErrCheckFailed is the error type of a check that got an answer it did not
+// CheckFailed is the error type of a check that got an answer it did not
 // expect. It is retried under the node's retry policy: a server that is
 // still starting answers differently a few seconds later.
-const ErrCheckFailed = "HTTPCheckFailed"
+const CheckFailed = "HTTPCheckFailed"
 
 const (
 	defaultTimeout = 10 * time.Second
@@ -95,16 +95,16 @@ type checker struct {
 func (c *checker) run(ctx context.Context, in nodetype.Input, w With) (map[string]any, error) {
 	u, err := parseURL(w.URL)
 	if err != nil {
-		return nil, nodetype.Permanent(nodetype.ErrBadInput, "%v", err)
+		return nil, nodetype.Permanent(nodetype.BadInput, "%v", err)
 	}
 	m, err := method(w.Method)
 	if err != nil {
-		return nil, nodetype.Permanent(nodetype.ErrBadInput, "%v", err)
+		return nil, nodetype.Permanent(nodetype.BadInput, "%v", err)
 	}
 	timeout := defaultTimeout
 	if w.Timeout != "" {
 		if timeout, err = dags.ParseDuration(w.Timeout); err != nil || timeout <= 0 {
-			return nil, nodetype.Permanent(nodetype.ErrBadInput, "timeout %q: want a positive duration such as 10s", w.Timeout)
+			return nil, nodetype.Permanent(nodetype.BadInput, "timeout %q: want a positive duration such as 10s", w.Timeout)
 		}
 	}
 	expect := w.ExpectStatus
@@ -116,7 +116,7 @@ func (c *checker) run(ctx context.Context, in nodetype.Input, w With) (map[strin
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, m, u.String(), nil)
 	if err != nil {
-		return nil, nodetype.Permanent(nodetype.ErrBadInput, "request %s: %v", u.Redacted(), err)
+		return nil, nodetype.Permanent(nodetype.BadInput, "request %s: %v", u.Redacted(), err)
 	}
 	req.Header.Set("User-Agent", "retrain-http-check ("+in.Pipeline+"/"+in.Node+")")
 	started := time.Now()
@@ -132,15 +132,15 @@ func (c *checker) run(ctx context.Context, in nodetype.Input, w With) (map[strin
 		return nil, fmt.Errorf("%s %s: read body: %w", m, u.Redacted(), err)
 	}
 	if len(body) > maxBody {
-		return nil, nodetype.Permanent(ErrCheckFailed, "%s %s: body larger than %d MiB", m, u.Redacted(), maxBody>>20)
+		return nil, nodetype.Permanent(CheckFailed, "%s %s: body larger than %d MiB", m, u.Redacted(), maxBody>>20)
 	}
 	if !slices.Contains(expect, resp.StatusCode) {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("%s %s: status %d, want one of %v; body: %s",
-			m, u.Redacted(), resp.StatusCode, expect, quote(body)), ErrCheckFailed)
+			m, u.Redacted(), resp.StatusCode, expect, quote(body)), CheckFailed)
 	}
 	if w.Contains != "" && !bytes.Contains(body, []byte(w.Contains)) {
 		return nil, temporal.NewApplicationError(fmt.Sprintf("%s %s: body does not contain %q; body: %s",
-			m, u.Redacted(), w.Contains, quote(body)), ErrCheckFailed)
+			m, u.Redacted(), w.Contains, quote(body)), CheckFailed)
 	}
 	return map[string]any{
 		"status":       resp.StatusCode,

@@ -58,13 +58,13 @@ func TestHTTPCheck(t *testing.T) {
 		retryable bool
 		inMessage string
 	}{
-		{"wrong status", map[string]any{"url": srv.URL + "/gone"}, ErrCheckFailed, true, `status 404, want one of [200]; body: "no such model\n"`},
-		{"missing text", map[string]any{"url": srv.URL + "/health", "contains": "draining"}, ErrCheckFailed, true, `does not contain "draining"`},
-		{"body too big", map[string]any{"url": srv.URL + "/big"}, ErrCheckFailed, false, "larger than 8 MiB"},
-		{"not http", map[string]any{"url": "file:///etc/passwd"}, nodetype.ErrBadInput, false, "want an http or https URL"},
-		{"unsafe method", map[string]any{"url": srv.URL, "method": "POST"}, nodetype.ErrBadInput, false, "want GET or HEAD"},
-		{"bad timeout", map[string]any{"url": srv.URL, "timeout": "0s"}, nodetype.ErrBadInput, false, "positive duration"},
-		{"wrong with type", map[string]any{"url": srv.URL, "expect_status": "200"}, nodetype.ErrBadInput, false, "expect_status"},
+		{"wrong status", map[string]any{"url": srv.URL + "/gone"}, CheckFailed, true, `status 404, want one of [200]; body: "no such model\n"`},
+		{"missing text", map[string]any{"url": srv.URL + "/health", "contains": "draining"}, CheckFailed, true, `does not contain "draining"`},
+		{"body too big", map[string]any{"url": srv.URL + "/big"}, CheckFailed, false, "larger than 8 MiB"},
+		{"not http", map[string]any{"url": "file:///etc/passwd"}, nodetype.BadInput, false, "want an http or https URL"},
+		{"unsafe method", map[string]any{"url": srv.URL, "method": "POST"}, nodetype.BadInput, false, "want GET or HEAD"},
+		{"bad timeout", map[string]any{"url": srv.URL, "timeout": "0s"}, nodetype.BadInput, false, "positive duration"},
+		{"wrong with type", map[string]any{"url": srv.URL, "expect_status": "200"}, nodetype.BadInput, false, "expect_status"},
 	}
 	for _, f := range failures {
 		t.Run(f.name, func(t *testing.T) {
