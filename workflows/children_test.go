@@ -9,6 +9,7 @@ import (
 	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/runs"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 )
@@ -47,5 +48,40 @@ nodes:
 	}
 	if got == nil || got.Timeout != 7*time.Minute || got.Heartbeat != 20*time.Second || got.Retry.MaxAttempts != 1 {
 		t.Errorf("child got options %+v, want the node's 7m, 20s, max_attempts 1", got)
+	}
+}
+
+// TestChildWorkflowNotRetriedOnTop: a child-workflow node whose work fails
+// runs once per the node's policy at the activity level, not again at the
+// workflow level (max_attempts 3 must not become 3 x 3).
+func TestChildWorkflowNotRetriedOnTop(t *testing.T) {
+	childType := dags.NodeType{Name: "fanout", OpenWith: true, Kind: dags.KindWorkflow, Target: "TestFanout"}
+	reg, err := dags.NewRegistry(childType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(nopLogger{})
+	env := s.NewTestWorkflowEnvironment()
+	Register(env)
+	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	runsOfChild := 0
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
+		runsOfChild++
+		return nodetype.Result{}, temporal.NewApplicationError("the bucket join failed", "Flaky")
+	}, workflow.RegisterOptions{Name: "TestFanout"})
+	spec, _ := json.Marshal(`
+name: children
+nodes:
+  - id: fan
+    type: fanout
+    retry: {max_attempts: 3, initial_interval: 1s}
+`)
+	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec, SpecFile: "test.yaml"})
+	if env.GetWorkflowError() == nil {
+		t.Fatal("the run succeeded with a failing child")
+	}
+	if runsOfChild != 1 {
+		t.Errorf("the child workflow ran %d times, want 1 (its activities retry, not the child)", runsOfChild)
 	}
 }

@@ -242,7 +242,10 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map
 			WorkflowID:         r.result.ID + "/" + node.ID,
 			TaskQueue:          node.Queue,
 			WorkflowRunTimeout: node.Timeout,
-			RetryPolicy:        retry,
+			// One run: the child's activities already retry under the
+			// node's policy (Options above), and retrying the child too
+			// would multiply the attempts (3 x 3 for max_attempts 3).
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 			// User metadata: the UI names the child by its node, not its type.
 			StaticSummary: node.ID,
 			StaticDetails: fmt.Sprintf("node %s (%s) of run %s", node.ID, node.Type, r.result.ID),
