@@ -32,7 +32,6 @@ const Name = "http_check"
 const CheckFailed = "HTTPCheckFailed"
 
 const (
-	defaultTimeout = 10 * time.Second
 	// maxBody bounds what is read of a body: plenty for a health page or a
 	// model server's metadata; a bigger body fails the check rather than
 	// fill the worker's memory.
@@ -41,21 +40,15 @@ const (
 	snippet = 200
 )
 
-// Spec is what `with` takes and what the node outputs; the validator checks
-// specs against it before any run starts.
+// Spec names and documents the node type and checks what the field types
+// cannot; its fields and outputs come from With and Outputs (nodetype.New
+// derives them), so the validator checks specs against them before any run
+// starts.
 var Spec = dags.NodeType{
 	Name: Name,
 	Doc:  "Requests a URL and fails unless the answer has an expected status (and text); outputs status, latency and a digest of the body.",
-	Fields: []dags.Field{
-		{Name: "url", Type: dags.FieldString, Required: true, Doc: "http or https URL"},
-		{Name: "method", Type: dags.FieldString, Doc: "GET (default) or HEAD"},
-		{Name: "expect_status", Type: dags.FieldIntList, Doc: "statuses that pass (default [200])"},
-		{Name: "contains", Type: dags.FieldString, Doc: "text the body must contain (default: anything)"},
-		{Name: "timeout", Type: dags.FieldDuration, Doc: "limit of one request (default 10s)"},
-	},
-	Outputs: []string{"status", "latency_ms", "bytes", "body_sha256", "content_type"},
 	Check: func(with map[string]any) error {
-		// Values holding ${...} are only known at run time; Run checks them.
+		// Values holding ${...} are only known at run time; run checks them.
 		if s, ok := with["url"].(string); ok && !dags.HasRef(s) {
 			if _, err := parseURL(s); err != nil {
 				return err
@@ -70,13 +63,23 @@ var Spec = dags.NodeType{
 	},
 }
 
-// With is the node's `with` block, decoded.
+// With is the node's `with` block: the one declaration of its fields,
+// their types, defaults and docs.
 type With struct {
-	URL          string `json:"url"`
-	Method       string `json:"method"`
-	ExpectStatus []int  `json:"expect_status"`
-	Contains     string `json:"contains"`
-	Timeout      string `json:"timeout"`
+	URL          string `json:"url" required:"true" doc:"http or https URL"`
+	Method       string `json:"method" default:"GET" doc:"GET or HEAD"`
+	ExpectStatus []int  `json:"expect_status" default:"[200]" doc:"statuses that pass"`
+	Contains     string `json:"contains" doc:"text the body must contain (default: anything)"`
+	Timeout      string `json:"timeout" type:"duration" default:"10s" doc:"limit of one request"`
+}
+
+// Outputs are what a node outputs, for downstream ${nodes.ID.outputs.KEY}.
+type Outputs struct {
+	Status      int    `json:"status"`
+	LatencyMS   int64  `json:"latency_ms"`
+	Bytes       int    `json:"bytes"`
+	BodySHA256  string `json:"body_sha256"`
+	ContentType string `json:"content_type"`
 }
 
 // Type returns the node type to hand to worker.WithNodeTypes. client makes
@@ -92,62 +95,60 @@ type checker struct {
 	client *http.Client
 }
 
-func (c *checker) run(ctx context.Context, in nodetype.Input, w With) (map[string]any, error) {
+func (c *checker) run(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
 	u, err := parseURL(w.URL)
 	if err != nil {
-		return nil, nodetype.Permanent(nodetype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(nodetype.BadInput, "%v", err)
 	}
 	m, err := method(w.Method)
 	if err != nil {
-		return nil, nodetype.Permanent(nodetype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(nodetype.BadInput, "%v", err)
 	}
-	timeout := defaultTimeout
-	if w.Timeout != "" {
-		if timeout, err = dags.ParseDuration(w.Timeout); err != nil || timeout <= 0 {
-			return nil, nodetype.Permanent(nodetype.BadInput, "timeout %q: want a positive duration such as 10s", w.Timeout)
-		}
+	timeout, err := dags.ParseDuration(w.Timeout)
+	if err != nil || timeout <= 0 {
+		return Outputs{}, nodetype.Permanent(nodetype.BadInput, "timeout %q: want a positive duration such as 10s", w.Timeout)
 	}
 	expect := w.ExpectStatus
 	if len(expect) == 0 {
-		expect = []int{http.StatusOK}
+		return Outputs{}, nodetype.Permanent(nodetype.BadInput, "expect_status is empty: nothing could pass")
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, m, u.String(), nil)
 	if err != nil {
-		return nil, nodetype.Permanent(nodetype.BadInput, "request %s: %v", u.Redacted(), err)
+		return Outputs{}, nodetype.Permanent(nodetype.BadInput, "request %s: %v", u.Redacted(), err)
 	}
 	req.Header.Set("User-Agent", "retrain-http-check ("+in.Pipeline+"/"+in.Node+")")
 	started := time.Now()
 	resp, err := c.client.Do(req)
 	if err != nil {
 		// Refused connections and timeouts are worth a retry.
-		return nil, fmt.Errorf("%s %s: %w", m, u.Redacted(), err)
+		return Outputs{}, fmt.Errorf("%s %s: %w", m, u.Redacted(), err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	latency := time.Since(started)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: read body: %w", m, u.Redacted(), err)
+		return Outputs{}, fmt.Errorf("%s %s: read body: %w", m, u.Redacted(), err)
 	}
 	if len(body) > maxBody {
-		return nil, nodetype.Permanent(CheckFailed, "%s %s: body larger than %d MiB", m, u.Redacted(), maxBody>>20)
+		return Outputs{}, nodetype.Permanent(CheckFailed, "%s %s: body larger than %d MiB", m, u.Redacted(), maxBody>>20)
 	}
 	if !slices.Contains(expect, resp.StatusCode) {
-		return nil, temporal.NewApplicationError(fmt.Sprintf("%s %s: status %d, want one of %v; body: %s",
+		return Outputs{}, temporal.NewApplicationError(fmt.Sprintf("%s %s: status %d, want one of %v; body: %s",
 			m, u.Redacted(), resp.StatusCode, expect, quote(body)), CheckFailed)
 	}
 	if w.Contains != "" && !bytes.Contains(body, []byte(w.Contains)) {
-		return nil, temporal.NewApplicationError(fmt.Sprintf("%s %s: body does not contain %q; body: %s",
+		return Outputs{}, temporal.NewApplicationError(fmt.Sprintf("%s %s: body does not contain %q; body: %s",
 			m, u.Redacted(), w.Contains, quote(body)), CheckFailed)
 	}
-	return map[string]any{
-		"status":       resp.StatusCode,
-		"latency_ms":   latency.Milliseconds(),
-		"bytes":        len(body),
-		"body_sha256":  fmt.Sprintf("%x", sha256.Sum256(body)),
-		"content_type": resp.Header.Get("Content-Type"),
+	return Outputs{
+		Status:      resp.StatusCode,
+		LatencyMS:   latency.Milliseconds(),
+		Bytes:       len(body),
+		BodySHA256:  fmt.Sprintf("%x", sha256.Sum256(body)),
+		ContentType: resp.Header.Get("Content-Type"),
 	}, nil
 }
 

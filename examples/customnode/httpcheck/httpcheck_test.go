@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -38,16 +40,17 @@ func TestHTTPCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out["status"] != 200 || out["bytes"] != len(healthy) || out["content_type"] != "application/json" ||
+	// Outputs arrive as they will in the run's history: JSON numbers.
+	if out["status"] != 200.0 || out["bytes"] != float64(len(healthy)) || out["content_type"] != "application/json" ||
 		out["body_sha256"] != fmt.Sprintf("%x", sha256.Sum256([]byte(healthy))) {
 		t.Errorf("outputs %v", out)
 	}
-	if ms, ok := out["latency_ms"].(int64); !ok || ms < 0 {
+	if ms, ok := out["latency_ms"].(float64); !ok || ms < 0 {
 		t.Errorf("latency_ms %v", out["latency_ms"])
 	}
 
 	// 404 passes when expected.
-	if out, err := run(map[string]any{"url": srv.URL + "/gone", "expect_status": []any{404.0}}); err != nil || out["status"] != 404 {
+	if out, err := run(map[string]any{"url": srv.URL + "/gone", "expect_status": []any{404.0}}); err != nil || out["status"] != 404.0 {
 		t.Errorf("expected 404: %v, %v", out, err)
 	}
 
@@ -102,5 +105,27 @@ func TestSpecCheck(t *testing.T) {
 	}
 	if err := Spec.Check(map[string]any{"url": "http://x/", "method": "DELETE"}); err == nil {
 		t.Error("Check accepted DELETE")
+	}
+}
+
+// TestTypeDeclaredByStructs: the fields the validator checks and the
+// outputs it accepts come from With and Outputs.
+func TestTypeDeclaredByStructs(t *testing.T) {
+	nt := Type(nil).NodeType
+	fields := map[string]dags.Field{}
+	for _, f := range nt.Fields {
+		fields[f.Name] = f
+	}
+	if f := fields["url"]; !f.Required || f.Type != dags.FieldString {
+		t.Errorf("url: %+v", f)
+	}
+	if f := fields["timeout"]; f.Type != dags.FieldDuration || f.Default != "10s" {
+		t.Errorf("timeout: %+v", f)
+	}
+	if f := fields["expect_status"]; f.Type != dags.FieldIntList || f.Default != "[200]" {
+		t.Errorf("expect_status: %+v", f)
+	}
+	if !slices.Equal(nt.Outputs, []string{"status", "latency_ms", "bytes", "body_sha256", "content_type"}) {
+		t.Errorf("outputs %v", nt.Outputs)
 	}
 }
