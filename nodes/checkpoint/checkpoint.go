@@ -28,67 +28,32 @@ import (
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
-// CheckpointType is the `checkpoint` node type.
-var CheckpointType = dags.NodeType{
-	Name: "checkpoint",
-	Doc: "Materialise a table as Parquet in the object store, under checkpoints/<pipeline>/<run>/<node>/, " +
-		"from the CSV a command prints on stdout or from local CSV or Parquet files. " +
-		"The checkpoint is complete once its manifest is written; a retry, or a rerun of the run (same run id) with the same inputs, " +
-		"finds it and returns its outputs without running the command or reading the files again. " +
-		"Downstream nodes read the manifest at ${nodes.ID.outputs.uri}, which lists the Parquet files with their row counts and checksums.",
-	Fields: []dags.Field{
-		{Name: "command", Type: dags.FieldStringList, Doc: "program and arguments that print the table as CSV with a header row on stdout"},
-		{Name: "source", Type: dags.FieldString, Doc: "instead of command: a local CSV or Parquet file, a folder of them, or a glob"},
-		{Name: "format", Type: dags.FieldString, Doc: "csv or parquet (default: from the source's file names; csv for a command)"},
-		{Name: "columns", Type: dags.FieldStringMap, Doc: "CSV column types (int64, double, bool, string); default: inferred from the data. With a command, declared columns let rows stream to S3 while the command runs. The Parquet columns keep the CSV header's order (the first file's, for several)"},
-		{Name: "inputs", Type: dags.FieldAny, Doc: "values that identify the data (upstream snapshot ids, dates), part of the inputs fingerprint with the rest of this block and the source files' contents"},
-		{Name: "dataset", Type: dags.FieldString, Doc: "dataset name within the checkpoint (default data)"},
-		{Name: "max_file_rows", Type: dags.FieldInt, Doc: "start a new Parquet file after this many rows (default: files of about 128 MiB)"},
-		{Name: "env", Type: dags.FieldStringMap, Doc: "extra environment of the command"},
-		{Name: "dir", Type: dags.FieldString, Doc: "working directory of the command"},
-	},
-	Outputs: []string{"uri", "manifest", "dataset", "rows", "files", "bytes", "columns", "fingerprint", "reused"},
-	Check: func(with map[string]any) error {
-		_, cmd := with["command"]
-		_, src := with["source"]
-		if cmd == src {
-			return errors.New("give exactly one of command and source")
-		}
-		if f, ok := with["format"].(string); ok && !dags.HasRef(f) && f != "csv" && f != "parquet" {
-			return fmt.Errorf("format %q: want csv or parquet", f)
-		}
-		if cols, ok := with["columns"].(map[string]any); ok {
-			for name, t := range cols {
-				if s, ok := t.(string); ok && !dags.HasRef(s) {
-					if _, err := tabular.ParseType(s); err != nil {
-						return fmt.Errorf("columns: %s: %v", name, err)
-					}
-				}
-			}
-		}
-		if n, ok := with["max_file_rows"].(float64); ok && n < 1 {
-			return fmt.Errorf("max_file_rows must be at least 1, got %v", n)
-		}
-		return nil
-	},
+// Name is the checkpoint node type's name.
+const Name = "checkpoint"
+
+// CheckpointType is the `checkpoint` node type, for its name and schema;
+// Type returns it with its run function.
+var CheckpointType = Type(nil, nil).NodeType
+
+// With is a checkpoint node's `with` block.
+type With struct {
+	Command []string          `json:"command" doc:"program and arguments that print the table as CSV with a header row on stdout"`
+	Source  string            `json:"source" doc:"instead of command: a local CSV or Parquet file, a folder of them, or a glob"`
+	Format  string            `json:"format" doc:"csv or parquet (default: from the source's file names; csv for a command)"`
+	Columns map[string]string `json:"columns" doc:"CSV column types (int64, double, bool, string); default: inferred from the data. With a command, declared columns let rows stream to S3 while the command runs. The Parquet columns keep the CSV header's order (the first file's, for several)"`
+	Inputs  any               `json:"inputs" doc:"values that identify the data (upstream snapshot ids, dates), part of the inputs fingerprint with the rest of this block and the source files' contents"`
+	Dataset string            `json:"dataset" default:"data" doc:"dataset name within the checkpoint"`
+	// MaxFileRows 0 leaves the file size to package checkpoint.
+	MaxFileRows int64             `json:"max_file_rows" doc:"start a new Parquet file after this many rows (default: files of about 128 MiB)"`
+	Env         map[string]string `json:"env" doc:"extra environment of the command"`
+	Dir         string            `json:"dir" doc:"working directory of the command"`
 }
 
-// Checkpoints runs checkpoint nodes.
-type Checkpoints struct {
-	Store  *s3store.Store // nil: no object store configured
-	Logger *slog.Logger
-}
-
-type checkpointWith struct {
-	Command     []string          `json:"command"`
-	Source      string            `json:"source"`
-	Format      string            `json:"format"`
-	Columns     map[string]string `json:"columns"`
-	Inputs      any               `json:"inputs"`
-	Dataset     string            `json:"dataset"`
-	MaxFileRows int64             `json:"max_file_rows"`
-	Env         map[string]string `json:"env"`
-	Dir         string            `json:"dir"`
+// Outputs are a checkpoint node's outputs.
+type Outputs struct {
+	checkpointOutputs
+	Fingerprint string `json:"fingerprint"` // of the inputs: the same fingerprint is the same checkpoint
+	Reused      bool   `json:"reused"`      // found complete, not written by this attempt
 }
 
 // checkpointOutputs are recorded in the manifest and returned on a hit.
@@ -102,51 +67,84 @@ type checkpointOutputs struct {
 	Columns  []string `json:"columns"` // "name:type", in schema order, e.g. "u_recent_ads:list<int64>"
 }
 
+// check refuses, before any run, blocks no run could use: the schema has
+// checked the fields' types.
+func check(with map[string]any) error {
+	_, cmd := with["command"]
+	_, src := with["source"]
+	if cmd == src {
+		return errors.New("give exactly one of command and source")
+	}
+	if f, ok := with["format"].(string); ok && !dags.HasRef(f) && f != "csv" && f != "parquet" {
+		return fmt.Errorf("format %q: want csv or parquet", f)
+	}
+	if cols, ok := with["columns"].(map[string]any); ok {
+		for name, t := range cols {
+			if s, ok := t.(string); ok && !dags.HasRef(s) {
+				if _, err := tabular.ParseType(s); err != nil {
+					return fmt.Errorf("columns: %s: %v", name, err)
+				}
+			}
+		}
+	}
+	if d, ok := with["dataset"].(string); ok && d == "" {
+		return errors.New("dataset is empty")
+	}
+	if n, ok := with["max_file_rows"].(float64); ok && n < 1 {
+		return fmt.Errorf("max_file_rows must be at least 1, got %v", n)
+	}
+	return nil
+}
+
+// Checkpoints runs checkpoint nodes.
+type Checkpoints struct {
+	Store  *s3store.Store // nil: no object store configured
+	Logger *slog.Logger
+}
+
 // rowBatch is how many rows move from a source to the encoder at once.
 // Small enough that rows a command prints reach S3 while it still runs.
 const rowBatch = 256
 
 // Run runs a checkpoint node.
-func (c *Checkpoints) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
-	var w checkpointWith
-	if err := nodetype.Decode(in.With, &w); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
+func (c *Checkpoints) Run(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
 	if (len(w.Command) == 0) == (w.Source == "") {
-		return nil, nodetype.Permanent(errtype.BadInput, "give exactly one of command and source")
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "give exactly one of command and source")
 	}
 	if w.Dataset == "" {
-		w.Dataset = "data"
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "dataset is empty")
 	}
 	columns, err := parseColumns(w.Columns)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	var files []string
 	if w.Source != "" {
 		if files, err = sourceFiles(w.Source); err != nil {
-			return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 		}
 	}
 	format, err := sourceFormat(w.Format, files)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	if format == "parquet" && columns != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "columns only apply to CSV: a Parquet file carries its schema")
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "columns only apply to CSV: a Parquet file carries its schema")
 	}
 	if c.Store == nil {
-		return nil, objects.NoStore()
+		return Outputs{}, objects.NoStore()
 	}
 	for _, seg := range []string{in.Pipeline, in.RunID, in.Node} {
 		// Each is one folder of the checkpoint's key.
 		if err := s3store.ValidateKey(seg); err != nil || strings.Contains(seg, "/") {
-			return nil, nodetype.Permanent(errtype.BadInput, "cannot checkpoint pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "cannot checkpoint pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
 		}
 	}
+	// The block as given, not w with its defaults: so the fingerprints of
+	// checkpoints written before a default was declared still match.
 	fingerprint, err := inputsFingerprint(in.With, files)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	log := c.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
 	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
@@ -170,15 +168,15 @@ func (c *Checkpoints) Run(ctx context.Context, in nodetype.Input) (map[string]an
 	})
 	if err != nil {
 		if errors.Is(err, errBadData) || errors.Is(err, s3store.ErrInvalidKey) {
-			return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 		}
-		return nil, err
+		return Outputs{}, err
 	}
 	// Sizes and counts come from the manifest: the step's outputs were
 	// fixed before its files were sealed.
 	m, err := checkpoint.Load(ctx, c.Store, key, fingerprint)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	ds, _ := m.Dataset(out.Dataset)
 	out.Rows, out.Files = ds.Rows, len(ds.Files)
@@ -187,10 +185,7 @@ func (c *Checkpoints) Run(ctx context.Context, in nodetype.Input) (map[string]an
 	}
 	out.Columns = columnStrings(ds)
 	log.Info("checkpoint ready", "uri", out.URI, "rows", out.Rows, "files", out.Files, "reused", hit)
-	return map[string]any{
-		"uri": out.URI, "manifest": out.Manifest, "dataset": out.Dataset, "rows": out.Rows, "files": out.Files,
-		"bytes": out.Bytes, "columns": out.Columns, "fingerprint": fingerprint, "reused": hit,
-	}, nil
+	return Outputs{checkpointOutputs: out, Fingerprint: fingerprint, Reused: hit}, nil
 }
 
 // errBadData marks input that no retry will fix: unparsable CSV, files
@@ -512,7 +507,7 @@ func fromParquet(cw *checkpoint.Writer, name string, files []string, opts checkp
 // declared columns the rows stream into Parquet files, and those to S3, as
 // the command prints them; otherwise the output is spooled to a temporary
 // file first, since types are inferred from all of it.
-func (c *Checkpoints) fromCommand(ctx context.Context, cw *checkpoint.Writer, in nodetype.Input, w checkpointWith,
+func (c *Checkpoints) fromCommand(ctx context.Context, cw *checkpoint.Writer, in nodetype.Input, w With,
 	columns []tabular.Column, opts checkpoint.Options, log *slog.Logger) (checkpoint.Ref, error) {
 	cmd := process.Command(in, w.Command, w.Dir, w.Env)
 	stderr := process.NewTailWriter(process.OutputTail, log, "stderr")
@@ -640,5 +635,13 @@ func schemaColumns(schema string) []string {
 // an object store (its nodes then fail as bad input).
 func Type(store *s3store.Store, logger *slog.Logger) nodetype.Type {
 	c := &Checkpoints{Store: store, Logger: logger}
-	return nodetype.Type{NodeType: CheckpointType, Run: c.Run}
+	return nodetype.New(dags.NodeType{
+		Name: Name,
+		Doc: "Materialise a table as Parquet in the object store, under checkpoints/<pipeline>/<run>/<node>/, " +
+			"from the CSV a command prints on stdout or from local CSV or Parquet files. " +
+			"The checkpoint is complete once its manifest is written; a retry, or a rerun of the run (same run id) with the same inputs, " +
+			"finds it and returns its outputs without running the command or reading the files again. " +
+			"Downstream nodes read the manifest at ${nodes.ID.outputs.uri}, which lists the Parquet files with their row counts and checksums.",
+		Check: check,
+	}, c.Run)
 }

@@ -36,6 +36,20 @@ func newCheckpoints(t *testing.T) (*Checkpoints, *s3store.Store, *s3test.Server)
 	return &Checkpoints{Store: st, Logger: quiet}, st, srv
 }
 
+// run runs a checkpoint node as the worker does: `with` decoded with its
+// defaults, the outputs through JSON; they are read back as Outputs.
+func run(ctx context.Context, c *Checkpoints, in nodetype.Input) (Outputs, error) {
+	m, err := Type(c.Store, c.Logger).Run(ctx, in)
+	if err != nil {
+		return Outputs{}, err
+	}
+	var out Outputs
+	if err := nodetype.Decode(m, &out); err != nil {
+		return Outputs{}, err
+	}
+	return out, nil
+}
+
 func checkpointInput(run string, with map[string]any) nodetype.Input {
 	return nodetype.Input{Pipeline: "train", RunID: run, Node: "features", Type: "checkpoint", With: with}
 }
@@ -54,9 +68,9 @@ func countLines(t *testing.T, path string) int {
 
 // readBack reads a checkpoint node's dataset back, verifying it against
 // its manifest on the way.
-func readBack(t *testing.T, st *s3store.Store, out map[string]any) []csvRow {
+func readBack(t *testing.T, st *s3store.Store, out Outputs) []csvRow {
 	t.Helper()
-	rows, err := checkpoint.ReadAll[csvRow](context.Background(), st, checkpoint.Ref{Manifest: out["manifest"].(string), Dataset: out["dataset"].(string)})
+	rows, err := checkpoint.ReadAll[csvRow](context.Background(), st, checkpoint.Ref{Manifest: out.Manifest, Dataset: out.Dataset})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +139,11 @@ func TestCheckpointKilledMidWriteAndRetried(t *testing.T) {
 		t.Fatal("a manifest exists after the kill")
 	}
 
-	out, err := c.Run(ctx, in)
+	out, err := run(ctx, c, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out["reused"] != false || out["rows"] != int64(rows) || out["files"] != rows/perFile {
+	if out.Reused || out.Rows != rows || out.Files != rows/perFile {
 		t.Fatalf("retry outputs %v", out)
 	}
 	got := readBack(t, st, out)
@@ -161,23 +175,23 @@ func TestCheckpointKilledMidWriteAndRetried(t *testing.T) {
 	}
 
 	// The same inputs again: the work is not done again.
-	again, err := c.Run(ctx, in)
+	again, err := run(ctx, c, in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := countLines(t, filepath.Join(dir, "runs")); n != 2 {
 		t.Fatalf("rerun with the same inputs ran the command (%d runs)", n)
 	}
-	if again["reused"] != true || again["uri"] != out["uri"] || again["rows"] != out["rows"] || again["fingerprint"] != out["fingerprint"] {
+	if !again.Reused || again.URI != out.URI || again.Rows != out.Rows || again.Fingerprint != out.Fingerprint {
 		t.Fatalf("rerun outputs %v, first %v", again, out)
 	}
 	// Other inputs are another checkpoint.
 	in.With["inputs"] = map[string]any{"snapshot": "42"}
-	other, err := c.Run(ctx, in)
+	other, err := run(ctx, c, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other["reused"] != false || other["fingerprint"] == out["fingerprint"] || countLines(t, filepath.Join(dir, "runs")) != 3 {
+	if other.Reused || other.Fingerprint == out.Fingerprint || countLines(t, filepath.Join(dir, "runs")) != 3 {
 		t.Fatalf("new inputs: %v", other)
 	}
 }
@@ -199,11 +213,11 @@ func TestCheckpointSources(t *testing.T) {
 	write("a.csv", "id,score,name\n1,0.5,x\n2,,y\n")
 	write("b.csv", "name,id,score\nz,3,7\n,4,1e3\n")
 
-	out, err := c.Run(ctx, checkpointInput("run-csv", map[string]any{"source": dir}))
+	out, err := run(ctx, c, checkpointInput("run-csv", map[string]any{"source": dir}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out["rows"] != int64(4) || !slices.Equal(out["columns"].([]string), []string{"id:int64", "score:double", "name:string"}) {
+	if out.Rows != 4 || !slices.Equal(out.Columns, []string{"id:int64", "score:double", "name:string"}) {
 		t.Fatalf("outputs %v", out)
 	}
 	got := readBack(t, st, out)
@@ -213,15 +227,15 @@ func TestCheckpointSources(t *testing.T) {
 
 	// A changed source file is new input, not a hit.
 	write("b.csv", "name,id,score\nz,3,7\n")
-	out2, err := c.Run(ctx, checkpointInput("run-csv", map[string]any{"source": dir}))
-	if err != nil || out2["reused"] != false || out2["rows"] != int64(3) {
+	out2, err := run(ctx, c, checkpointInput("run-csv", map[string]any{"source": dir}))
+	if err != nil || out2.Reused || out2.Rows != 3 {
 		t.Fatalf("changed source: %v, %v", out2, err)
 	}
 
-	out, err = c.Run(ctx, checkpointInput("run-cmd", map[string]any{
+	out, err = run(ctx, c, checkpointInput("run-cmd", map[string]any{
 		"command": []any{"sh", "-c", "printf 'id,flag\\n1,true\\n2,false\\n'"},
 	}))
-	if err != nil || out["rows"] != int64(2) || !slices.Equal(out["columns"].([]string), []string{"id:int64", "flag:boolean"}) {
+	if err != nil || out.Rows != 2 || !slices.Equal(out.Columns, []string{"id:int64", "flag:boolean"}) {
 		t.Fatalf("command outputs %v, %v", out, err)
 	}
 
@@ -231,8 +245,8 @@ func TestCheckpointSources(t *testing.T) {
 	if err := parquet.WriteFile(pq, rows); err != nil {
 		t.Fatal(err)
 	}
-	out, err = c.Run(ctx, checkpointInput("run-pq", map[string]any{"source": pq, "dataset": "csvRow"}))
-	if err != nil || out["rows"] != int64(2) || out["dataset"] != "csvRow" {
+	out, err = run(ctx, c, checkpointInput("run-pq", map[string]any{"source": pq, "dataset": "csvRow"}))
+	if err != nil || out.Rows != 2 || out.Dataset != "csvRow" {
 		t.Fatalf("parquet outputs %v, %v", out, err)
 	}
 	if got := readBack(t, st, out); *got[0].Name != "p" || *got[1].Score != 2.5 || got[1].Name != nil {
@@ -266,7 +280,7 @@ func TestCheckpointBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Run(ctx, checkpointInput("run-bad", tc.with))
+			_, err := run(ctx, c, checkpointInput("run-bad", tc.with))
 			if nodetest.ErrType(err) != errtype.BadInput {
 				t.Fatalf("error %v, want a %s error", err, errtype.BadInput)
 			}
@@ -282,13 +296,13 @@ func TestCheckpointBadInput(t *testing.T) {
 	// A failing command is worth retrying, whatever it printed, and
 	// leaves nothing either.
 	for _, script := range []string{"echo a; echo 1; exit 3", "exit 3", "echo a; echo x,y; exit 3"} {
-		_, err := c.Run(ctx, checkpointInput("run-bad", map[string]any{"command": []any{"sh", "-c", script}}))
+		_, err := run(ctx, c, checkpointInput("run-bad", map[string]any{"command": []any{"sh", "-c", script}}))
 		if err == nil || nodetest.ErrType(err) == errtype.BadInput || !strings.Contains(err.Error(), "code 3") {
 			t.Fatalf("failing command %q: %v", script, err)
 		}
 	}
 	none := &Checkpoints{Logger: quiet}
-	if _, err := none.Run(ctx, checkpointInput("run", map[string]any{"source": bad})); nodetest.ErrType(err) != errtype.NoObjectStore {
+	if _, err := run(ctx, none, checkpointInput("run", map[string]any{"source": bad})); nodetest.ErrType(err) != errtype.NoObjectStore {
 		t.Fatalf("checkpoint without a store: %v", err)
 	}
 }

@@ -21,14 +21,14 @@ import (
 // checkpointFileColumns opens the first Parquet file of a checkpoint
 // node's dataset and returns its top-level column names, as a reader of
 // the file sees them.
-func checkpointFileColumns(t *testing.T, st *s3store.Store, run string, out map[string]any) []string {
+func checkpointFileColumns(t *testing.T, st *s3store.Store, run string, out Outputs) []string {
 	t.Helper()
 	ctx := context.Background()
-	m, err := checkpoint.Load(ctx, st, checkpoint.Key{Pipeline: "train", Run: run, Node: "features"}, out["fingerprint"].(string))
+	m, err := checkpoint.Load(ctx, st, checkpoint.Key{Pipeline: "train", Run: run, Node: "features"}, out.Fingerprint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, _ := m.Dataset(out["dataset"].(string))
+	ds, _ := m.Dataset(out.Dataset)
 	b, _, err := st.GetBytes(ctx, ds.Files[0].Key)
 	if err != nil {
 		t.Fatal(err)
@@ -69,18 +69,18 @@ func TestCheckpointKeepsColumnOrder(t *testing.T) {
 		{"inferred command", map[string]any{"command": []any{"cat", src}}},
 		{"declared command", map[string]any{"command": []any{"cat", src}, "columns": declared}},
 	} {
-		out, err := c.Run(ctx, checkpointInput("run-order", tc.with))
+		out, err := run(ctx, c, checkpointInput("run-order", tc.with))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := out["columns"].([]string); !slices.Equal(got, wantCols) {
+		if got := out.Columns; !slices.Equal(got, wantCols) {
 			t.Errorf("%s: columns %v, want %v", tc.name, got, wantCols)
 		}
 		if got := checkpointFileColumns(t, st, "run-order", out); !slices.Equal(got, wantNames) {
 			t.Errorf("%s: Parquet file columns %v, want %v", tc.name, got, wantNames)
 		}
-		if out["rows"] != int64(2) {
-			t.Errorf("%s: %v rows, want 2", tc.name, out["rows"])
+		if out.Rows != 2 {
+			t.Errorf("%s: %v rows, want 2", tc.name, out.Rows)
 		}
 	}
 }
@@ -135,12 +135,12 @@ func TestCheckpointParquetListColumn(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "part-0.parquet")
 	writeLakeStyleParquet(t, src)
 
-	out, err := c.Run(t.Context(), checkpointInput("run-list", map[string]any{"source": src}))
+	out, err := run(t.Context(), c, checkpointInput("run-list", map[string]any{"source": src}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"user_id:int64", "u_recent_ads:list<int64>", "ctr:double", "ad:string"}
-	if got := out["columns"].([]string); !slices.Equal(got, want) {
+	if got := out.Columns; !slices.Equal(got, want) {
 		t.Fatalf("columns %v, want %v", got, want)
 	}
 	if got := checkpointFileColumns(t, st, "run-list", out); !slices.Equal(got, []string{"user_id", "u_recent_ads", "ctr", "ad"}) {
@@ -152,7 +152,7 @@ func TestCheckpointParquetListColumn(t *testing.T) {
 		CTR       *float64 `parquet:"ctr,optional"`
 		Ad        *string  `parquet:"ad,optional"`
 	}
-	rows, err := checkpoint.ReadAll[lakeRow](t.Context(), st, checkpoint.Ref{Manifest: out["manifest"].(string), Dataset: out["dataset"].(string)})
+	rows, err := checkpoint.ReadAll[lakeRow](t.Context(), st, checkpoint.Ref{Manifest: out.Manifest, Dataset: out.Dataset})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ var quiet = nodetest.Quiet
 func TestMain(m *testing.M) {
 	nodetest.Main(m, map[string]nodetest.ChildStep{
 		"checkpoint": func(ctx context.Context, st *s3store.Store, in nodetype.Input) (map[string]any, error) {
-			return (&Checkpoints{Store: st, Logger: quiet}).Run(ctx, in)
+			return Type(st, quiet).Run(ctx, in)
 		},
 	})
 }
