@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
 			}}
-			return m.Deploy(ctx, in)
+			return m.deployType().Run(ctx, in)
 		},
 	})
 }

@@ -30,79 +30,129 @@ import (
 )
 
 const (
-	defaultWebhookAttempts = 3
-	defaultWebhookBackoff  = time.Second
-	webhookTimeout         = 10 * time.Second
+	defaultWebhookBackoff = time.Second
+	webhookTimeout        = 10 * time.Second
 )
 
-// DeployType is the `deploy` node type.
-var DeployType = dags.NodeType{
-	Name: "deploy",
-	Doc: "Register a model candidate (a folder of artifact files) in the registry unless it is already registered, " +
-		"and move an alias (production) to it by compare-and-swap; then POST the new alias to webhooks. " +
-		"A retry finishes an interrupted deploy and never registers a second version. " +
-		"A failed webhook is retried and reported in the outputs; it does not undo the deploy.",
-	Fields: []dags.Field{
-		{Name: "model", Type: dags.FieldString, Required: true, Doc: "model name"},
-		{Name: "dir", Type: dags.FieldString, Doc: "folder of the candidate's artifact files, local or s3:// in the object store (a train node's model_uri), registered unless the same files are already a version"},
-		{Name: "version", Type: dags.FieldString, Doc: "version name to register the files as (default: the next vN), or, without dir, the registered version to deploy"},
-		{Name: "alias", Type: dags.FieldString, Doc: "alias to move (default production)"},
-		{Name: "metrics", Type: dags.FieldAny, Doc: "map of metric name to number, recorded with a new version"},
-		{Name: "data_snapshots", Type: dags.FieldStringList, Doc: "ids of the training data (checkpoint or table snapshots), recorded with a new version"},
-		{Name: "labels", Type: dags.FieldStringMap, Doc: "labels recorded with a new version"},
-		{Name: "reason", Type: dags.FieldString, Doc: "why, recorded in the alias history"},
-		{Name: "webhooks", Type: dags.FieldStringList, Doc: "URLs to POST the new alias to (JSON) after the move"},
-		{Name: "webhook_attempts", Type: dags.FieldInt, Doc: "attempts per webhook (default 3)"},
-	},
-	Outputs: []string{"model", "alias", "version", "ref", "previous_version", "moved", "seq", "checksum", "uri",
-		"webhooks_ok", "webhooks_failed", "webhooks"},
-	Check: func(with map[string]any) error {
-		_, dir := with["dir"]
-		_, version := with["version"]
-		if !dir && !version {
-			return errors.New("give dir (a candidate to register) or version (a registered version), or both")
-		}
-		if err := CheckNames(with, "model", "version", "alias"); err != nil {
-			return err
-		}
-		if n, ok := with["webhook_attempts"].(float64); ok && n < 1 {
-			return fmt.Errorf("webhook_attempts must be at least 1, got %v", n)
-		}
-		if hooks, ok := with["webhooks"].([]any); ok {
-			for _, h := range hooks {
-				if s, ok := h.(string); ok && !dags.HasRef(s) {
-					if err := checkWebhook(s); err != nil {
-						return err
-					}
+// Names of the node types.
+const (
+	DeployName        = "deploy"
+	RollbackModelName = "rollback_model"
+)
+
+// DeployType and RollbackModelType are the node types, for their names and
+// schemas; Types returns them with their run functions.
+var (
+	DeployType        = (&Models{}).deployType().NodeType
+	RollbackModelType = (&Models{}).rollbackModelType().NodeType
+)
+
+// DeployWith is a deploy node's `with` block.
+type DeployWith struct {
+	Model           string            `json:"model" required:"true" doc:"model name"`
+	Dir             string            `json:"dir" doc:"folder of the candidate's artifact files, local or s3:// in the object store (a train node's model_uri), registered unless the same files are already a version"`
+	Version         string            `json:"version" doc:"version name to register the files as (default: the next vN), or, without dir, the registered version to deploy"`
+	Alias           string            `json:"alias" default:"production" doc:"alias to move"` // models.DefaultAlias
+	Metrics         map[string]any    `json:"metrics" doc:"map of metric name to number, recorded with a new version"`
+	DataSnapshots   []string          `json:"data_snapshots" doc:"ids of the training data (checkpoint or table snapshots), recorded with a new version"`
+	Labels          map[string]string `json:"labels" doc:"labels recorded with a new version"`
+	Reason          string            `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that deployed)"`
+	Webhooks        []string          `json:"webhooks" doc:"URLs to POST the new alias to (JSON) after the move"`
+	WebhookAttempts int               `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
+}
+
+// DeployOutputs are a deploy node's outputs.
+type DeployOutputs struct {
+	Model   string `json:"model"`
+	Alias   string `json:"alias"`
+	Version string `json:"version"`
+	Ref     string `json:"ref"` // model@version
+	// PreviousVersion is what the alias named before this deploy moved
+	// it ("" for its first move), or Version when it did not move it:
+	// what a compensation moves it back to.
+	PreviousVersion string          `json:"previous_version"`
+	Moved           bool            `json:"moved"`
+	Seq             int64           `json:"seq"` // the alias history entry of the move
+	Checksum        string          `json:"checksum"`
+	URI             string          `json:"uri"` // where the artifact files are
+	WebhooksOK      int             `json:"webhooks_ok"`
+	WebhooksFailed  int             `json:"webhooks_failed"`
+	Webhooks        []WebhookResult `json:"webhooks"`
+}
+
+// checkDeploy refuses, before any run, a deploy block no run could use;
+// values holding ${...} are checked when the node runs.
+func checkDeploy(with map[string]any) error {
+	_, dir := with["dir"]
+	_, version := with["version"]
+	if !dir && !version {
+		return errors.New("give dir (a candidate to register) or version (a registered version), or both")
+	}
+	if err := CheckNames(with, "model", "version", "alias"); err != nil {
+		return err
+	}
+	if n, ok := with["webhook_attempts"].(float64); ok && n < 1 {
+		return fmt.Errorf("webhook_attempts must be at least 1, got %v", n)
+	}
+	if hooks, ok := with["webhooks"].([]any); ok {
+		for _, h := range hooks {
+			if s, ok := h.(string); ok && !dags.HasRef(s) {
+				if err := checkWebhook(s); err != nil {
+					return err
 				}
 			}
 		}
-		return nil
-	},
+	}
+	return nil
 }
 
-// RollbackModelType is the `rollback_model` node type.
-var RollbackModelType = dags.NodeType{
-	Name: "rollback_model",
-	Doc: "Move a model's alias back. With from and to (a deploy's version and previous_version, as an on_failure " +
-		"compensation does), it undoes exactly that deploy, and only while the alias still names from; " +
-		"with neither, it undoes the alias's latest move. Every move is recorded in the alias history.",
-	Fields: []dags.Field{
-		{Name: "model", Type: dags.FieldString, Required: true, Doc: "model name"},
-		{Name: "alias", Type: dags.FieldString, Doc: "alias to move (default production)"},
-		{Name: "to", Type: dags.FieldString, Doc: "version to move back to, e.g. ${nodes.deploy.outputs.previous_version}"},
-		{Name: "from", Type: dags.FieldString, Doc: "version being undone, e.g. ${nodes.deploy.outputs.version}; the alias is left alone if it names another"},
-		{Name: "reason", Type: dags.FieldString, Doc: "why, recorded in the alias history"},
-	},
-	Outputs: []string{"model", "alias", "from", "to", "changed", "seq"},
-	Check: func(with map[string]any) error {
-		_, from := with["from"]
-		_, to := with["to"]
-		if from && !to {
-			return errors.New("from needs to: the version to move back to")
-		}
-		return CheckNames(with, "model", "alias")
-	},
+func (m *Models) deployType() nodetype.Type {
+	return nodetype.New(dags.NodeType{
+		Name: DeployName,
+		Doc: "Register a model candidate (a folder of artifact files) in the registry unless it is already registered, " +
+			"and move an alias (production) to it by compare-and-swap; then POST the new alias to webhooks. " +
+			"A retry finishes an interrupted deploy and never registers a second version. " +
+			"A failed webhook is retried and reported in the outputs; it does not undo the deploy.",
+		Check: checkDeploy,
+	}, m.Deploy)
+}
+
+// RollbackModelWith is a rollback_model node's `with` block.
+type RollbackModelWith struct {
+	Model  string `json:"model" required:"true" doc:"model name"`
+	Alias  string `json:"alias" default:"production" doc:"alias to move"` // models.DefaultAlias
+	To     string `json:"to" doc:"version to move back to, e.g. ${nodes.deploy.outputs.previous_version}"`
+	From   string `json:"from" doc:"version being undone, e.g. ${nodes.deploy.outputs.version}; the alias is left alone if it names another"`
+	Reason string `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that rolled back)"`
+}
+
+// RollbackModelOutputs are a rollback_model node's outputs.
+type RollbackModelOutputs struct {
+	Model   string `json:"model"`
+	Alias   string `json:"alias"`
+	From    string `json:"from"` // what the alias named before; to when nothing moved
+	To      string `json:"to"`
+	Changed bool   `json:"changed"`
+	Seq     int64  `json:"seq"`
+}
+
+func checkRollbackModel(with map[string]any) error {
+	_, from := with["from"]
+	_, to := with["to"]
+	if from && !to {
+		return errors.New("from needs to: the version to move back to")
+	}
+	return CheckNames(with, "model", "alias")
+}
+
+func (m *Models) rollbackModelType() nodetype.Type {
+	return nodetype.New(dags.NodeType{
+		Name: RollbackModelName,
+		Doc: "Move a model's alias back. With from and to (a deploy's version and previous_version, as an on_failure " +
+			"compensation does), it undoes exactly that deploy, and only while the alias still names from; " +
+			"with neither, it undoes the alias's latest move. Every move is recorded in the alias history.",
+		Check: checkRollbackModel,
+	}, m.RollbackModel)
 }
 
 // CheckNames validates literal name fields of `with`.
@@ -145,19 +195,6 @@ func actor(in nodetype.Input) models.Actor {
 	return models.Actor{Name: "retrain/" + in.Pipeline + "/" + in.Node, Run: in.RunID}
 }
 
-type deployWith struct {
-	Model           string            `json:"model"`
-	Dir             string            `json:"dir"`
-	Version         string            `json:"version"`
-	Alias           string            `json:"alias"`
-	Metrics         map[string]any    `json:"metrics"`
-	DataSnapshots   []string          `json:"data_snapshots"`
-	Labels          map[string]string `json:"labels"`
-	Reason          string            `json:"reason"`
-	Webhooks        []string          `json:"webhooks"`
-	WebhookAttempts int               `json:"webhook_attempts"`
-}
-
 // Deploy runs a deploy node.
 //
 // Registration is idempotent (the registry finds the version that already
@@ -165,27 +202,17 @@ type deployWith struct {
 // names records nothing, so a retry after a crash anywhere in between
 // finishes the deploy: it registers no second version and records the move
 // once.
-func (m *Models) Deploy(ctx context.Context, in nodetype.Input) (map[string]any, error) {
-	var w deployWith
-	if err := nodetype.Decode(in.With, &w); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	if w.Alias == "" {
-		w.Alias = models.DefaultAlias
-	}
-	if w.WebhookAttempts <= 0 {
-		w.WebhookAttempts = defaultWebhookAttempts
-	}
+func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (DeployOutputs, error) {
 	metrics, err := metricValues(w.Metrics)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return DeployOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	if err := validateDeploy(w); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return DeployOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	reg, err := m.registry()
 	if err != nil {
-		return nil, err
+		return DeployOutputs{}, err
 	}
 	log := m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "model", w.Model)
 
@@ -193,26 +220,26 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input) (map[string]any,
 	if w.Dir != "" {
 		dir, cleanup, err := objects.LocalDir(ctx, m.Store, w.Dir)
 		if err != nil {
-			return nil, err
+			return DeployOutputs{}, err
 		}
 		defer cleanup()
 		artifacts, err := models.DirArtifacts(dir)
 		if err != nil {
-			return nil, nodetype.Permanent(errtype.BadInput, "dir: %v", err)
+			return DeployOutputs{}, nodetype.Permanent(errtype.BadInput, "dir: %v", err)
 		}
 		if len(artifacts) == 0 {
-			return nil, nodetype.Permanent(errtype.BadInput, "dir %s holds no files", w.Dir)
+			return DeployOutputs{}, nodetype.Permanent(errtype.BadInput, "dir %s holds no files", w.Dir)
 		}
 		v, err = reg.Register(ctx, w.Model, artifacts, w.Version, models.Meta{
 			Metrics: metrics, DataSnapshots: w.DataSnapshots, PipelineRun: in.RunID, Labels: w.Labels,
 		})
 		if err != nil {
-			return nil, modelsError(err)
+			return DeployOutputs{}, modelsError(err)
 		}
 		log.Info("candidate registered", "version", v.Version, "checksum", v.Checksum)
 	} else {
 		if v, err = reg.Get(ctx, w.Model, w.Version); err != nil {
-			return nil, modelsError(err)
+			return DeployOutputs{}, modelsError(err)
 		}
 	}
 	if m.afterRegister != nil {
@@ -226,11 +253,11 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input) (map[string]any,
 	}
 	move, done, err := earlierMove(ctx, reg, w.Model, w.Alias, v.Version, by)
 	if err != nil {
-		return nil, modelsError(err)
+		return DeployOutputs{}, modelsError(err)
 	}
 	if !done {
 		if move, err = reg.Promote(ctx, w.Model, w.Alias, v.Version, by, reason); err != nil {
-			return nil, modelsError(err)
+			return DeployOutputs{}, modelsError(err)
 		}
 	}
 	// Promote reports no change when the alias already named the version:
@@ -244,21 +271,20 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input) (map[string]any,
 	}
 	log.Info("deployed", "alias", w.Alias, "version", v.Version, "previous", previous, "moved", moved, "seq", move.Seq)
 
-	out := map[string]any{
-		"model": w.Model, "alias": w.Alias, "version": v.Version, "ref": v.Ref(), "previous_version": previous,
-		"moved": moved, "seq": move.Seq, "checksum": v.Checksum, "uri": reg.URI(v).String(),
+	out := DeployOutputs{
+		Model: w.Model, Alias: w.Alias, Version: v.Version, Ref: v.Ref(), PreviousVersion: previous,
+		Moved: moved, Seq: move.Seq, Checksum: v.Checksum, URI: reg.URI(v).String(),
 	}
-	results := m.notify(ctx, w, webhookEvent{
+	out.Webhooks = m.notify(ctx, w, webhookEvent{
 		Model: w.Model, Alias: w.Alias, Version: v.Version, PreviousVersion: previous, Checksum: v.Checksum,
-		URI: reg.URI(v).String(), Seq: move.Seq, Pipeline: in.Pipeline, Run: in.RunID, Time: move.Time,
+		URI: out.URI, Seq: move.Seq, Pipeline: in.Pipeline, Run: in.RunID, Time: move.Time,
 	}, log)
-	ok := 0
-	for _, r := range results {
+	for _, r := range out.Webhooks {
 		if r.Error == "" {
-			ok++
+			out.WebhooksOK++
 		}
 	}
-	out["webhooks_ok"], out["webhooks_failed"], out["webhooks"] = ok, len(results)-ok, results
+	out.WebhooksFailed = len(out.Webhooks) - out.WebhooksOK
 	return out, nil
 }
 
@@ -285,9 +311,13 @@ func earlierMove(ctx context.Context, reg *models.Registry, name, alias, version
 	return models.Move{}, false, nil
 }
 
-func validateDeploy(w deployWith) error {
+func validateDeploy(w DeployWith) error {
 	if w.Dir == "" && w.Version == "" {
 		return errors.New("give dir (a candidate to register) or version (a registered version)")
+	}
+	// Check refuses a literal below 1; one from a reference is known now.
+	if w.WebhookAttempts < 1 {
+		return fmt.Errorf("webhook_attempts must be at least 1, got %d", w.WebhookAttempts)
 	}
 	if err := models.ValidateName("model", w.Model); err != nil {
 		return err
@@ -352,35 +382,22 @@ func modelsError(err error) error {
 	return err
 }
 
-type rollbackWith struct {
-	Model  string `json:"model"`
-	Alias  string `json:"alias"`
-	From   string `json:"from"`
-	To     string `json:"to"`
-	Reason string `json:"reason"`
-}
-
 // RollbackModel runs a rollback_model node.
-func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input) (map[string]any, error) {
-	var w rollbackWith
-	if err := nodetype.Decode(in.With, &w); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	if w.Alias == "" {
-		w.Alias = models.DefaultAlias
-	}
+func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input, w RollbackModelWith) (RollbackModelOutputs, error) {
+	// Whether from and to are given is read from the block itself: a key
+	// whose value is null or "" still counts as given.
 	_, hasFrom := in.With["from"]
 	_, hasTo := in.With["to"]
 	if hasTo && w.To == "" {
 		// The usual cause: the deploy being undone was the alias's first.
-		return nil, nodetype.Permanent(errtype.BadInput, "to is empty: %s of %s named no version before %s, so it cannot be moved back and still names it", w.Alias, w.Model, cmpOr(w.From, "this deploy"))
+		return RollbackModelOutputs{}, nodetype.Permanent(errtype.BadInput, "to is empty: %s of %s named no version before %s, so it cannot be moved back and still names it", w.Alias, w.Model, cmpOr(w.From, "this deploy"))
 	}
 	if hasFrom && !hasTo {
-		return nil, nodetype.Permanent(errtype.BadInput, "from needs to: the version to move back to")
+		return RollbackModelOutputs{}, nodetype.Permanent(errtype.BadInput, "from needs to: the version to move back to")
 	}
 	reg, err := m.registry()
 	if err != nil {
-		return nil, err
+		return RollbackModelOutputs{}, err
 	}
 	reason := w.Reason
 	if reason == "" {
@@ -393,7 +410,7 @@ func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input) (map[stri
 		mv, err = reg.Rollback(ctx, w.Model, w.Alias, actor(in), reason)
 	}
 	if err != nil {
-		return nil, modelsError(err)
+		return RollbackModelOutputs{}, modelsError(err)
 	}
 	m.Logger.Info("model rolled back", "pipeline", in.Pipeline, "run", in.RunID, "node", in.Node,
 		"model", w.Model, "alias", w.Alias, "from", mv.From, "to", mv.To, "changed", mv.Changed, "seq", mv.Seq)
@@ -401,9 +418,7 @@ func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input) (map[stri
 	if !mv.Changed {
 		from = mv.To // nothing moved: the alias already named the target
 	}
-	return map[string]any{
-		"model": w.Model, "alias": w.Alias, "from": from, "to": mv.To, "changed": mv.Changed, "seq": mv.Seq,
-	}, nil
+	return RollbackModelOutputs{Model: w.Model, Alias: w.Alias, From: from, To: mv.To, Changed: mv.Changed, Seq: mv.Seq}, nil
 }
 
 func cmpOr(a, b string) string {
@@ -438,7 +453,7 @@ type WebhookResult struct {
 // notify POSTs ev to every webhook at once and reports each outcome. A
 // serving system reloads on the call; at-least-once delivery is fine, since
 // the event names the version and a reload of the same version is a no-op.
-func (m *Models) notify(ctx context.Context, w deployWith, ev webhookEvent, log *slog.Logger) []WebhookResult {
+func (m *Models) notify(ctx context.Context, w DeployWith, ev webhookEvent, log *slog.Logger) []WebhookResult {
 	body, _ := json.Marshal(ev)
 	results := make([]WebhookResult, len(w.Webhooks))
 	var wg sync.WaitGroup
@@ -544,8 +559,5 @@ func displayURL(s string) string {
 // worker without an object store (their nodes then fail as bad input).
 func Types(store *s3store.Store, logger *slog.Logger) []nodetype.Type {
 	m := &Models{Store: store, Logger: logger}
-	return []nodetype.Type{
-		{NodeType: DeployType, Run: m.Deploy},
-		{NodeType: RollbackModelType, Run: m.RollbackModel},
-	}
+	return []nodetype.Type{m.deployType(), m.rollbackModelType()}
 }

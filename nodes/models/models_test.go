@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +44,26 @@ func deployInput(run, node string, with map[string]any) nodetype.Input {
 	return nodetype.Input{Pipeline: "train", RunID: run, Node: node, Type: "deploy", With: with}
 }
 
+// runAs runs a node as the worker does: `with` decoded with its defaults,
+// the outputs through JSON; they are read back as an O.
+func runAs[O any](ctx context.Context, typ nodetype.Type, in nodetype.Input) (O, error) {
+	var out O
+	m, err := typ.Run(ctx, in)
+	if err != nil {
+		return out, err
+	}
+	err = nodetype.Decode(m, &out)
+	return out, err
+}
+
+func runDeploy(ctx context.Context, m *Models, in nodetype.Input) (DeployOutputs, error) {
+	return runAs[DeployOutputs](ctx, m.deployType(), in)
+}
+
+func runRollback(ctx context.Context, m *Models, in nodetype.Input) (RollbackModelOutputs, error) {
+	return runAs[RollbackModelOutputs](ctx, m.rollbackModelType(), in)
+}
+
 func newModels(t *testing.T) (*Models, *models.Registry, *s3test.Server) {
 	t.Helper()
 	srv := s3test.Start(t)
@@ -75,11 +96,11 @@ func TestDeployKilledBetweenRegisterAndMove(t *testing.T) {
 	// Temporal's retry runs the same input again, twice here: once to
 	// finish, once more as if the completion had been lost.
 	for attempt := 2; attempt <= 3; attempt++ {
-		out, err := m.Deploy(ctx, in)
+		out, err := runDeploy(ctx, m, in)
 		if err != nil {
 			t.Fatalf("attempt %d: %v", attempt, err)
 		}
-		if out["version"] != "v1" || out["moved"] != true || out["previous_version"] != "" || out["seq"] != int64(1) {
+		if out.Version != "v1" || !out.Moved || out.PreviousVersion != "" || out.Seq != 1 {
 			t.Fatalf("attempt %d: outputs %v", attempt, out)
 		}
 	}
@@ -102,13 +123,13 @@ func TestConcurrentDeploys(t *testing.T) {
 	m, reg, _ := newModels(t)
 	ctx := t.Context()
 	const n = 8
-	outs := make([]map[string]any, n)
+	outs := make([]DeployOutputs, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		dir := candidate(t, fmt.Sprintf("weights-%d", i))
 		wg.Go(func() {
-			outs[i], errs[i] = m.Deploy(ctx, deployInput(fmt.Sprintf("run-%d", i), "deploy", map[string]any{"model": "ctr", "dir": dir}))
+			outs[i], errs[i] = runDeploy(ctx, m, deployInput(fmt.Sprintf("run-%d", i), "deploy", map[string]any{"model": "ctr", "dir": dir}))
 		})
 	}
 	wg.Wait()
@@ -117,8 +138,8 @@ func TestConcurrentDeploys(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("deploy %d: %v", i, errs[i])
 		}
-		v := outs[i]["version"].(string)
-		if _, dup := deployed[v]; dup || outs[i]["moved"] != true {
+		v := outs[i].Version
+		if _, dup := deployed[v]; dup || !outs[i].Moved {
 			t.Fatalf("deploy %d: outputs %v (version taken twice or not moved)", i, outs[i])
 		}
 		deployed[v] = fmt.Sprintf("run-%d", i)
@@ -141,8 +162,8 @@ func TestConcurrentDeploys(t *testing.T) {
 	}
 	// Each deploy's previous_version is what its own move replaced.
 	for i := range n {
-		mv := history[outs[i]["seq"].(int64)-1]
-		if mv.To != outs[i]["version"] || mv.From != outs[i]["previous_version"] {
+		mv := history[outs[i].Seq-1]
+		if mv.To != outs[i].Version || mv.From != outs[i].PreviousVersion {
 			t.Errorf("deploy %d: outputs %v, its move %+v", i, outs[i], mv)
 		}
 	}
@@ -162,16 +183,16 @@ func TestConcurrentDeploysOfOneCandidate(t *testing.T) {
 	dir := candidate(t, "weights")
 	var wg sync.WaitGroup
 	var failed atomic.Int32
-	versions := make([]any, 8)
+	versions := make([]string, 8)
 	for i := range 8 {
 		wg.Go(func() {
-			out, err := m.Deploy(ctx, deployInput("run", "deploy", map[string]any{"model": "ctr", "dir": dir, "version": "v7"}))
+			out, err := runDeploy(ctx, m, deployInput("run", "deploy", map[string]any{"model": "ctr", "dir": dir, "version": "v7"}))
 			if err != nil {
 				t.Errorf("deploy %d: %v", i, err)
 				failed.Add(1)
 				return
 			}
-			versions[i] = out["version"]
+			versions[i] = out.Version
 		})
 	}
 	wg.Wait()
@@ -228,7 +249,7 @@ func TestDeployWebhooks(t *testing.T) {
 	downURL := down.URL + "/reload?token=s3cret"
 	down.Close() // nothing listens there any more
 
-	out, err := m.Deploy(ctx, deployInput("run-1", "deploy", map[string]any{
+	out, err := runDeploy(ctx, m, deployInput("run-1", "deploy", map[string]any{
 		"model": "ctr", "dir": candidate(t, "w"), "metrics": map[string]any{"auc": "0.91", "loss": 0.2},
 		"webhooks": []any{hooks.URL + "/ok", hooks.URL + "/flaky", hooks.URL + "/gone", downURL},
 	}))
@@ -238,7 +259,7 @@ func TestDeployWebhooks(t *testing.T) {
 	if v, err := reg.Resolve(ctx, "ctr"); err != nil || v.Version != "v1" || v.Metrics["auc"] != 0.91 {
 		t.Fatalf("production = %+v, %v", v, err)
 	}
-	results := out["webhooks"].([]WebhookResult)
+	results := out.Webhooks
 	want := []struct {
 		ok       bool
 		attempts int
@@ -249,7 +270,7 @@ func TestDeployWebhooks(t *testing.T) {
 			t.Errorf("webhook %d: %+v, want ok=%t after %d attempts", i, r, w.ok, w.attempts)
 		}
 	}
-	if out["webhooks_ok"] != 2 || out["webhooks_failed"] != 2 {
+	if out.WebhooksOK != 2 || out.WebhooksFailed != 2 {
 		t.Errorf("outputs %v", out)
 	}
 	b, _ := json.Marshal(out)
@@ -268,17 +289,17 @@ func TestRollbackModel(t *testing.T) {
 	t.Parallel()
 	m, reg, _ := newModels(t)
 	ctx := t.Context()
-	deploy := func(run, content string) map[string]any {
+	deploy := func(run, content string) DeployOutputs {
 		t.Helper()
-		out, err := m.Deploy(ctx, deployInput(run, "deploy", map[string]any{"model": "ctr", "dir": candidate(t, content)}))
+		out, err := runDeploy(ctx, m, deployInput(run, "deploy", map[string]any{"model": "ctr", "dir": candidate(t, content)}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
-	rollback := func(with map[string]any) (map[string]any, error) {
+	rollback := func(with map[string]any) (RollbackModelOutputs, error) {
 		with["model"] = "ctr"
-		return m.RollbackModel(ctx, nodetype.Input{Pipeline: "train", RunID: "run-rb", Node: "undo", Type: "rollback_model", With: with})
+		return runRollback(ctx, m, nodetype.Input{Pipeline: "train", RunID: "run-rb", Node: "undo", Type: "rollback_model", With: with})
 	}
 	production := func() string {
 		t.Helper()
@@ -290,24 +311,24 @@ func TestRollbackModel(t *testing.T) {
 	}
 
 	first := deploy("run-1", "one")
-	if _, err := rollback(map[string]any{"from": first["version"], "to": first["previous_version"]}); nodetest.ErrType(err) != errtype.BadInput {
+	if _, err := rollback(map[string]any{"from": first.Version, "to": first.PreviousVersion}); nodetest.ErrType(err) != errtype.BadInput {
 		t.Fatalf("undoing the first deploy: %v; want %s (nothing to go back to)", err, errtype.BadInput)
 	}
 	second := deploy("run-2", "two")
-	out, err := rollback(map[string]any{"from": second["version"], "to": second["previous_version"]})
-	if err != nil || out["changed"] != true || out["from"] != "v2" || out["to"] != "v1" || production() != "v1" {
+	out, err := rollback(map[string]any{"from": second.Version, "to": second.PreviousVersion})
+	if err != nil || !out.Changed || out.From != "v2" || out.To != "v1" || production() != "v1" {
 		t.Fatalf("compensation: %v, %v; production %s", out, err, production())
 	}
 	// A retried compensation changes nothing.
-	out, err = rollback(map[string]any{"from": second["version"], "to": second["previous_version"]})
-	if err != nil || out["changed"] != false || production() != "v1" {
+	out, err = rollback(map[string]any{"from": second.Version, "to": second.PreviousVersion})
+	if err != nil || out.Changed || production() != "v1" {
 		t.Fatalf("retried compensation: %v, %v", out, err)
 	}
 
 	// A compensation never undoes someone else's later deploy.
 	third := deploy("run-3", "three")
 	deploy("run-4", "four")
-	if _, err := rollback(map[string]any{"from": third["version"], "to": third["previous_version"]}); nodetest.ErrType(err) != errtype.ConcurrentMove {
+	if _, err := rollback(map[string]any{"from": third.Version, "to": third.PreviousVersion}); nodetest.ErrType(err) != errtype.ConcurrentMove {
 		t.Fatalf("undoing a deploy that was superseded: %v; want %s", err, errtype.ConcurrentMove)
 	}
 	if production() != "v4" {
@@ -316,7 +337,7 @@ func TestRollbackModel(t *testing.T) {
 
 	// Without from/to: undo the latest move.
 	out, err = rollback(map[string]any{})
-	if err != nil || out["to"] != "v3" || production() != "v3" {
+	if err != nil || out.To != "v3" || production() != "v3" {
 		t.Fatalf("plain rollback: %v, %v", out, err)
 	}
 	history, err := reg.History(ctx, "ctr", models.DefaultAlias)
@@ -357,7 +378,7 @@ func TestModelStepsRejectBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := m.Deploy(ctx, deployInput("run", "deploy", c.with))
+			_, err := runDeploy(ctx, m, deployInput("run", "deploy", c.with))
 			if nodetest.ErrType(err) != errtype.BadInput {
 				t.Fatalf("error %v, want a %s error", err, errtype.BadInput)
 			}
@@ -371,7 +392,7 @@ func TestModelStepsRejectBadInput(t *testing.T) {
 	}
 
 	none := &Models{Logger: quiet}
-	if _, err := none.Deploy(ctx, deployInput("run", "deploy", map[string]any{"model": "ctr", "dir": dir})); nodetest.ErrType(err) != errtype.NoObjectStore {
+	if _, err := runDeploy(ctx, none, deployInput("run", "deploy", map[string]any{"model": "ctr", "dir": dir})); nodetest.ErrType(err) != errtype.NoObjectStore {
 		t.Fatalf("deploy without a store: %v", err)
 	}
 }
