@@ -34,41 +34,59 @@ const (
 	EvalDataset  = "eval"
 )
 
-// DefaultMaxNullRate is the split's limit on a feature's null rate when
-// the spec sets none: a feature missing from most rows is almost always a
-// backfill that joined nothing, and training on it would go unnoticed.
-const DefaultMaxNullRate = 0.5
+// doc is the split node type's description.
+const doc = "Checkpoint the run's date window of a training table (at a pinned snapshot) as a train/eval split: only rows with " +
+	"start_date <= date <= end_date are read; the last eval_days dates of the window (or every date from eval_from) are held out. " +
+	"Fails before training when the window has no rows, when eval_from is outside it, or when a feature's null rate on the " +
+	"training or held-out rows is above max_null_rate (per-feature overrides in max_null_rates). Writes datasets train and eval " +
+	"as Parquet with one named column per feature, under checkpoints/<pipeline>/<run>/<node>/; a retry or a rerun of the run with " +
+	"the same inputs reuses it. Outputs the window, the train and eval dates, row counts and per-feature null rates; " +
+	"${nodes.ID.outputs.uri} is what train and evaluate read."
 
-// SplitType is the `split` node type.
-var SplitType = dags.NodeType{
-	Name: "split",
-	Doc: "Checkpoint the run's date window of a training table (at a pinned snapshot) as a train/eval split: only rows with " +
-		"start_date <= date <= end_date are read; the last eval_days dates of the window (or every date from eval_from) are held out. " +
-		"Fails before training when the window has no rows, when eval_from is outside it, or when a feature's null rate on the " +
-		"training or held-out rows is above max_null_rate (per-feature overrides in max_null_rates). Writes datasets train and eval " +
-		"as Parquet with one named column per feature, under checkpoints/<pipeline>/<run>/<node>/; a retry or a rerun of the run with " +
-		"the same inputs reuses it. Outputs the window, the train and eval dates, row counts and per-feature null rates; " +
-		"${nodes.ID.outputs.uri} is what train and evaluate read.",
-	Fields: []dags.Field{
-		{Name: "table", Type: dags.FieldString, Required: true, Doc: "namespace.table of the training data"},
-		{Name: "snapshot_id", Type: dags.FieldAny, Doc: "snapshot to read, e.g. ${nodes.promote.outputs.snapshot_id} (default: the current one)"},
-		{Name: "start_date", Type: dags.FieldString, Required: true, Doc: "first date of the run's window, YYYY-MM-DD: rows before it are never read"},
-		{Name: "end_date", Type: dags.FieldString, Required: true, Doc: "last date of the run's window, inclusive"},
-		{Name: "dense", Type: dags.FieldStringList, Doc: "numeric feature columns"},
-		{Name: "sparse", Type: dags.FieldStringList, Doc: "integer id (or list of ids) feature columns"},
-		{Name: "label", Type: dags.FieldString, Doc: "label column, 0/1 (default label)"},
-		{Name: "date_column", Type: dags.FieldString, Doc: "date column the window and the split are by (default date)"},
-		{Name: "request_id", Type: dags.FieldString, Doc: "key column, kept so results can be joined back (default request_id, when the table has it)"},
-		{Name: "slice", Type: dags.FieldString, Doc: "column whose values key per-slice metrics in evaluate"},
-		{Name: "eval_days", Type: dags.FieldInt, Doc: "hold out the last N dates of the window (default 1)"},
-		{Name: "eval_from", Type: dags.FieldString, Doc: "instead: hold out every date of the window from this one, YYYY-MM-DD"},
-		{Name: "max_null_rate", Type: dags.FieldNumber, Doc: "fail if a feature is null in more than this share of the training or held-out rows (0..1, default 0.5; 1 turns the check off)"},
-		{Name: "max_null_rates", Type: dags.FieldAny, Doc: "per-feature limits overriding max_null_rate, e.g. {u_recent_ads: 0.9}"},
-		{Name: "max_file_rows", Type: dags.FieldInt, Doc: "start a new Parquet file after this many rows"},
-	},
-	Outputs: []string{"uri", "manifest", "train_rows", "eval_rows", "window", "train_dates", "eval_dates", "coverage",
-		"snapshot_id", "schema", "fingerprint", "reused", "summary"},
-	Check: checkSplit,
+// SplitType is the `split` node type's declaration (its name, fields and
+// outputs), for code that names or documents it without running it.
+var SplitType = (&Splits{}).Type().NodeType
+
+// With is a split node's `with` block: the one place its fields, their
+// defaults and docs are declared.
+type With struct {
+	Table      string   `json:"table" required:"true" doc:"namespace.table of the training data"`
+	SnapshotID any      `json:"snapshot_id" doc:"snapshot to read, e.g. ${nodes.promote.outputs.snapshot_id} (default: the current one)"`
+	StartDate  string   `json:"start_date" required:"true" doc:"first date of the run's window, YYYY-MM-DD: rows before it are never read"`
+	EndDate    string   `json:"end_date" required:"true" doc:"last date of the run's window, inclusive"`
+	Dense      []string `json:"dense" doc:"numeric feature columns"`
+	Sparse     []string `json:"sparse" doc:"integer id (or list of ids) feature columns"`
+	Label      string   `json:"label" default:"label" doc:"label column, 0/1"`
+	DateColumn string   `json:"date_column" default:"date" doc:"date column the window and the split are by"`
+	RequestID  string   `json:"request_id" default:"request_id" doc:"key column, kept (when the table has it) so results can be joined back"`
+	Slice      string   `json:"slice" doc:"column whose values key per-slice metrics in evaluate"`
+	EvalDays   int      `json:"eval_days" default:"1" doc:"hold out the last N dates of the window"`
+	EvalFrom   string   `json:"eval_from" doc:"instead: hold out every date of the window from this one, YYYY-MM-DD"`
+	// The default limit is there because a feature missing from most rows
+	// is almost always a backfill that joined nothing, and training on it
+	// would go unnoticed.
+	MaxNullRate  float64 `json:"max_null_rate" default:"0.5" doc:"fail if a feature is null in more than this share of the training or held-out rows (0..1; 1 turns the check off)"`
+	MaxNullRates any     `json:"max_null_rates" doc:"per-feature limits overriding max_null_rate, e.g. {u_recent_ads: 0.9}"`
+	MaxFileRows  int64   `json:"max_file_rows" doc:"start a new Parquet file after this many rows"`
+}
+
+// NodeOutputs are what a split node outputs: its checkpoint's Outputs,
+// with the coverage's per-feature rows, a summary line, and whether the
+// checkpoint was reused.
+type NodeOutputs struct {
+	URI         string                    `json:"uri"`
+	Manifest    string                    `json:"manifest"`
+	TrainRows   int64                     `json:"train_rows"`
+	EvalRows    int64                     `json:"eval_rows"`
+	Window      dataset.Window            `json:"window"`
+	TrainDates  []string                  `json:"train_dates"`
+	EvalDates   []string                  `json:"eval_dates"`
+	Coverage    []dataset.FeatureCoverage `json:"coverage"`
+	SnapshotID  string                    `json:"snapshot_id"` // a string: JSON numbers lose int64 digits
+	Schema      dataset.Schema            `json:"schema"`
+	Fingerprint string                    `json:"fingerprint"`
+	Reused      bool                      `json:"reused"`
+	Summary     string                    `json:"summary"`
 }
 
 func checkSplit(with map[string]any) error {
@@ -104,7 +122,8 @@ func checkSplit(with map[string]any) error {
 			return fmt.Errorf("snapshot_id: %w", err)
 		}
 	}
-	limits := dataset.Limits{Default: DefaultMaxNullRate}
+	// An absent max_null_rate takes its default, which is in range.
+	var limits dataset.Limits
 	if r, ok := with["max_null_rate"].(float64); ok {
 		limits.Default = r
 	}
@@ -159,24 +178,6 @@ type Splits struct {
 	Logger  *slog.Logger
 }
 
-type splitWith struct {
-	Table        string   `json:"table"`
-	SnapshotID   any      `json:"snapshot_id"`
-	StartDate    string   `json:"start_date"`
-	EndDate      string   `json:"end_date"`
-	MaxNullRate  *float64 `json:"max_null_rate"`
-	MaxNullRates any      `json:"max_null_rates"`
-	Dense        []string `json:"dense"`
-	Sparse       []string `json:"sparse"`
-	Label        string   `json:"label"`
-	DateColumn   string   `json:"date_column"`
-	RequestID    string   `json:"request_id"`
-	Slice        string   `json:"slice"`
-	EvalDays     int      `json:"eval_days"`
-	EvalFrom     string   `json:"eval_from"`
-	MaxFileRows  int64    `json:"max_file_rows"`
-}
-
 // Outputs are recorded in the checkpoint and returned on a hit.
 type Outputs struct {
 	URI       string `json:"uri"`
@@ -197,24 +198,21 @@ type Outputs struct {
 // splitBatch is how many rows go to a dataset writer at once.
 const splitBatch = 4096
 
-// Run runs a split node.
+// Type is the split node type, run by s.
+func (s *Splits) Type() nodetype.Type {
+	return nodetype.New(dags.NodeType{Name: "split", Doc: doc, Check: checkSplit}, s.split)
+}
+
+// Run runs one attempt of a split node, as s.Type() does.
 func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
-	var w splitWith
-	if err := nodetype.Decode(in.With, &w); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	if w.Label == "" {
-		w.Label = "label"
-	}
-	if w.DateColumn == "" {
-		w.DateColumn = "date"
-	}
-	if w.RequestID == "" {
-		w.RequestID = "request_id"
-	}
+	return s.Type().Run(ctx, in)
+}
+
+// split runs one attempt of a split node.
+func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (NodeOutputs, error) {
 	window, err := backfill.ParseDateRange(w.StartDate, w.EndDate)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "the run's window: %v", err)
+		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "the run's window: %v", err)
 	}
 	var (
 		from    backfill.Day
@@ -223,71 +221,68 @@ func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, er
 	if w.EvalFrom != "" {
 		d, err := backfill.ParseDay(w.EvalFrom)
 		if err != nil {
-			return nil, nodetype.Permanent(errtype.BadInput, "eval_from: %v", err)
+			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "eval_from: %v", err)
 		}
 		if !window.Contains(d) {
-			return nil, nodetype.Permanent(errtype.BadInput, "eval_from %s is outside the window %s: held-out dates must be inside it", w.EvalFrom, window)
+			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "eval_from %s is outside the window %s: held-out dates must be inside it", w.EvalFrom, window)
 		}
 		from, hasFrom = d, true
 	}
-	limits := dataset.Limits{Default: DefaultMaxNullRate}
-	if w.MaxNullRate != nil {
-		limits.Default = *w.MaxNullRate
-	}
+	limits := dataset.Limits{Default: w.MaxNullRate}
 	if limits.PerFeature, err = nullRateOverrides(w.MaxNullRates); err == nil {
 		err = limits.CheckRates()
 	}
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	if s.Store == nil {
-		return nil, objects.NoStore()
+		return NodeOutputs{}, objects.NoStore()
 	}
 	lk := &lakenode.Lake{Catalog: s.Catalog, Logger: s.Logger}
 	cat, err := lk.Open(ctx)
 	if err != nil {
-		return nil, err
+		return NodeOutputs{}, err
 	}
 	tbl, err := cat.Load(ctx, w.Table)
 	if err != nil {
-		return nil, lakenode.Error(err)
+		return NodeOutputs{}, lakenode.Error(err)
 	}
 	var snap int64
 	if w.SnapshotID != nil && w.SnapshotID != "" {
 		if snap, err = lakenode.SnapshotID(w.SnapshotID); err != nil {
-			return nil, nodetype.Permanent(errtype.BadInput, "snapshot_id: %v", err)
+			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "snapshot_id: %v", err)
 		}
 		if tbl.Metadata().SnapshotByID(snap) == nil {
-			return nil, nodetype.Permanent(errtype.BadInput, "table %s has no snapshot %d", w.Table, snap)
+			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "table %s has no snapshot %d", w.Table, snap)
 		}
 	} else {
 		cur := tbl.CurrentSnapshot()
 		if cur == nil {
-			return nil, nodetype.Permanent(errtype.BadInput, "table %s has no data", w.Table)
+			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "table %s has no data", w.Table)
 		}
 		snap = cur.SnapshotID
 	}
 	projection, err := tbl.Scan(table.WithSnapshotID(snap)).Projection()
 	if err != nil {
-		return nil, fmt.Errorf("schema of %s at snapshot %d: %w", w.Table, snap, err)
+		return NodeOutputs{}, fmt.Errorf("schema of %s at snapshot %d: %w", w.Table, snap, err)
 	}
 	arrowSchema, err := table.SchemaToArrowSchema(projection, nil, true, false)
 	if err != nil {
-		return nil, err
+		return NodeOutputs{}, err
 	}
 	schema, err := dataset.Infer(arrowSchema, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "table %s: %v", w.Table, err)
+		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "table %s: %v", w.Table, err)
 	}
 	if err := limits.Check(schema); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 
 	// The inputs are the resolved block plus the snapshot actually read,
 	// so that a split of the current snapshot is redone once it moves.
 	fingerprint, err := checkpoint.Fingerprint(map[string]any{"with": in.With, "snapshot": snap})
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
 	log := s.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "table", w.Table, "snapshot", snap)
@@ -297,20 +292,20 @@ func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, er
 	if err != nil {
 		switch {
 		case errors.Is(err, errSplitInput):
-			return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 		case errors.Is(err, errSplitCoverage):
-			return nil, nodetype.Permanent(errtype.CheckFailed, "%v", err)
+			return NodeOutputs{}, nodetype.Permanent(errtype.CheckFailed, "%v", err)
 		}
-		return nil, err
+		return NodeOutputs{}, err
 	}
 	out.Fingerprint = fingerprint
 	log.Info("split ready", "window", out.Window.String(), "train_rows", out.TrainRows, "eval_rows", out.EvalRows,
 		"eval_dates", out.EvalDates, "reused", hit)
-	return map[string]any{
-		"uri": out.URI, "manifest": out.Manifest, "train_rows": out.TrainRows, "eval_rows": out.EvalRows,
-		"window": out.Window, "train_dates": out.TrainDates, "eval_dates": out.EvalDates, "coverage": out.Coverage.Features,
-		"summary":     out.summary(),
-		"snapshot_id": out.SnapshotID, "schema": out.Schema, "fingerprint": out.Fingerprint, "reused": hit,
+	return NodeOutputs{
+		URI: out.URI, Manifest: out.Manifest, TrainRows: out.TrainRows, EvalRows: out.EvalRows,
+		Window: out.Window, TrainDates: out.TrainDates, EvalDates: out.EvalDates, Coverage: out.Coverage.Features,
+		SnapshotID: out.SnapshotID, Schema: out.Schema, Fingerprint: out.Fingerprint, Reused: hit,
+		Summary: out.summary(),
 	}, nil
 }
 
@@ -338,7 +333,7 @@ func (o Outputs) summary() string {
 
 // splitPlan is what a split reads and checks, from its checked inputs.
 type splitPlan struct {
-	with    splitWith
+	with    With
 	window  backfill.DateRange
 	from    backfill.Day
 	hasFrom bool
@@ -521,5 +516,5 @@ type Deps struct {
 // Type returns the split node type.
 func Type(d Deps) nodetype.Type {
 	s := &Splits{Catalog: d.Catalog, Store: d.Store, Logger: d.Logger}
-	return nodetype.Type{NodeType: SplitType, Run: s.Run}
+	return s.Type()
 }

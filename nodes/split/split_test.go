@@ -9,6 +9,7 @@ import (
 	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
 	"github.com/retrain-ml/retrain/nodetype"
 
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/demodata"
@@ -106,9 +107,14 @@ func TestSplitReadsOnlyTheRunsWindow(t *testing.T) {
 	}
 	for _, c := range cov {
 		c := c.(map[string]any)
-		if c["max_null_rate"] != DefaultMaxNullRate || c["train_null_rate"].(float64) > 0.5 {
+		// max_null_rate is absent from the block: its default applies.
+		if c["max_null_rate"] != 0.5 || c["train_null_rate"].(float64) > 0.5 {
 			t.Errorf("coverage %v", c)
 		}
+	}
+	// label, date_column and request_id are absent too.
+	if sch := out["schema"].(map[string]any); sch["label"] != "label" || sch["date"] != "date" || sch["request_id"] != "request_id" {
+		t.Errorf("schema %v: want the default label, date and request_id columns", sch)
 	}
 	// The manifest records the same window, for train and evaluate.
 	ref, err := Open(context.Background(), e.splits.Store, out["uri"].(string))
@@ -199,6 +205,59 @@ func TestSplitWindowErrors(t *testing.T) {
 	err := checkSplit(map[string]any{"start_date": day(0), "end_date": day(3), "eval_from": day(5), "dense": []any{"x"}})
 	if err == nil || !strings.Contains(err.Error(), "is outside the window") {
 		t.Errorf("validation: %v", err)
+	}
+}
+
+// TestSchema: the split's `with` fields, defaults and docs come from With,
+// and its outputs from NodeOutputs.
+func TestSchema(t *testing.T) {
+	typ := Type(Deps{})
+	if err := typ.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	nt := typ.NodeType
+	if nt.Name != "split" || SplitType.Name != "split" || nt.Check == nil {
+		t.Fatalf("node type %+v", nt)
+	}
+	fields := map[string]dags.Field{}
+	for _, f := range nt.Fields {
+		if f.Doc == "" {
+			t.Errorf("field %s has no doc", f.Name)
+		}
+		if strings.Contains(f.Doc, "default "+f.Default) && f.Default != "" {
+			t.Errorf("field %s: the doc repeats the default: %q", f.Name, f.Doc)
+		}
+		fields[f.Name] = f
+	}
+	for _, want := range []dags.Field{
+		{Name: "table", Type: dags.FieldString, Required: true},
+		{Name: "snapshot_id", Type: dags.FieldAny},
+		{Name: "start_date", Type: dags.FieldString, Required: true},
+		{Name: "end_date", Type: dags.FieldString, Required: true},
+		{Name: "dense", Type: dags.FieldStringList},
+		{Name: "sparse", Type: dags.FieldStringList},
+		{Name: "label", Type: dags.FieldString, Default: "label"},
+		{Name: "date_column", Type: dags.FieldString, Default: "date"},
+		{Name: "request_id", Type: dags.FieldString, Default: "request_id"},
+		{Name: "slice", Type: dags.FieldString},
+		{Name: "eval_days", Type: dags.FieldInt, Default: "1"},
+		{Name: "eval_from", Type: dags.FieldString},
+		{Name: "max_null_rate", Type: dags.FieldNumber, Default: "0.5"},
+		{Name: "max_null_rates", Type: dags.FieldAny},
+		{Name: "max_file_rows", Type: dags.FieldInt},
+	} {
+		got := fields[want.Name]
+		got.Doc = ""
+		if got != want {
+			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
+		}
+	}
+	if len(fields) != 15 {
+		t.Errorf("%d fields, want 15", len(fields))
+	}
+	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused summary"
+	if got := strings.Join(nt.Outputs, " "); got != wantOut {
+		t.Errorf("outputs %s, want %s", got, wantOut)
 	}
 }
 

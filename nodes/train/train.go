@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,48 +47,94 @@ const ModelFile = "model.bin"
 // maxCurvePoints bounds the loss curve kept for the report.
 const maxCurvePoints = 2000
 
-// TrainType is the `train` node type.
-var TrainType = dags.NodeType{
-	Name: "train",
-	Doc: "Train a candidate model on a split (${nodes.split.outputs.uri}): the builtin pure-Go CTR trainer (hashed factorization machine, " +
-		"synchronous data-parallel Adagrad), or a command (your trainer program, e.g. torchrun) that follows retrain's trainer contract. " +
-		"Checkpoints go to the object store; a retried attempt resumes from the last one. A diverging run (NaN/Inf loss, embedding norm " +
-		"above max_emb_norm) fails without retry, naming the step and the figure. Outputs the candidate's folder (model_uri) and the loss curve.",
-	Fields: []dags.Field{
-		{Name: "data", Type: dags.FieldString, Required: true, Doc: "the split to train on: ${nodes.split.outputs.uri}"},
-		{Name: "trainer", Type: dags.FieldString, Doc: "builtin (default) or command"},
-		{Name: "max_emb_norm", Type: dags.FieldNumber, Doc: "divergence guard: the largest embedding row L2 norm allowed (default 100; 0 = only NaN/Inf)"},
-		// builtin
-		{Name: "dense", Type: dags.FieldStringList, Doc: "builtin: dense features (default: the split's)"},
-		{Name: "sparse", Type: dags.FieldStringList, Doc: "builtin: id features (default: the split's)"},
-		{Name: "transforms", Type: dags.FieldStringMap, Doc: "builtin: dense feature -> identity, log, log1p or logit"},
-		{Name: "dim", Type: dags.FieldInt, Doc: "builtin: embedding size of the factorization machine (0: logistic regression; default 8)"},
-		{Name: "buckets", Type: dags.FieldInt, Doc: "builtin: rows of the hashed id table (default 2^18)"},
-		{Name: "epochs", Type: dags.FieldInt, Doc: "builtin: passes over the training data (default 2)"},
-		{Name: "steps", Type: dags.FieldInt, Doc: "builtin: stop after this many steps (default: the end of the epochs)"},
-		{Name: "batch_size", Type: dags.FieldInt, Doc: "builtin: global batch of one synchronous step (default 1024)"},
-		{Name: "learning_rate", Type: dags.FieldNumber, Doc: "builtin: Adagrad learning rate (default 0.05)"},
-		{Name: "l2", Type: dags.FieldNumber, Doc: "builtin: L2 regularization of the weights a step updates (default 0.001)"},
-		{Name: "seed", Type: dags.FieldInt, Doc: "builtin: seed of the initial weights and the shuffle (default 1)"},
-		{Name: "workers", Type: dags.FieldInt, Doc: "builtin: goroutines computing gradients in lockstep (default: the CPUs); does not change the result"},
-		{Name: "checkpoint_every", Type: dags.FieldInt, Doc: "builtin: steps between checkpoints (default 50)"},
-		// command
-		{Name: "argv", Type: dags.FieldStringList, Doc: "command: the trainer program and its arguments (no shell unless argv names one)"},
-		{Name: "env", Type: dags.FieldStringMap, Doc: "command: extra environment"},
-		{Name: "dir", Type: dags.FieldString, Doc: "command: working directory"},
-		{Name: "gpus", Type: dags.FieldInt, Doc: "command: GPUs to lease on the worker (CUDA_VISIBLE_DEVICES, RETRAIN_GPUS); run the node on the GPU queue"},
-	},
-	Outputs: []string{"trainer", "model_uri", "steps", "resumed_from", "examples", "loss", "loss_curve_uri", "checkpoint",
-		"train_rows", "gpus", "gpu"},
-	Check: checkTrain,
+// doc is the train node type's description.
+const doc = "Train a candidate model on a split (${nodes.split.outputs.uri}): the builtin pure-Go CTR trainer (hashed factorization machine, " +
+	"synchronous data-parallel Adagrad), or a command (your trainer program, e.g. torchrun) that follows retrain's trainer contract. " +
+	"Checkpoints go to the object store; a retried attempt resumes from the last one. A diverging run (NaN/Inf loss, embedding norm " +
+	"above max_emb_norm) fails without retry, naming the step and the figure. Outputs the candidate's folder (model_uri) and the loss curve."
+
+// TrainType is the `train` node type's declaration (its name, fields and
+// outputs), for code that names or documents it without running it.
+var TrainType = (&Trainers{}).Type().NodeType
+
+// With is a train node's `with` block: the one place its fields, their
+// defaults and docs are declared. A field tagged trainer:"builtin" or
+// trainer:"command" is taken only by that trainer (checkTrain refuses it
+// with the other), and its doc says so first.
+type With struct {
+	Data       string  `json:"data" required:"true" doc:"the split to train on: ${nodes.split.outputs.uri}"`
+	Trainer    string  `json:"trainer" default:"builtin" doc:"builtin or command"`
+	MaxEmbNorm float64 `json:"max_emb_norm" default:"100" doc:"divergence guard: the largest embedding row L2 norm allowed (0 = only NaN/Inf)"`
+
+	Dense           []string          `json:"dense" trainer:"builtin" doc:"builtin: dense features (default: the split's)"`
+	Sparse          []string          `json:"sparse" trainer:"builtin" doc:"builtin: id features (default: the split's)"`
+	Transforms      map[string]string `json:"transforms" trainer:"builtin" doc:"builtin: dense feature -> identity, log, log1p or logit"`
+	Dim             int               `json:"dim" trainer:"builtin" default:"8" doc:"builtin: embedding size of the factorization machine (0: logistic regression)"`
+	Buckets         int               `json:"buckets" trainer:"builtin" default:"262144" doc:"builtin: rows of the hashed id table"`
+	Epochs          int64             `json:"epochs" trainer:"builtin" default:"2" doc:"builtin: passes over the training data"`
+	Steps           int64             `json:"steps" trainer:"builtin" doc:"builtin: stop after this many steps (default: the end of the epochs)"`
+	BatchSize       int               `json:"batch_size" trainer:"builtin" default:"1024" doc:"builtin: global batch of one synchronous step"`
+	LearningRate    float64           `json:"learning_rate" trainer:"builtin" default:"0.05" doc:"builtin: Adagrad learning rate"`
+	L2              float64           `json:"l2" trainer:"builtin" default:"0.001" doc:"builtin: L2 regularization of the weights a step updates"`
+	Seed            uint64            `json:"seed" trainer:"builtin" default:"1" doc:"builtin: seed of the initial weights and the shuffle (0 is the same as 1)"`
+	Workers         int               `json:"workers" trainer:"builtin" doc:"builtin: goroutines computing gradients in lockstep (default: the CPUs); does not change the result"`
+	CheckpointEvery int64             `json:"checkpoint_every" trainer:"builtin" default:"50" doc:"builtin: steps between checkpoints"`
+
+	Argv []string          `json:"argv" trainer:"command" doc:"command: the trainer program and its arguments (no shell unless argv names one)"`
+	Env  map[string]string `json:"env" trainer:"command" doc:"command: extra environment"`
+	Dir  string            `json:"dir" trainer:"command" doc:"command: working directory"`
+	GPUs int               `json:"gpus" trainer:"command" doc:"command: GPUs to lease on the worker (CUDA_VISIBLE_DEVICES, RETRAIN_GPUS); run the node on the GPU queue"`
 }
 
+// Outputs are what a train node outputs. Both trainers output every key
+// but examples (builtin only) and gpu (a command given GPUs, on a worker
+// that samples their utilization).
+type Outputs struct {
+	Trainer     string `json:"trainer"`
+	ModelURI    string `json:"model_uri"` // the candidate's folder
+	Steps       int64  `json:"steps"`
+	ResumedFrom int64  `json:"resumed_from"` // the step this attempt resumed from; 0 if none
+	Examples    *int64 `json:"examples,omitempty"`
+	// Loss is the last step's loss; null when it is not finite, which JSON
+	// cannot carry.
+	Loss         *float64  `json:"loss"`
+	LossCurveURI string    `json:"loss_curve_uri"`
+	Checkpoint   string    `json:"checkpoint"` // the last checkpoint's URI
+	TrainRows    int64     `json:"train_rows"`
+	GPUs         int       `json:"gpus"`
+	GPU          *GPUUsage `json:"gpu,omitempty"`
+}
+
+// GPUUsage sums up how busy a command trainer kept its GPUs.
+type GPUUsage struct {
+	Samples         int      `json:"samples"`
+	MeanUtilization float64  `json:"mean_utilization"`
+	MaxUtilization  uint32   `json:"max_utilization"`
+	IdleGPUs        []string `json:"idle_gpus"`
+	IdleWarnings    int      `json:"idle_warnings"`
+}
+
+// Fields only one trainer takes, by their trainer tag.
 var (
-	builtinOnly = []string{"dense", "sparse", "transforms", "dim", "buckets", "epochs", "steps", "batch_size",
-		"learning_rate", "l2", "seed", "workers", "checkpoint_every"}
-	commandOnly = []string{"argv", "env", "dir", "gpus"}
+	builtinOnly = trainerFields(BuiltinTrainer)
+	commandOnly = trainerFields(CommandTrainer)
 )
 
+// trainerFields are the `with` keys of With's fields tagged
+// trainer:"kind".
+func trainerFields(kind string) []string {
+	var names []string
+	for _, sf := range reflect.VisibleFields(reflect.TypeFor[With]()) {
+		if sf.Tag.Get("trainer") == kind {
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// checkTrain checks what the schema cannot: which trainer takes which
+// fields, transforms, and the ranges of numbers.
 func checkTrain(with map[string]any) error {
 	kind := BuiltinTrainer
 	if t, ok := with["trainer"].(string); ok && !dags.HasRef(t) {
@@ -160,29 +207,14 @@ type Trainers struct {
 	SamplerConfig gpu.SamplerConfig
 }
 
-type trainWith struct {
-	Data       string   `json:"data"`
-	Trainer    string   `json:"trainer"`
-	MaxEmbNorm *float64 `json:"max_emb_norm"`
+// Type is the train node type, run by t.
+func (t *Trainers) Type() nodetype.Type {
+	return nodetype.New(dags.NodeType{Name: "train", Doc: doc, Check: checkTrain}, t.train)
+}
 
-	Dense           []string          `json:"dense"`
-	Sparse          []string          `json:"sparse"`
-	Transforms      map[string]string `json:"transforms"`
-	Dim             *int              `json:"dim"`
-	Buckets         int               `json:"buckets"`
-	Epochs          int64             `json:"epochs"`
-	Steps           int64             `json:"steps"`
-	BatchSize       int               `json:"batch_size"`
-	LearningRate    float64           `json:"learning_rate"`
-	L2              *float64          `json:"l2"`
-	Seed            uint64            `json:"seed"`
-	Workers         int               `json:"workers"`
-	CheckpointEvery int64             `json:"checkpoint_every"`
-
-	Argv []string          `json:"argv"`
-	Env  map[string]string `json:"env"`
-	Dir  string            `json:"dir"`
-	GPUs int               `json:"gpus"`
+// Run runs one attempt of a train node, as t.Type() does.
+func (t *Trainers) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
+	return t.Type().Run(ctx, in)
 }
 
 // TrainProgress is a train node's heartbeat: the latest step and the last
@@ -205,7 +237,7 @@ type CurvePoint struct {
 type trainRun struct {
 	t      *Trainers
 	in     nodetype.Input
-	w      trainWith
+	w      With
 	log    *slog.Logger
 	prefix string // checkpoints/P/R/N/F/: this node's folder for its inputs
 	guard  trainer.Guard
@@ -218,38 +250,30 @@ type trainRun struct {
 func (r *trainRun) curveKey() string    { return r.prefix + "training/curve.json" }
 func (r *trainRun) modelPrefix() string { return r.prefix + "model/" }
 
-// Run runs a train node.
-func (t *Trainers) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
-	var w trainWith
-	if err := nodetype.Decode(in.With, &w); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	if w.Trainer == "" {
-		w.Trainer = BuiltinTrainer
-	}
+// train runs one attempt of a train node.
+func (t *Trainers) train(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
+	// The schema checked the types; the rules across fields are checked
+	// again here on the resolved block.
 	if err := checkTrain(in.With); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	if t.Store == nil {
-		return nil, objects.NoStore()
+		return Outputs{}, objects.NoStore()
 	}
 	fingerprint, err := checkpoint.Fingerprint(in.With)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	for _, seg := range []string{in.Pipeline, in.RunID, in.Node} {
 		if err := s3store.ValidateKey(seg); err != nil || strings.Contains(seg, "/") {
-			return nil, nodetype.Permanent(errtype.BadInput, "cannot train for pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "cannot train for pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
 		}
 	}
 	r := &trainRun{
 		t: t, in: in, w: w,
 		log:    t.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "trainer", w.Trainer),
 		prefix: fmt.Sprintf("checkpoints/%s/%s/%s/%s/", in.Pipeline, in.RunID, in.Node, fingerprint),
-		guard:  trainer.Guard{MaxEmbNorm: 100},
-	}
-	if w.MaxEmbNorm != nil {
-		r.guard.MaxEmbNorm = *w.MaxEmbNorm
+		guard:  trainer.Guard{MaxEmbNorm: w.MaxEmbNorm},
 	}
 	if w.Trainer == CommandTrainer {
 		return r.command(ctx)
@@ -352,12 +376,12 @@ func divergence(err error) error {
 }
 
 // builtin trains with the trainer package, checkpointing to the store.
-func (r *trainRun) builtin(ctx context.Context) (map[string]any, error) {
+func (r *trainRun) builtin(ctx context.Context) (Outputs, error) {
 	w := r.w
 	store := r.t.Store
 	sd, err := split.Open(ctx, store, w.Data)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	schema := sd.Outputs.Schema
 	dense, sparse := w.Dense, w.Sparse
@@ -368,56 +392,44 @@ func (r *trainRun) builtin(ctx context.Context) (map[string]any, error) {
 	for name, s := range w.Transforms {
 		i := indexOf(dense, name)
 		if i < 0 {
-			return nil, nodetype.Permanent(errtype.BadInput, "transforms: %s is not a dense feature (%v)", name, dense)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "transforms: %s is not a dense feature (%v)", name, dense)
 		}
 		if err := transforms[i].UnmarshalText([]byte(s)); err != nil {
-			return nil, nodetype.Permanent(errtype.BadInput, "transforms: %s: %v", name, err)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "transforms: %s: %v", name, err)
 		}
 	}
 	data, err := sd.Load(ctx, store, split.TrainDataset)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	examples, err := data.Examples(dense, sparse)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 
 	cfg := trainer.Config{
 		Model: trainer.ModelConfig{
-			Dense: dense, Transforms: transforms, Sparse: sparse, Buckets: w.Buckets, Dim: 8,
+			Dense: dense, Transforms: transforms, Sparse: sparse, Buckets: w.Buckets, Dim: w.Dim,
 		},
+		// Seed 0 has always trained as seed 1.
 		Seed:            max(w.Seed, 1),
 		Workers:         w.Workers,
 		BatchSize:       w.BatchSize,
 		Steps:           w.Steps,
 		LearningRate:    w.LearningRate,
-		L2:              1e-3,
+		L2:              w.L2,
 		CheckpointEvery: w.CheckpointEvery,
 		Guard:           r.guard,
 	}
-	if w.Dim != nil {
-		cfg.Model.Dim = *w.Dim
-	}
-	if w.L2 != nil {
-		cfg.L2 = *w.L2
-	}
-	if cfg.CheckpointEvery == 0 {
-		cfg.CheckpointEvery = 50
-	}
-	epochs := w.Epochs
-	if epochs == 0 {
-		epochs = 2
-	}
 	tr, err := trainer.New(cfg)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	ck := &s3Checkpointer{store: store, prefix: r.prefix + "training/", keep: 2}
 	if hb, ok := earlier(ctx); ok {
 		r.log.Info("retried attempt; resuming from the latest checkpoint", "heartbeat_step", hb.Step, "heartbeat_checkpoint", hb.Checkpoint)
 	}
-	src := trainer.NewMemorySource(examples, cfg.Seed, epochs)
+	src := trainer.NewMemorySource(examples, cfg.Seed, w.Epochs)
 	// An earlier attempt's curve, continued from the step training
 	// resumes at (known only once Run has restored its checkpoint).
 	prior := r.storedCurve(ctx)
@@ -439,9 +451,9 @@ func (r *trainRun) builtin(ctx context.Context) (map[string]any, error) {
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return Outputs{}, ctx.Err()
 		}
-		return nil, divergence(err)
+		return Outputs{}, divergence(err)
 	}
 	cont(res.ResumedFrom)
 	if res.ResumedFrom > 0 {
@@ -450,27 +462,26 @@ func (r *trainRun) builtin(ctx context.Context) (map[string]any, error) {
 
 	var model bytes.Buffer
 	if _, err := tr.Model().WriteTo(&model); err != nil {
-		return nil, fmt.Errorf("encode the model: %w", err)
+		return Outputs{}, fmt.Errorf("encode the model: %w", err)
 	}
 	if _, err := store.Put(ctx, r.modelPrefix()+ModelFile, bytes.NewReader(model.Bytes())); err != nil {
-		return nil, fmt.Errorf("upload the model: %w", err)
+		return Outputs{}, fmt.Errorf("upload the model: %w", err)
 	}
 	curveURI, err := r.saveCurve(ctx)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	r.log.Info("trained", "steps", res.Step, "resumed_from", res.ResumedFrom, "examples", res.Examples, "loss", res.Loss)
-	return map[string]any{
-		"trainer":        BuiltinTrainer,
-		"model_uri":      objects.KeyURI(store, r.modelPrefix()),
-		"steps":          res.Step,
-		"resumed_from":   res.ResumedFrom,
-		"examples":       res.Examples,
-		"loss":           FiniteOrNil(res.Loss),
-		"loss_curve_uri": curveURI,
-		"checkpoint":     res.Checkpoint,
-		"train_rows":     len(examples),
-		"gpus":           0,
+	return Outputs{
+		Trainer:      BuiltinTrainer,
+		ModelURI:     objects.KeyURI(store, r.modelPrefix()),
+		Steps:        res.Step,
+		ResumedFrom:  res.ResumedFrom,
+		Examples:     &res.Examples,
+		Loss:         finite(res.Loss),
+		LossCurveURI: curveURI,
+		Checkpoint:   res.Checkpoint,
+		TrainRows:    int64(len(examples)),
 	}, nil
 }
 
@@ -492,21 +503,29 @@ func FiniteOrNil(f float64) any {
 	return f
 }
 
+// finite is f as an output: nil when it is not finite (see FiniteOrNil).
+func finite(f float64) *float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	return &f
+}
+
 // resumePoint is where a command trainer resumes: recorded in the store at
 // every checkpoint, and heartbeated.
 func (r *trainRun) resumeKey() string { return r.prefix + "command/resume.json" }
 
 // command runs the user's trainer program.
-func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
+func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 	w := r.w
 	store := r.t.Store
 	sd, err := split.Open(ctx, store, w.Data)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	scratch, err := os.MkdirTemp("", "retrain-train-")
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	defer os.RemoveAll(scratch)
 	env := trainer.Env{
@@ -517,14 +536,14 @@ func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
 	}
 	for _, d := range []string{env.CheckpointURI, env.ModelOut} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
+			return Outputs{}, err
 		}
 	}
 	if err := sd.Download(ctx, store, split.TrainDataset, env.TrainData); err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	if err := sd.Download(ctx, store, split.EvalDataset, env.EvalData); err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 
 	// Resume from the furthest of what the last attempt heartbeated and
@@ -541,7 +560,7 @@ func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
 	if resume.Checkpoint != "" {
 		local, err := r.fetchCheckpoint(ctx, resume.Checkpoint, scratch)
 		if err != nil {
-			return nil, fmt.Errorf("fetch the checkpoint to resume from: %w", err)
+			return Outputs{}, fmt.Errorf("fetch the checkpoint to resume from: %w", err)
 		}
 		env.ResumeFrom = local
 		r.last = resume
@@ -554,19 +573,18 @@ func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
 	cmd := process.Command(r.in, w.Argv, w.Dir, nil)
 	cmd.Env = append(cmd.Env, env.Environ()...)
 
-	outputs := map[string]any{"gpus": w.GPUs}
 	if w.GPUs > 0 {
 		if r.t.GPUs == nil {
-			return nil, nodetype.Permanent(errtype.NoGPUs, "node asks for %d GPUs, but this worker has none: run it on the GPU queue (queue: retrain-gpu) served by `retrain worker --gpu`", w.GPUs)
+			return Outputs{}, nodetype.Permanent(errtype.NoGPUs, "node asks for %d GPUs, but this worker has none: run it on the GPU queue (queue: retrain-gpu) served by `retrain worker --gpu`", w.GPUs)
 		}
 		r.log.Info("waiting for GPUs", "gpus", w.GPUs)
 		lease, err := r.t.GPUs.Acquire(ctx, w.GPUs)
 		if err != nil {
 			if errors.Is(err, gpu.ErrInsufficientGPUs) {
 				// Another worker may have more; this one never will.
-				return nil, fmt.Errorf("node asks for %d GPUs: %w", w.GPUs, err)
+				return Outputs{}, fmt.Errorf("node asks for %d GPUs: %w", w.GPUs, err)
 			}
-			return nil, err
+			return Outputs{}, err
 		}
 		defer lease.Release()
 		cmd.Env = append(cmd.Env, lease.Env()...)
@@ -577,7 +595,7 @@ func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
 				r.log.Warn("GPU idle while the trainer runs: is it waiting on input or the network?", "uuid", iw.UUID, "since", iw.Since, "samples", iw.Samples)
 			}
 			if sampler, err := gpu.StartSampler(ctx, r.t.Monitor, lease.UUIDs(), cfg); err == nil {
-				defer func() { outputs["gpu"] = gpuOutputs(sampler.Stop()) }()
+				defer func() { out.GPU = gpuUsage(sampler.Stop()) }()
 			}
 		}
 	} else if r.t.GPUs != nil {
@@ -591,37 +609,40 @@ func (r *trainRun) command(ctx context.Context) (map[string]any, error) {
 
 	res, err := r.runProgram(ctx, cmd, scratch)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	n, err := objects.UploadDir(ctx, store, env.ModelOut, r.modelPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("upload the model from %s: %w", trainer.EnvModelOut, err)
+		return Outputs{}, fmt.Errorf("upload the model from %s: %w", trainer.EnvModelOut, err)
 	}
 	if n == 0 {
-		return nil, nodetype.Permanent(errtype.BadInput, "the trainer wrote no model files to %s", trainer.EnvModelOut)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "the trainer wrote no model files to %s", trainer.EnvModelOut)
 	}
 	curveURI, err := r.saveCurve(ctx)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	r.mu.Lock()
 	last := r.last
 	r.mu.Unlock()
-	outputs["trainer"] = CommandTrainer
-	outputs["model_uri"] = objects.KeyURI(store, r.modelPrefix())
-	outputs["steps"] = last.Step
-	outputs["resumed_from"] = resume.CheckpointStep
-	outputs["loss"] = FiniteOrNil(res.loss)
-	outputs["loss_curve_uri"] = curveURI
-	outputs["checkpoint"] = last.Checkpoint
-	outputs["train_rows"] = sd.Outputs.TrainRows
-	return outputs, nil
+	// GPU, if sampled, is set on the way out, once the sampler stops.
+	return Outputs{
+		Trainer:      CommandTrainer,
+		ModelURI:     objects.KeyURI(store, r.modelPrefix()),
+		Steps:        last.Step,
+		ResumedFrom:  resume.CheckpointStep,
+		Loss:         finite(res.loss),
+		LossCurveURI: curveURI,
+		Checkpoint:   last.Checkpoint,
+		TrainRows:    sd.Outputs.TrainRows,
+		GPUs:         w.GPUs,
+	}, nil
 }
 
-func gpuOutputs(s gpu.Summary) map[string]any {
-	return map[string]any{
-		"samples": s.Samples, "mean_utilization": s.MeanUtilization, "max_utilization": s.MaxUtilization,
-		"idle_gpus": s.IdleGPUs, "idle_warnings": len(s.Warnings),
+func gpuUsage(s gpu.Summary) *GPUUsage {
+	return &GPUUsage{
+		Samples: s.Samples, MeanUtilization: s.MeanUtilization, MaxUtilization: s.MaxUtilization,
+		IdleGPUs: s.IdleGPUs, IdleWarnings: len(s.Warnings),
 	}
 }
 
@@ -777,5 +798,5 @@ type Deps struct {
 // Type returns the train node type.
 func Type(d Deps) nodetype.Type {
 	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor}
-	return nodetype.Type{NodeType: TrainType, Run: t.Run}
+	return t.Type()
 }

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/retrain-ml/retrain/nodes/split/splittest"
 	"github.com/retrain-ml/retrain/nodetype"
 
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/internal/s3test"
@@ -115,6 +117,9 @@ func TestCommandTrainer(t *testing.T) {
 		if files := read(t, out, "train_files.txt"); !strings.Contains(files, ".parquet") {
 			t.Errorf("train data: %q", files)
 		}
+		if _, ok := out["examples"]; ok {
+			t.Errorf("outputs %v: a command trainer does not count examples", out)
+		}
 		if g, ok := out["gpu"].(map[string]any); !ok || g["samples"].(float64) < 1 {
 			t.Errorf("no GPU utilization summary: %v", out["gpu"])
 		}
@@ -184,6 +189,121 @@ func TestTrainSpecChecks(t *testing.T) {
 	}
 	if err := checkTrain(map[string]any{"data": "x", "trainer": "command", "argv": []any{"torchrun"}, "gpus": 2.0}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestSchema: the train node's `with` fields, defaults and docs come from
+// With, its outputs from Outputs, and the fields only one trainer takes
+// from the trainer tags.
+func TestSchema(t *testing.T) {
+	typ := Type(Deps{})
+	if err := typ.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	nt := typ.NodeType
+	if nt.Name != "train" || TrainType.Name != "train" || nt.Check == nil {
+		t.Fatalf("node type %+v", nt)
+	}
+	only := map[string]string{}
+	for _, f := range builtinOnly {
+		only[f] = BuiltinTrainer
+	}
+	for _, f := range commandOnly {
+		only[f] = CommandTrainer
+	}
+	fields := map[string]dags.Field{}
+	for _, f := range nt.Fields {
+		if f.Doc == "" {
+			t.Errorf("field %s has no doc", f.Name)
+		}
+		if f.Default != "" && strings.Contains(f.Doc, "default "+f.Default) {
+			t.Errorf("field %s: the doc repeats the default: %q", f.Name, f.Doc)
+		}
+		// A field only one trainer takes says so first.
+		if kind := only[f.Name]; kind != "" && !strings.HasPrefix(f.Doc, kind+": ") {
+			t.Errorf("field %s is for trainer %s only, but its doc is %q", f.Name, kind, f.Doc)
+		}
+		fields[f.Name] = f
+	}
+	for _, want := range []dags.Field{
+		{Name: "data", Type: dags.FieldString, Required: true},
+		{Name: "trainer", Type: dags.FieldString, Default: "builtin"},
+		{Name: "max_emb_norm", Type: dags.FieldNumber, Default: "100"},
+		{Name: "dense", Type: dags.FieldStringList},
+		{Name: "sparse", Type: dags.FieldStringList},
+		{Name: "transforms", Type: dags.FieldStringMap},
+		{Name: "dim", Type: dags.FieldInt, Default: "8"},
+		{Name: "buckets", Type: dags.FieldInt, Default: "262144"},
+		{Name: "epochs", Type: dags.FieldInt, Default: "2"},
+		{Name: "steps", Type: dags.FieldInt},
+		{Name: "batch_size", Type: dags.FieldInt, Default: "1024"},
+		{Name: "learning_rate", Type: dags.FieldNumber, Default: "0.05"},
+		{Name: "l2", Type: dags.FieldNumber, Default: "0.001"},
+		{Name: "seed", Type: dags.FieldInt, Default: "1"},
+		{Name: "workers", Type: dags.FieldInt},
+		{Name: "checkpoint_every", Type: dags.FieldInt, Default: "50"},
+		{Name: "argv", Type: dags.FieldStringList},
+		{Name: "env", Type: dags.FieldStringMap},
+		{Name: "dir", Type: dags.FieldString},
+		{Name: "gpus", Type: dags.FieldInt},
+	} {
+		got := fields[want.Name]
+		got.Doc = ""
+		if got != want {
+			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
+		}
+	}
+	if len(fields) != 20 {
+		t.Errorf("%d fields, want 20", len(fields))
+	}
+	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus" {
+		t.Errorf("command-only fields %s", got)
+	}
+	if got := strings.Join(builtinOnly, " "); got != "dense sparse transforms dim buckets epochs steps batch_size learning_rate l2 seed workers checkpoint_every" {
+		t.Errorf("builtin-only fields %s", got)
+	}
+	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu"
+	if got := strings.Join(nt.Outputs, " "); got != wantOut {
+		t.Errorf("outputs %s, want %s", got, wantOut)
+	}
+}
+
+// TestDefaults: an absent key takes its default, and an explicit zero
+// stays zero (dim: 0 is logistic regression, max_emb_norm: 0 checks only
+// NaN/Inf, l2: 0 turns regularization off).
+func TestDefaults(t *testing.T) {
+	w, err := nodetype.DecodeWith[With](map[string]any{"data": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := With{Data: "x", Trainer: BuiltinTrainer, MaxEmbNorm: 100, Dim: 8, Buckets: 1 << 18, Epochs: 2,
+		BatchSize: 1024, LearningRate: 0.05, L2: 1e-3, Seed: 1, CheckpointEvery: 50}
+	if !reflect.DeepEqual(w, want) {
+		t.Errorf("defaults %+v, want %+v", w, want)
+	}
+	w, err = nodetype.DecodeWith[With](map[string]any{"data": "x", "dim": 0, "max_emb_norm": 0, "l2": 0})
+	if err != nil || w.Dim != 0 || w.MaxEmbNorm != 0 || w.L2 != 0 {
+		t.Errorf("explicit zeros: %+v, %v", w, err)
+	}
+}
+
+// TestBuiltinDefaultsRun: a block with only data trains with the defaults:
+// 2 epochs of 1024-row batches.
+func TestBuiltinDefaultsRun(t *testing.T) {
+	srv := s3test.Start(t)
+	st := srv.Open(t, "")
+	split := splittest.Write(t, st, "r4", 2000, 500)
+	tr := &Trainers{Store: st, Logger: quiet}
+	in := nodetype.Input{Pipeline: "test", RunID: "r4", Node: "train", Type: "train", With: map[string]any{"data": split}}
+	out, err := nodetest.Run(t, tr.Run, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out["trainer"] != BuiltinTrainer || out["steps"] != 4.0 || out["examples"] != 4000.0 || out["gpus"] != 0.0 || out["train_rows"] != 2000.0 {
+		t.Errorf("outputs %v: want 4 steps over 4000 examples", out)
+	}
+	if _, ok := out["gpu"]; ok {
+		t.Errorf("outputs %v: a builtin trainer has no gpu summary", out)
 	}
 }
 
