@@ -13,7 +13,7 @@ import (
 
 // NewDAGCommand returns `retrain dag`: validate and draw specs offline.
 func NewDAGCommand(app *App) *cobra.Command {
-	cmd := &cobra.Command{Use: "dag", Short: "Validate and draw pipeline specs (no server needed)"}
+	cmd := &cobra.Command{Use: "dag", Short: "Validate, draw and look up pipeline specs and node types (no server needed)"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check specs: fields, ids, needs, cycles, node types, with fields, references",
@@ -57,7 +57,7 @@ func NewDAGCommand(app *App) *cobra.Command {
 		},
 	}
 	graph.Flags().StringVar(&format, "format", "mermaid", "mermaid or dot")
-	cmd.AddCommand(graph)
+	cmd.AddCommand(graph, newTypesCommand(app))
 	return cmd
 }
 
