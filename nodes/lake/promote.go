@@ -1,19 +1,75 @@
 package lake
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/retrain-ml/retrain/nodetype"
-
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/nodetype"
 )
+
+// Names of the promote_features workflow and the activities it runs; they
+// are recorded in run histories and do not change.
+const (
+	PromotePlanActivity    = "PromoteFeaturesPlan"
+	PromoteBucketsActivity = "PromoteFeaturesBuckets"
+	PromoteCommitActivity  = "PromoteFeaturesCommit"
+	PromoteWorkflow        = "PromoteFeatures"
+)
+
+// PromoteWith is a promote_features node's `with` block, which the plan
+// activity decodes (see PromoteFeatures).
+type PromoteWith struct {
+	TrainingTable string   `json:"training_table" required:"true" doc:"namespace.table to promote into"`
+	StagingTables []string `json:"staging_tables" required:"true" doc:"staging tables whose feature columns are promoted"`
+	StartDate     string   `json:"start_date" required:"true" doc:"first date, YYYY-MM-DD"`
+	EndDate       string   `json:"end_date" required:"true" doc:"last date, inclusive"`
+	DateColumn    string   `json:"date_column" default:"date" doc:"date column"`
+	BucketGroups  int      `json:"bucket_groups" doc:"activities to fan out to (default: one per bucket)"`
+}
+
+// spec is the promotion w asks for.
+func (w PromoteWith) spec() features.PromoteSpec {
+	return features.PromoteSpec{
+		Training: w.TrainingTable, Staging: w.StagingTables, StartDate: w.StartDate, EndDate: w.EndDate,
+		DateColumn: w.DateColumn, Groups: w.BucketGroups,
+	}
+}
+
+// PromoteOutputs are a promote_features node's outputs.
+type PromoteOutputs struct {
+	// PreviousSnapshotID is the training table's snapshot before the
+	// promotion: what rollback_table moves it back to. Ids are strings:
+	// they are 64-bit.
+	PreviousSnapshotID int64    `json:"previous_snapshot_id,string"`
+	SnapshotID         int64    `json:"snapshot_id,string"`
+	Rows               int64    `json:"rows"`
+	Matched            int64    `json:"matched"` // rows that got a value from some staging table
+	Columns            []string `json:"columns"` // promoted columns
+	Partitions         int      `json:"partitions"`
+	Files              int      `json:"files"`
+	Rounds             int      `json:"rounds"` // plans it took: a round lost to another commit is redone
+}
+
+func (l *Lake) promoteType() nodetype.Type {
+	return nodetype.NewWorkflow[PromoteWith, PromoteOutputs](dags.NodeType{
+		Name:  "promote_features",
+		Doc:   "Stage 2 of a feature backfill: join staging tables into the training table bucket by bucket (one activity per bucket group) and commit one snapshot replacing the affected partitions; redone if another commit lands first.",
+		Check: CheckDates,
+	}, PromoteWorkflow, PromoteFeatures, map[string]any{
+		PromotePlanActivity:    l.PromotePlan,
+		PromoteBucketsActivity: l.PromoteBuckets,
+		PromoteCommitActivity:  l.PromoteCommit,
+	})
+}
 
 // PromoteFeatures runs a promote_features node: plan the promotion on the
 // training table as it is, join bucket groups in parallel (one activity
@@ -21,6 +77,12 @@ import (
 // one snapshot. If another commit landed on the table in the meantime the
 // commit changes nothing and says so, and the promotion is planned and run
 // again on the fresh table. Only URIs and ids pass through here.
+//
+// The workflow does not decode the `with` block: it passes it to the plan
+// activity as it came, which decodes it as a PromoteWith and fails as bad
+// input if it does not decode. Failing in the workflow instead would
+// change the commands of recorded runs whose plan failed that way, and
+// they would no longer replay.
 func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	started := workflow.Now(ctx)
 	info := workflow.GetInfo(ctx)
@@ -56,22 +118,20 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 			log.Info("promotion lost a race; redoing it on the fresh table", "round", round, "reason", commit.Reason)
 			continue
 		}
-		var rows, matched int64
+		out := PromoteOutputs{
+			PreviousSnapshotID: commit.PreviousSnapshot, SnapshotID: commit.Snapshot,
+			Columns: plan.Columns, Partitions: plan.Partitions, Files: commit.Files, Rounds: round,
+		}
 		for _, r := range results {
-			rows += r.Rows
-			matched += r.Matched
+			out.Rows += r.Rows
+			out.Matched += r.Matched
+		}
+		outputs, err := nodetype.Outputs(out)
+		if err != nil {
+			return nodetype.Result{}, fmt.Errorf("promote_features outputs: %w", err)
 		}
 		return nodetype.Result{
-			Outputs: map[string]any{
-				"previous_snapshot_id": fmt.Sprint(commit.PreviousSnapshot),
-				"snapshot_id":          fmt.Sprint(commit.Snapshot),
-				"rows":                 rows,
-				"matched":              matched,
-				"columns":              plan.Columns,
-				"partitions":           plan.Partitions,
-				"files":                commit.Files,
-				"rounds":               round,
-			},
+			Outputs:   outputs,
 			Attempt:   info.Attempt,
 			StartedAt: started,
 			EndedAt:   workflow.Now(ctx),
@@ -125,4 +185,63 @@ func stepError(step string, err error) error {
 			temporal.ApplicationErrorOptions{NonRetryable: appErr.NonRetryable(), NextRetryDelay: appErr.NextRetryDelay(), Category: appErr.Category(), Cause: err})
 	}
 	return fmt.Errorf("%s: %w", step, err)
+}
+
+// PromotePlanInput starts one round of a promotion.
+type PromotePlanInput struct {
+	With map[string]any `json:"with"` // the node's block, as the workflow got it
+	ID   string         `json:"promotion_id"`
+}
+
+// PromoteBucketsInput is one bucket group of a round.
+type PromoteBucketsInput struct {
+	Plan    *features.PromotionPlan `json:"plan"`
+	Buckets []int                   `json:"buckets"`
+}
+
+// PromoteCommitInput ends a round.
+type PromoteCommitInput struct {
+	Plan    *features.PromotionPlan `json:"plan"`
+	Results []features.BucketResult `json:"results"`
+}
+
+// PromotePlan checks and plans a round of a promotion.
+func (l *Lake) PromotePlan(ctx context.Context, in PromotePlanInput) (*features.PromotionPlan, error) {
+	// The node's heartbeat timeout applies to each of its activities.
+	ctx, stop := nodetype.StartKeepAlive(ctx)
+	defer stop()
+	w, err := nodetype.DecodeWith[PromoteWith](in.With)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	cat, err := l.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := features.PlanPromotion(ctx, cat, w.spec(), in.ID)
+	return plan, Error(err)
+}
+
+// PromoteBuckets writes one bucket group's files.
+func (l *Lake) PromoteBuckets(ctx context.Context, in PromoteBucketsInput) (features.BucketResult, error) {
+	cat, err := l.Open(ctx)
+	if err != nil {
+		return features.BucketResult{}, err
+	}
+	ctx, stop := nodetype.StartKeepAlive(ctx)
+	defer stop()
+	res, err := features.PromoteBuckets(ctx, cat, in.Plan, in.Buckets, l.Logger)
+	return res, Error(err)
+}
+
+// PromoteCommit lands a round, or reports that it lost a race.
+func (l *Lake) PromoteCommit(ctx context.Context, in PromoteCommitInput) (features.CommitResult, error) {
+	cat, err := l.Open(ctx)
+	if err != nil {
+		return features.CommitResult{}, err
+	}
+	ctx, stop := nodetype.StartKeepAlive(ctx)
+	defer stop()
+	res, err := features.CommitPromotion(ctx, cat, in.Plan, in.Results, l.Logger)
+	return res, Error(err)
 }
