@@ -49,7 +49,6 @@ func Open(ctx context.Context, store *s3store.Store, uri string) (*Data, error) 
 	return &s, nil
 }
 
-// load reads one dataset of the split into columns.
 // Load reads one dataset of the split into memory.
 func (s *Data) Load(ctx context.Context, store *s3store.Store, name string) (*dataset.Data, error) {
 	rows, err := checkpoint.ReadAll[any](ctx, store, checkpoint.Ref{Manifest: s.ManifestKey, Dataset: name})
@@ -63,9 +62,8 @@ func (s *Data) Load(ctx context.Context, store *s3store.Store, name string) (*da
 	return d, nil
 }
 
-// download copies one dataset's Parquet files into dir, for a trainer
+// Download copies one dataset's Parquet files into dir, for a trainer
 // program that reads local files.
-// Download copies one dataset of the split into dir.
 func (s *Data) Download(ctx context.Context, store *s3store.Store, name, dir string) error {
 	ds, _ := s.Manifest.Dataset(name)
 	for _, f := range ds.Files {
