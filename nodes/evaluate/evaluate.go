@@ -27,56 +27,97 @@ import (
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
-// EvaluateType is the `evaluate` node type.
-var EvaluateType = dags.NodeType{
-	Name: "evaluate",
-	Doc: "Score a candidate model and the model behind an alias of the registry (production: the baseline) on the held-out split: " +
-		"AUC, log loss, accuracy, calibration (mean prediction / mean label), optionally per slice. Writes the metrics as JSON to the object " +
-		"store; outputs the candidate's headline figures (auc, log_loss, accuracy, calibration), the baseline's version and ${nodes.ID.outputs.evaluation} for a gate node.",
-	Fields: []dags.Field{
-		{Name: "candidate", Type: dags.FieldString, Required: true, Doc: "the candidate's folder, ${nodes.train.outputs.model_uri}"},
-		{Name: "data", Type: dags.FieldString, Required: true, Doc: "the split, ${nodes.split.outputs.uri}"},
-		{Name: "dataset", Type: dags.FieldString, Doc: "dataset of the split to score (default eval)"},
-		{Name: "model", Type: dags.FieldString, Doc: "registry model whose alias is the baseline (no model: no baseline)"},
-		{Name: "baseline", Type: dags.FieldString, Doc: "alias or version of the baseline (default production)"},
-		{Name: "slices", Type: dags.FieldBool, Doc: "also score each value of the split's slice column"},
-		{Name: "max_slices", Type: dags.FieldInt, Doc: "keep the largest N slices (default 20)"},
-	},
-	Outputs: []string{"evaluation", "candidate", "baseline", "baseline_version", "candidate_id", "has_baseline", "metrics_uri", "rows", "window", "dates", "summary",
-		MetricAUC, MetricLogLoss, MetricAccuracy, MetricCalibration},
-	Check: func(with map[string]any) error {
-		if err := modelsnode.CheckNames(with, "model"); err != nil {
+// Name is the evaluate node type's name.
+const Name = "evaluate"
+
+// EvaluateType is the `evaluate` node type's declaration (its name, fields
+// and outputs), for code that names the type.
+var EvaluateType = Type(nil, nil).NodeType
+
+// With is an evaluate node's `with` block.
+type With struct {
+	Candidate string `json:"candidate" required:"true" doc:"the candidate's folder, ${nodes.train.outputs.model_uri}"`
+	Data      string `json:"data" required:"true" doc:"the split, ${nodes.split.outputs.uri}"`
+	Dataset   string `json:"dataset" default:"eval" doc:"dataset of the split to score: eval or train"`
+	Model     string `json:"model" doc:"registry model whose alias is the baseline (no model: no baseline)"`
+	Baseline  string `json:"baseline" default:"production" doc:"alias or version of the baseline"`
+	Slices    bool   `json:"slices" doc:"also score each value of the split's slice column"`
+	MaxSlices int    `json:"max_slices" default:"20" doc:"keep the largest N slices"`
+}
+
+// Evaluation is what a gate node reads: both models' headline figures and
+// the rows each was scored on. Both were scored on the same rows here; the
+// gate checks that the two records agree, so metrics from two evaluations
+// of different data are never compared.
+type Evaluation struct {
+	// Candidate and Baseline map a metric to its figure, null where it is
+	// not finite (an AUC on one class); Baseline is null without one.
+	Candidate       map[string]any `json:"candidate"`
+	Baseline        map[string]any `json:"baseline"`
+	BaselineVersion string         `json:"baseline_version"`
+	CandidateID     string         `json:"candidate_id"`
+	CandidateData   *EvalScope     `json:"candidate_data"`
+	BaselineData    *EvalScope     `json:"baseline_data"` // null without a baseline
+}
+
+// Outputs are an evaluate node's outputs.
+type Outputs struct {
+	Evaluation      Evaluation     `json:"evaluation"`
+	Candidate       map[string]any `json:"candidate"`
+	Baseline        map[string]any `json:"baseline"`
+	BaselineVersion string         `json:"baseline_version"`
+	CandidateID     string         `json:"candidate_id"`
+	HasBaseline     bool           `json:"has_baseline"`
+	MetricsURI      string         `json:"metrics_uri"`
+	Rows            int            `json:"rows"`
+	Window          dataset.Window `json:"window"`
+	Dates           []string       `json:"dates"`
+	Summary         string         `json:"summary"`
+	// The candidate's headline figures, for a deploy's metrics: null where
+	// not finite.
+	AUC         any `json:"auc"`
+	LogLoss     any `json:"log_loss"`
+	Accuracy    any `json:"accuracy"`
+	Calibration any `json:"calibration"`
+}
+
+// check refuses the `with` values that only a reference can bring past the
+// validator's Check: Check does not run on values resolved at run time.
+func (w With) check() error {
+	if w.Dataset != split.TrainDataset && w.Dataset != split.EvalDataset {
+		return fmt.Errorf("dataset %q: want eval or train", w.Dataset)
+	}
+	if w.MaxSlices < 1 {
+		return fmt.Errorf("max_slices must be at least 1, got %d", w.MaxSlices)
+	}
+	return nil
+}
+
+// checkEvaluate checks the values of a spec's `with` block that the schema
+// cannot: names, the dataset and the slice count. Values holding ${...}
+// are only known at run time, when With.check and the registry check them.
+func checkEvaluate(with map[string]any) error {
+	if err := modelsnode.CheckNames(with, "model"); err != nil {
+		return err
+	}
+	if s, ok := with["baseline"].(string); ok && !dags.HasRef(s) {
+		if err := models.ValidateName("baseline", s); err != nil {
 			return err
 		}
-		if s, ok := with["baseline"].(string); ok && !dags.HasRef(s) {
-			if err := models.ValidateName("baseline", s); err != nil {
-				return err
-			}
-		}
-		if d, ok := with["dataset"].(string); ok && !dags.HasRef(d) && d != split.TrainDataset && d != split.EvalDataset {
-			return fmt.Errorf("dataset %q: want eval or train", d)
-		}
-		if n, ok := with["max_slices"].(float64); ok && n < 1 {
-			return fmt.Errorf("max_slices must be at least 1, got %v", n)
-		}
-		return nil
-	},
+	}
+	if d, ok := with["dataset"].(string); ok && !dags.HasRef(d) && d != split.TrainDataset && d != split.EvalDataset {
+		return fmt.Errorf("dataset %q: want eval or train", d)
+	}
+	if n, ok := with["max_slices"].(float64); ok && n < 1 {
+		return fmt.Errorf("max_slices must be at least 1, got %v", n)
+	}
+	return nil
 }
 
-// Evaluator runs evaluate nodes.
-type Evaluator struct {
-	Store  *s3store.Store
-	Logger *slog.Logger
-}
-
-type evaluateWith struct {
-	Candidate string `json:"candidate"`
-	Data      string `json:"data"`
-	Dataset   string `json:"dataset"`
-	Model     string `json:"model"`
-	Baseline  string `json:"baseline"`
-	Slices    bool   `json:"slices"`
-	MaxSlices int    `json:"max_slices"`
+// evaluator runs evaluate nodes.
+type evaluator struct {
+	store  *s3store.Store
+	logger *slog.Logger
 }
 
 // ModelMetrics is one model's figures on the held-out data, as written to
@@ -149,64 +190,54 @@ type scored struct {
 	calibration []trainer.CalibrationBin
 }
 
-// Run runs an evaluate node.
-func (e *Evaluator) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
-	var w evaluateWith
-	if err := nodetype.Decode(in.With, &w); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+// run runs an evaluate node.
+func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
+	if err := w.check(); err != nil {
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
-	if w.Dataset == "" {
-		w.Dataset = split.EvalDataset
+	if e.store == nil {
+		return Outputs{}, objects.NoStore()
 	}
-	if w.Baseline == "" {
-		w.Baseline = models.DefaultAlias
-	}
-	if w.MaxSlices <= 0 {
-		w.MaxSlices = 20
-	}
-	if e.Store == nil {
-		return nil, objects.NoStore()
-	}
-	log := e.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
-	sd, err := split.Open(ctx, e.Store, w.Data)
+	log := e.logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
+	sd, err := split.Open(ctx, e.store, w.Data)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
-	data, err := sd.Load(ctx, e.Store, w.Dataset)
+	data, err := sd.Load(ctx, e.store, w.Dataset)
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	scope, err := evalScope(sd, w.Data, w.Dataset, data.Len())
 	if err != nil {
-		return nil, err
+		return Outputs{}, err
 	}
 	sliceCol := ""
 	if w.Slices {
 		if sd.Outputs.Schema.Slice == "" {
-			return nil, nodetype.Permanent(errtype.BadInput, "slices: the split has no slice column (give the split node `slice`)")
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "slices: the split has no slice column (give the split node `slice`)")
 		}
 		sliceCol = sd.Outputs.Schema.Slice
 	}
 
 	// The candidate.
-	candKey, err := objects.StoreKey(e.Store, w.Candidate)
+	candKey, err := objects.StoreKey(e.store, w.Candidate)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "candidate: %v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "candidate: %v", err)
 	}
 	candKey = strings.TrimSuffix(candKey, "/") + "/" + train.ModelFile
-	raw, err := objects.ReadObject(ctx, e.Store, candKey)
+	raw, err := objects.ReadObject(ctx, e.store, candKey)
 	if err != nil {
-		return nil, objects.StoreError(fmt.Sprintf("candidate: read %s (evaluate scores models of the builtin trainer)", objects.KeyURI(e.Store, candKey)), err)
+		return Outputs{}, objects.StoreError(fmt.Sprintf("candidate: read %s (evaluate scores models of the builtin trainer)", objects.KeyURI(e.store, candKey)), err)
 	}
 	cand, err := trainer.ReadModel(bytes.NewReader(raw))
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "candidate %s: %v", objects.KeyURI(e.Store, candKey), err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "candidate %s: %v", objects.KeyURI(e.store, candKey), err)
 	}
 	sum := sha256.Sum256(raw)
 	candidateID := "sha256:" + hex.EncodeToString(sum[:8])
 	c, err := score(cand, data, w.Slices, w.MaxSlices)
 	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "candidate: %v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "candidate: %v", err)
 	}
 	report := EvaluationReport{
 		Data: w.Data, Dataset: w.Dataset, Rows: data.Len(), Window: scope.Window, Dates: scope.Dates, RunWindow: sd.Outputs.Window,
@@ -218,23 +249,23 @@ func (e *Evaluator) Run(ctx context.Context, in nodetype.Input) (map[string]any,
 	var base *scored
 	var baselineVersion string
 	if w.Model != "" {
-		reg := models.New(e.Store)
+		reg := models.New(e.store)
 		v, err := reg.Resolve(ctx, w.Model+"@"+w.Baseline)
 		switch {
 		case errors.Is(err, models.ErrNotFound):
 			log.Info("no baseline: the registry has none yet", "model", w.Model, "alias", w.Baseline)
 		case errors.Is(err, models.ErrInvalidName):
-			return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 		case err != nil:
-			return nil, fmt.Errorf("baseline %s@%s: %w", w.Model, w.Baseline, err)
+			return Outputs{}, fmt.Errorf("baseline %s@%s: %w", w.Model, w.Baseline, err)
 		default:
 			bm, err := openVersionModel(ctx, reg, v)
 			if err != nil {
-				return nil, err
+				return Outputs{}, err
 			}
 			b, err := score(bm, data, w.Slices, w.MaxSlices)
 			if err != nil {
-				return nil, nodetype.Permanent(errtype.BadInput, "baseline %s cannot score this data: %v", v.Ref(), err)
+				return Outputs{}, nodetype.Permanent(errtype.BadInput, "baseline %s cannot score this data: %v", v.Ref(), err)
 			}
 			base, baselineVersion = &b, v.Version
 			report.BaselineVersion = v.Version
@@ -243,32 +274,23 @@ func (e *Evaluator) Run(ctx context.Context, in nodetype.Input) (map[string]any,
 	}
 
 	metricsKey := fmt.Sprintf("runs/%s/%s/%s/metrics.json", in.Pipeline, in.RunID, in.Node)
-	if err := objects.PutJSON(ctx, e.Store, metricsKey, report); err != nil {
-		return nil, fmt.Errorf("write the metrics: %w", err)
+	if err := objects.PutJSON(ctx, e.store, metricsKey, report); err != nil {
+		return Outputs{}, fmt.Errorf("write the metrics: %w", err)
 	}
-	// Both models were scored on the same rows here; the gate checks that
-	// the two records agree, so metrics from two evaluations of different
-	// data are never compared.
-	evaluation := map[string]any{
-		"candidate": outputMetrics(c.metrics), "baseline": nil,
-		"baseline_version": baselineVersion, "candidate_id": candidateID,
-		"candidate_data": scope, "baseline_data": nil,
-	}
-	out := map[string]any{
-		"candidate": evaluation["candidate"], "baseline": nil, "baseline_version": baselineVersion,
-		"candidate_id": candidateID, "has_baseline": base != nil,
-		"metrics_uri": objects.KeyURI(e.Store, metricsKey), "rows": data.Len(), "window": scope.Window, "dates": scope.Dates,
+	candMetrics := outputMetrics(c.metrics)
+	out := Outputs{
+		Evaluation: Evaluation{
+			Candidate: candMetrics, BaselineVersion: baselineVersion, CandidateID: candidateID, CandidateData: &scope,
+		},
+		Candidate: candMetrics, BaselineVersion: baselineVersion, CandidateID: candidateID, HasBaseline: base != nil,
+		MetricsURI: objects.KeyURI(e.store, metricsKey), Rows: data.Len(), Window: scope.Window, Dates: scope.Dates,
+		Summary: evalSummary(scope, c.metrics[MetricAUC], baselineVersion, base),
+		AUC:     train.FiniteOrNil(c.metrics[MetricAUC]), LogLoss: train.FiniteOrNil(c.metrics[MetricLogLoss]),
+		Accuracy: train.FiniteOrNil(c.metrics[MetricAccuracy]), Calibration: train.FiniteOrNil(c.metrics[MetricCalibration]),
 	}
 	if base != nil {
-		evaluation["baseline"] = outputMetrics(base.metrics)
-		evaluation["baseline_data"] = scope
-		out["baseline"] = evaluation["baseline"]
-	}
-	out["evaluation"] = evaluation
-	out["summary"] = evalSummary(scope, c.metrics[MetricAUC], baselineVersion, base)
-	// The candidate's headline figures, for a deploy's metrics.
-	for _, k := range []string{MetricAUC, MetricLogLoss, MetricAccuracy, MetricCalibration} {
-		out[k] = train.FiniteOrNil(c.metrics[k])
+		out.Baseline = outputMetrics(base.metrics)
+		out.Evaluation.Baseline, out.Evaluation.BaselineData = out.Baseline, &scope
 	}
 	log.Info("evaluated", "window", scope.Window.String(), "rows", data.Len(), "candidate_auc", c.metrics[MetricAUC], "baseline", baselineVersion)
 	return out, nil
@@ -350,6 +372,12 @@ func evalSummary(scope EvalScope, auc float64, baselineVersion string, base *sco
 
 // Type returns the evaluate node type.
 func Type(store *s3store.Store, logger *slog.Logger) nodetype.Type {
-	e := &Evaluator{Store: store, Logger: logger}
-	return nodetype.Type{NodeType: EvaluateType, Run: e.Run}
+	e := &evaluator{store: store, logger: logger}
+	return nodetype.New(dags.NodeType{
+		Name: Name,
+		Doc: "Score a candidate model and the model behind an alias of the registry (production: the baseline) on the held-out split: " +
+			"AUC, log loss, accuracy, calibration (mean prediction / mean label), optionally per slice. Writes the metrics as JSON to the object " +
+			"store; outputs the candidate's headline figures (auc, log_loss, accuracy, calibration), the baseline's version and ${nodes.ID.outputs.evaluation} for a gate node.",
+		Check: checkEvaluate,
+	}, e.run)
 }

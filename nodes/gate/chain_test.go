@@ -55,7 +55,7 @@ func TestBuiltinTrainEvaluateAndResume(t *testing.T) {
 	}
 
 	// Evaluate with no production model, then against one.
-	ev := &evaluate.Evaluator{Store: st, Logger: quiet}
+	ev := evaluate.Type(st, quiet)
 	evIn := nodetype.Input{Pipeline: "test", RunID: "r1", Node: "evaluate", Type: "evaluate",
 		With: map[string]any{"candidate": out["model_uri"], "data": split, "model": "ctr", "slices": true}}
 	res, err := nodetest.Run(t, ev.Run, evIn, nil)
@@ -65,6 +65,16 @@ func TestBuiltinTrainEvaluateAndResume(t *testing.T) {
 	auc, _ := res["auc"].(float64)
 	if res["has_baseline"] != false || auc < 0.75 || res["rows"].(float64) != 2000 {
 		t.Fatalf("evaluate: %v", res)
+	}
+	// Every declared output is there, null where there is no baseline.
+	for _, k := range ev.NodeType.Outputs {
+		if _, ok := res[k]; !ok {
+			t.Errorf("evaluate: no output %s", k)
+		}
+	}
+	if first := res["evaluation"].(map[string]any); res["baseline"] != nil || res["baseline_version"] != "" ||
+		first["baseline"] != nil || first["baseline_data"] != nil || first["candidate_data"].(map[string]any)["dataset"] != "eval" {
+		t.Errorf("evaluate without a baseline: %v", res)
 	}
 	dir := t.TempDir()
 	modelKey, _ := objects.StoreKey(st, out["model_uri"].(string))

@@ -35,34 +35,52 @@ const (
 // others say what to gate and how to treat a rejection.
 var gateConfigKeys = []string{"metrics", "no_baseline", "zero_baseline"}
 
-// GateType is the `gate` node type.
-var GateType = dags.NodeType{
-	Name: "gate",
-	Doc: "Compare a candidate's metrics with thresholds and with the baseline's (see package gate for the exact semantics: " +
-		"min/max bounds inclusive, absolute = candidate - baseline, relative = (candidate - baseline) / |baseline|, thresholds are " +
-		"minimum improvements). Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
-		"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
-	Kind:   dags.KindWorkflow,
-	Target: GateWorkflow,
-	Fields: []dags.Field{
-		{Name: "metrics", Type: dags.FieldAny, Required: true, Doc: "metric -> {direction, min, max, absolute, relative}"},
-		{Name: "no_baseline", Type: dags.FieldString, Doc: "without a production model: value_only (default), block or bless"},
-		{Name: "zero_baseline", Type: dags.FieldString, Doc: "a baseline of 0 under a relative check: fail (default) or skip_relative"},
-		{Name: "evaluation", Type: dags.FieldAny, Doc: "an evaluate node's ${nodes.ID.outputs.evaluation}"},
-		{Name: "candidate", Type: dags.FieldAny, Doc: "instead of evaluation: the candidate's metrics, a map of name to number"},
-		{Name: "baseline", Type: dags.FieldAny, Doc: "with candidate: the baseline's metrics (null: no baseline)"},
-		{Name: "baseline_version", Type: dags.FieldString, Doc: "with candidate: the baseline's version, for the record"},
-		{Name: "candidate_id", Type: dags.FieldString, Doc: "with candidate: the candidate's id, for the record"},
-		{Name: "candidate_data", Type: dags.FieldAny, Doc: "with candidate: the rows it was scored on ({split, dataset, window, dates, rows}); the gate refuses to compare different rows"},
-		{Name: "baseline_data", Type: dags.FieldAny, Doc: "with candidate: the rows the baseline was scored on"},
-		{Name: "wait_for_approval", Type: dags.FieldDuration, Doc: "when the gate fails, wait this long for `retrain approve` (default: do not wait)"},
-		{Name: "on_reject", Type: dags.FieldString, Doc: "skip (default: output passed=false) or fail (fail the node, and so the run)"},
-	},
-	Outputs: []string{"passed", "reason", "forced", "forced_by", "force_reason", "comparisons", "failed",
-		"baseline_version", "candidate_id", "has_baseline", "waited"},
-	Check: checkGate,
+// Name is the gate node type's name.
+const Name = "gate"
+
+// GateType is the `gate` node type's declaration (its name, fields and
+// outputs), for code that names the type.
+var GateType = Types()[0].NodeType
+
+// With is a gate node's `with` block. The metric maps and the evaluation
+// are read by package gate's rules (numbers, numeric text or null), so
+// they stay untyped here.
+type With struct {
+	Metrics         any    `json:"metrics" required:"true" type:"any" doc:"metric -> {direction, min, max, absolute, relative}"`
+	NoBaseline      string `json:"no_baseline" default:"value_only" doc:"without a production model: value_only, block or bless"`
+	ZeroBaseline    string `json:"zero_baseline" default:"fail" doc:"a baseline of 0 under a relative check: fail or skip_relative"`
+	Evaluation      any    `json:"evaluation" type:"any" doc:"an evaluate node's ${nodes.ID.outputs.evaluation}"`
+	Candidate       any    `json:"candidate" type:"any" doc:"instead of evaluation: the candidate's metrics, a map of name to number"`
+	Baseline        any    `json:"baseline" type:"any" doc:"with candidate: the baseline's metrics (null: no baseline)"`
+	BaselineVersion string `json:"baseline_version" doc:"with candidate: the baseline's version, for the record"`
+	CandidateID     string `json:"candidate_id" doc:"with candidate: the candidate's id, for the record"`
+	CandidateData   any    `json:"candidate_data" type:"any" doc:"with candidate: the rows it was scored on ({split, dataset, window, dates, rows}); the gate refuses to compare different rows"`
+	BaselineData    any    `json:"baseline_data" type:"any" doc:"with candidate: the rows the baseline was scored on"`
+	// The tag is a quoted string: the doc holds backquotes.
+	WaitForApproval string "json:\"wait_for_approval\" type:\"duration\" doc:\"when the gate fails, wait this long for `retrain approve` (absent: do not wait)\""
+	OnReject        string `json:"on_reject" default:"skip" doc:"skip (output passed=false) or fail (fail the node, and so the run)"`
 }
 
+// Outputs are a gate node's outputs: the verdict and every comparison.
+type Outputs struct {
+	Passed      bool              `json:"passed"`
+	Reason      string            `json:"reason"`
+	Forced      bool              `json:"forced"`
+	ForcedBy    string            `json:"forced_by"`
+	ForceReason string            `json:"force_reason"`
+	Comparisons []gate.Comparison `json:"comparisons"`
+	// Failed names each failed comparison with its figures.
+	Failed          []string `json:"failed"`
+	BaselineVersion string   `json:"baseline_version"`
+	CandidateID     string   `json:"candidate_id"`
+	HasBaseline     bool     `json:"has_baseline"`
+	// Waited is set when the gate failed and waited for an approval.
+	Waited bool `json:"waited"`
+}
+
+// checkGate checks what the schema cannot: which fields go together, the
+// value of on_reject and the thresholds (by package gate's parser). It runs
+// on the raw block, where a value holding ${...} is left to run time.
 func checkGate(with map[string]any) error {
 	_, ev := with["evaluation"]
 	_, cand := with["candidate"]
@@ -136,14 +154,6 @@ type GateDecision struct {
 	Error string `json:"error,omitempty"`
 }
 
-type gateWith struct {
-	evaluation      map[string]any
-	candidate       map[string]any
-	baseline        map[string]any
-	baselineVersion string
-	candidateID     string
-}
-
 // DecideGate parses a gate node's resolved `with` and evaluates it.
 func DecideGate(with map[string]any) GateDecision {
 	d, err := decideGate(with)
@@ -154,34 +164,36 @@ func DecideGate(with map[string]any) GateDecision {
 }
 
 func decideGate(with map[string]any) (GateDecision, error) {
+	// The raw block's rules first: they are the validator's, and some are
+	// about which keys are present, which the decoded block cannot say.
 	if err := checkGate(with); err != nil {
 		return GateDecision{}, err
 	}
-	d := GateDecision{OnReject: RejectSkip}
-	if r, ok := with["on_reject"].(string); ok && r != "" {
-		if r != RejectSkip && r != RejectFail {
-			return d, fmt.Errorf("on_reject %q: want skip or fail", r)
-		}
-		d.OnReject = r
+	w, err := nodetype.DecodeWith[With](with)
+	if err != nil {
+		return GateDecision{}, err
 	}
-	if s, ok := with["wait_for_approval"].(string); ok && s != "" {
-		wait, err := dags.ParseDuration(s)
+	if w.OnReject != RejectSkip && w.OnReject != RejectFail {
+		return GateDecision{}, fmt.Errorf("on_reject %q: want skip or fail", w.OnReject)
+	}
+	d := GateDecision{OnReject: w.OnReject}
+	if w.WaitForApproval != "" {
+		wait, err := dags.ParseDuration(w.WaitForApproval)
 		if err != nil {
 			return d, fmt.Errorf("wait_for_approval: %w", err)
 		}
 		d.Wait = wait
 	}
-	cfgWith := map[string]any{}
-	for _, k := range gateConfigKeys {
-		if v, ok := with[k]; ok {
-			cfgWith[k] = v
-		}
+	cfgWith := map[string]any{"no_baseline": w.NoBaseline, "zero_baseline": w.ZeroBaseline}
+	if w.Metrics != nil {
+		cfgWith["metrics"] = w.Metrics
 	}
 	cfg, err := gate.ParseConfig(cfgWith)
 	if err != nil {
 		return d, err
 	}
-	cand, base, err := gateInputs(with)
+	_, fromEvaluation := with["evaluation"]
+	cand, base, err := gateInputs(w, fromEvaluation)
 	if err != nil {
 		return d, err
 	}
@@ -191,28 +203,27 @@ func decideGate(with map[string]any) (GateDecision, error) {
 	return d, nil
 }
 
-// gateInputs reads the candidate and baseline from evaluation, or from
-// candidate/baseline.
-func gateInputs(with map[string]any) (gate.Candidate, *gate.Baseline, error) {
+// gateInputs reads the candidate and baseline from evaluation (when the
+// block has that key), or from candidate/baseline.
+func gateInputs(w With, fromEvaluation bool) (gate.Candidate, *gate.Baseline, error) {
 	var (
 		candM, baseM             any
 		candD, baseD             any
 		baseVersion, candidateID string
 	)
-	if ev, ok := with["evaluation"]; ok {
-		m, ok := ev.(map[string]any)
+	if fromEvaluation {
+		m, ok := w.Evaluation.(map[string]any)
 		if !ok {
-			return gate.Candidate{}, nil, fmt.Errorf("evaluation: want an evaluate node's outputs.evaluation, got %T", ev)
+			return gate.Candidate{}, nil, fmt.Errorf("evaluation: want an evaluate node's outputs.evaluation, got %T", w.Evaluation)
 		}
 		candM, baseM = m["candidate"], m["baseline"]
 		candD, baseD = m["candidate_data"], m["baseline_data"]
 		baseVersion, _ = m["baseline_version"].(string)
 		candidateID, _ = m["candidate_id"].(string)
 	} else {
-		candM, baseM = with["candidate"], with["baseline"]
-		candD, baseD = with["candidate_data"], with["baseline_data"]
-		baseVersion, _ = with["baseline_version"].(string)
-		candidateID, _ = with["candidate_id"].(string)
+		candM, baseM = w.Candidate, w.Baseline
+		candD, baseD = w.CandidateData, w.BaselineData
+		baseVersion, candidateID = w.BaselineVersion, w.CandidateID
 	}
 	cs, err := evaluate.ParseScope("candidate_data", candD)
 	if err != nil {
@@ -263,7 +274,7 @@ func metricValuesOf(what string, v any) (map[string]float64, error) {
 }
 
 // GateOutputs are a gate node's outputs for a result.
-func GateOutputs(r gate.Result, waited bool) map[string]any {
+func GateOutputs(r gate.Result, waited bool) Outputs {
 	failed := []string{}
 	for _, c := range r.Failed() {
 		failed = append(failed, fmt.Sprintf("%s %s: %s", c.Metric, c.Check, c.Reason))
@@ -272,10 +283,10 @@ func GateOutputs(r gate.Result, waited bool) map[string]any {
 	if comparisons == nil {
 		comparisons = []gate.Comparison{}
 	}
-	return map[string]any{
-		"passed": r.Passed, "reason": r.Reason, "forced": r.Forced, "forced_by": r.ForcedBy, "force_reason": r.ForceReason,
-		"comparisons": comparisons, "failed": failed, "baseline_version": r.BaselineVersion,
-		"candidate_id": r.CandidateID, "has_baseline": r.HasBaseline, "waited": waited,
+	return Outputs{
+		Passed: r.Passed, Reason: r.Reason, Forced: r.Forced, ForcedBy: r.ForcedBy, ForceReason: r.ForceReason,
+		Comparisons: comparisons, Failed: failed, BaselineVersion: r.BaselineVersion,
+		CandidateID: r.CandidateID, HasBaseline: r.HasBaseline, Waited: waited,
 	}
 }
 
@@ -296,5 +307,12 @@ func RejectionMessage(r gate.Result) string {
 // Types returns the gate node type: a child workflow, so that a rejected
 // candidate can wait for `retrain approve` without holding a worker slot.
 func Types() []nodetype.Type {
-	return []nodetype.Type{{NodeType: GateType, Workflow: Gate}}
+	return []nodetype.Type{nodetype.NewWorkflow[With, Outputs](dags.NodeType{
+		Name: Name,
+		Doc: "Compare a candidate's metrics with thresholds and with the baseline's (see package gate for the exact semantics: " +
+			"min/max bounds inclusive, absolute = candidate - baseline, relative = (candidate - baseline) / |baseline|, thresholds are " +
+			"minimum improvements). Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
+			"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
+		Check: checkGate,
+	}, GateWorkflow, Gate, nil)}
 }

@@ -2,11 +2,16 @@ package gate
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
 	"github.com/retrain-ml/retrain/nodes/noop"
+	"github.com/retrain-ml/retrain/nodetype"
 
 	"github.com/retrain-ml/retrain/dags"
 )
@@ -166,7 +171,7 @@ func TestDecideGate(t *testing.T) {
 				t.Errorf("defaults: on_reject %q, wait %v", d.OnReject, d.Wait)
 			}
 			out := GateOutputs(d.Result, false)
-			if out["passed"] != tt.passed || out["candidate_id"] != d.Result.CandidateID {
+			if out.Passed != tt.passed || out.CandidateID != d.Result.CandidateID {
 				t.Errorf("outputs %v", out)
 			}
 		})
@@ -227,5 +232,97 @@ func TestGateRefusesMetricsOfDifferentRows(t *testing.T) {
 	}
 	if d := DecideGate(ev); !strings.Contains(d.Error, "refusing to compare") {
 		t.Errorf("evaluation: %+v", d)
+	}
+}
+
+// TestSchema: the field list comes from With, with its defaults and docs,
+// and the outputs from Outputs, as they were declared before; the type
+// still runs as the Gate workflow.
+func TestSchema(t *testing.T) {
+	typ := Types()[0]
+	if err := typ.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	nt := typ.NodeType
+	if nt.Name != Name || nt.Kind != dags.KindWorkflow || nt.Target != GateWorkflow || typ.TargetName() != "Gate" || typ.Workflow == nil {
+		t.Fatalf("type %+v", nt)
+	}
+	want := []dags.Field{
+		{Name: "metrics", Type: dags.FieldAny, Required: true},
+		// The modes package gate takes the empty value for.
+		{Name: "no_baseline", Type: dags.FieldString, Default: string(gate.NoBaselineValueOnly)},
+		{Name: "zero_baseline", Type: dags.FieldString, Default: string(gate.ZeroBaselineFail)},
+		{Name: "evaluation", Type: dags.FieldAny},
+		{Name: "candidate", Type: dags.FieldAny},
+		{Name: "baseline", Type: dags.FieldAny},
+		{Name: "baseline_version", Type: dags.FieldString},
+		{Name: "candidate_id", Type: dags.FieldString},
+		{Name: "candidate_data", Type: dags.FieldAny},
+		{Name: "baseline_data", Type: dags.FieldAny},
+		{Name: "wait_for_approval", Type: dags.FieldDuration},
+		{Name: "on_reject", Type: dags.FieldString, Default: RejectSkip},
+	}
+	if len(nt.Fields) != len(want) {
+		t.Fatalf("fields %+v, want %+v", nt.Fields, want)
+	}
+	for i, f := range nt.Fields {
+		if f.Doc == "" || strings.Contains(f.Doc, "default") {
+			t.Errorf("field %s: doc %q: want one, without the default", f.Name, f.Doc)
+		}
+		f.Doc = ""
+		if f != want[i] {
+			t.Errorf("field %+v, want %+v", f, want[i])
+		}
+	}
+	wantOut := []string{"passed", "reason", "forced", "forced_by", "force_reason", "comparisons", "failed",
+		"baseline_version", "candidate_id", "has_baseline", "waited"}
+	if !slices.Equal(nt.Outputs, wantOut) {
+		t.Errorf("outputs %v, want %v", nt.Outputs, wantOut)
+	}
+	if GateType.Name != Name || len(GateType.Fields) != len(want) {
+		t.Errorf("GateType %+v", GateType)
+	}
+	// Every declared output is in the map the workflow returns, even the
+	// empty ones (a reference to ${nodes.gate.outputs.forced_by} resolves).
+	out, err := nodetype.Outputs(GateOutputs(gate.Result{Passed: true}, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(maps.Keys(out)); !slices.Equal(got, slices.Sorted(slices.Values(wantOut))) {
+		t.Errorf("output keys %v, want %v", got, wantOut)
+	}
+}
+
+// TestDecideGateDefaults: the tags' defaults decide as an absent key did;
+// explicit values are taken, and an explicit empty on_reject is refused.
+func TestDecideGateDefaults(t *testing.T) {
+	with := func(extra map[string]any) map[string]any {
+		w := map[string]any{"metrics": map[string]any{"auc": map[string]any{"direction": "higher_is_better", "absolute": 0.01}},
+			"candidate": map[string]any{"auc": 0.8}}
+		for k, v := range extra {
+			w[k] = v
+		}
+		return w
+	}
+	d := DecideGate(with(nil))
+	if d.Error != "" || d.OnReject != RejectSkip || d.Wait != 0 {
+		t.Fatalf("defaults: %+v", d)
+	}
+	// no_baseline defaults to value_only: the change check is skipped, and
+	// with nothing else checked the gate does not pass.
+	if d.Result.Passed || !strings.Contains(d.Result.Reason, "no_baseline: value_only") {
+		t.Errorf("no baseline, default mode: %+v", d.Result)
+	}
+	if d := DecideGate(with(map[string]any{"no_baseline": "bless"})); d.Error != "" || !d.Result.Passed {
+		t.Errorf("no_baseline bless: %+v", d)
+	}
+	if d := DecideGate(with(map[string]any{"on_reject": "fail", "wait_for_approval": "1h"})); d.OnReject != RejectFail || d.Wait != time.Hour {
+		t.Errorf("explicit: %+v", d)
+	}
+	if d := DecideGate(with(map[string]any{"on_reject": ""})); !strings.Contains(d.Error, "on_reject") {
+		t.Errorf("empty on_reject: %+v", d)
+	}
+	if d := DecideGate(with(map[string]any{"baseline_version": 3})); !strings.Contains(d.Error, "baseline_version") {
+		t.Errorf("a number for baseline_version: %+v", d)
 	}
 }

@@ -73,7 +73,10 @@ func Gate(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 		}
 	}
 
-	outputs := GateOutputs(state.Result, waited)
+	outputs, err := nodetype.Outputs(GateOutputs(state.Result, waited))
+	if err != nil {
+		return nodetype.Result{}, err
+	}
 	if !state.Result.Passed && d.OnReject == RejectFail {
 		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(
 			RejectionMessage(state.Result), errtype.GateRejected, nil, outputs)
