@@ -213,10 +213,10 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 	}
 	sliceCol := ""
 	if w.Slices {
-		if sd.Outputs.Schema.Slice == "" {
+		if sd.Record.Schema.Slice == "" {
 			return Outputs{}, nodetype.Permanent(errtype.BadInput, "slices: the split has no slice column (give the split node `slice`)")
 		}
-		sliceCol = sd.Outputs.Schema.Slice
+		sliceCol = sd.Record.Schema.Slice
 	}
 
 	// The candidate.
@@ -240,7 +240,7 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "candidate: %v", err)
 	}
 	report := EvaluationReport{
-		Data: w.Data, Dataset: w.Dataset, Rows: data.Len(), Window: scope.Window, Dates: scope.Dates, RunWindow: sd.Outputs.Window,
+		Data: w.Data, Dataset: w.Dataset, Rows: data.Len(), Window: scope.Window, Dates: scope.Dates, RunWindow: sd.Record.Window,
 		CandidateID: candidateID, SliceColumn: sliceCol,
 		Candidate: ModelMetrics{Overall: numbers(c.metrics), Slices: sliceNumbers(c.slices), ROC: c.roc, CalibrationBins: c.calibration},
 	}

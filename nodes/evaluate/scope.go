@@ -27,11 +27,11 @@ type EvalScope struct {
 
 // evalScope is the scope of rows of a split's dataset.
 func evalScope(sd *split.Data, uri, name string, rows int) (EvalScope, error) {
-	dates := sd.Outputs.EvalDates
+	dates := sd.Record.EvalDates
 	if name == split.TrainDataset {
-		dates = sd.Outputs.TrainDates
+		dates = sd.Record.TrainDates
 	}
-	if sd.Outputs.Window.Start == "" || len(dates) == 0 {
+	if sd.Record.Window.Start == "" || len(dates) == 0 {
 		return EvalScope{}, nodetype.Permanent(errtype.BadInput,
 			"data: the split at %s records no date window (it was made by an older retrain); rerun its split node", uri)
 	}

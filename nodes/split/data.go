@@ -20,7 +20,7 @@ import (
 type Data struct {
 	ManifestKey string
 	Manifest    checkpoint.Manifest
-	Outputs     Outputs
+	Record     Record
 }
 
 // Open reads the manifest of the split at uri (a split node's `uri`
@@ -38,7 +38,7 @@ func Open(ctx context.Context, store *s3store.Store, uri string) (*Data, error) 
 	if err := objects.GetJSON(ctx, store, key, &s.Manifest); err != nil {
 		return nil, objects.StoreError("data: read the split's manifest", err)
 	}
-	if err := json.Unmarshal(s.Manifest.Outputs, &s.Outputs); err != nil || len(s.Outputs.Schema.Columns) == 0 {
+	if err := json.Unmarshal(s.Manifest.Outputs, &s.Record); err != nil || len(s.Record.Schema.Columns) == 0 {
 		return nil, nodetype.Permanent(errtype.BadInput, "data: %s is not the checkpoint of a split node", uri)
 	}
 	for _, name := range []string{TrainDataset, EvalDataset} {
@@ -55,7 +55,7 @@ func (s *Data) Load(ctx context.Context, store *s3store.Store, name string) (*da
 	if err != nil {
 		return nil, fmt.Errorf("read the %s data: %w", name, err)
 	}
-	d, err := dataset.Load(s.Outputs.Schema, rows)
+	d, err := dataset.Load(s.Record.Schema, rows)
 	if err != nil {
 		return nil, nodetype.Permanent(errtype.BadInput, "%s data: %v", name, err)
 	}

@@ -70,10 +70,10 @@ type With struct {
 	MaxFileRows  int64   `json:"max_file_rows" doc:"start a new Parquet file after this many rows"`
 }
 
-// NodeOutputs are what a split node outputs: its checkpoint's Outputs,
+// Outputs are what a split node outputs: its checkpoint's Record,
 // with the coverage's per-feature rows, a summary line, and whether the
 // checkpoint was reused.
-type NodeOutputs struct {
+type Outputs struct {
 	URI         string                    `json:"uri"`
 	Manifest    string                    `json:"manifest"`
 	TrainRows   int64                     `json:"train_rows"`
@@ -178,8 +178,9 @@ type Splits struct {
 	Logger  *slog.Logger
 }
 
-// Outputs are recorded in the checkpoint and returned on a hit.
-type Outputs struct {
+// Record is the split's artifact: what its checkpoint manifest records, read
+// back by the nodes that load the split (train, evaluate) and on a hit.
+type Record struct {
 	URI       string `json:"uri"`
 	Manifest  string `json:"manifest"`
 	TrainRows int64  `json:"train_rows"`
@@ -209,10 +210,10 @@ func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, er
 }
 
 // split runs one attempt of a split node.
-func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (NodeOutputs, error) {
+func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
 	window, err := backfill.ParseDateRange(w.StartDate, w.EndDate)
 	if err != nil {
-		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "the run's window: %v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "the run's window: %v", err)
 	}
 	var (
 		from    backfill.Day
@@ -221,10 +222,10 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (NodeOutp
 	if w.EvalFrom != "" {
 		d, err := backfill.ParseDay(w.EvalFrom)
 		if err != nil {
-			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "eval_from: %v", err)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "eval_from: %v", err)
 		}
 		if !window.Contains(d) {
-			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "eval_from %s is outside the window %s: held-out dates must be inside it", w.EvalFrom, window)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "eval_from %s is outside the window %s: held-out dates must be inside it", w.EvalFrom, window)
 		}
 		from, hasFrom = d, true
 	}
@@ -233,75 +234,75 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (NodeOutp
 		err = limits.CheckRates()
 	}
 	if err != nil {
-		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	if s.Store == nil {
-		return NodeOutputs{}, objects.NoStore()
+		return Outputs{}, objects.NoStore()
 	}
 	lk := &lakenode.Lake{Catalog: s.Catalog, Logger: s.Logger}
 	cat, err := lk.Open(ctx)
 	if err != nil {
-		return NodeOutputs{}, err
+		return Outputs{}, err
 	}
 	tbl, err := cat.Load(ctx, w.Table)
 	if err != nil {
-		return NodeOutputs{}, lakenode.Error(err)
+		return Outputs{}, lakenode.Error(err)
 	}
 	var snap int64
 	if w.SnapshotID != nil && w.SnapshotID != "" {
 		if snap, err = lakenode.SnapshotID(w.SnapshotID); err != nil {
-			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "snapshot_id: %v", err)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "snapshot_id: %v", err)
 		}
 		if tbl.Metadata().SnapshotByID(snap) == nil {
-			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "table %s has no snapshot %d", w.Table, snap)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "table %s has no snapshot %d", w.Table, snap)
 		}
 	} else {
 		cur := tbl.CurrentSnapshot()
 		if cur == nil {
-			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "table %s has no data", w.Table)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "table %s has no data", w.Table)
 		}
 		snap = cur.SnapshotID
 	}
 	projection, err := tbl.Scan(table.WithSnapshotID(snap)).Projection()
 	if err != nil {
-		return NodeOutputs{}, fmt.Errorf("schema of %s at snapshot %d: %w", w.Table, snap, err)
+		return Outputs{}, fmt.Errorf("schema of %s at snapshot %d: %w", w.Table, snap, err)
 	}
 	arrowSchema, err := table.SchemaToArrowSchema(projection, nil, true, false)
 	if err != nil {
-		return NodeOutputs{}, err
+		return Outputs{}, err
 	}
 	schema, err := dataset.Infer(arrowSchema, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice)
 	if err != nil {
-		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "table %s: %v", w.Table, err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "table %s: %v", w.Table, err)
 	}
 	if err := limits.Check(schema); err != nil {
-		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 
 	// The inputs are the resolved block plus the snapshot actually read,
 	// so that a split of the current snapshot is redone once it moves.
 	fingerprint, err := checkpoint.Fingerprint(map[string]any{"with": in.With, "snapshot": snap})
 	if err != nil {
-		return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
 	log := s.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "table", w.Table, "snapshot", snap)
-	out, hit, err := checkpoint.Do(ctx, s.Store, key, fingerprint, func(ctx context.Context, cw *checkpoint.Writer) (Outputs, error) {
+	out, hit, err := checkpoint.Do(ctx, s.Store, key, fingerprint, func(ctx context.Context, cw *checkpoint.Writer) (Record, error) {
 		return s.write(ctx, cw, tbl, snap, schema, splitPlan{with: w, window: window, from: from, hasFrom: hasFrom, limits: limits}, log)
 	})
 	if err != nil {
 		switch {
 		case errors.Is(err, errSplitInput):
-			return NodeOutputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 		case errors.Is(err, errSplitCoverage):
-			return NodeOutputs{}, nodetype.Permanent(errtype.CheckFailed, "%v", err)
+			return Outputs{}, nodetype.Permanent(errtype.CheckFailed, "%v", err)
 		}
-		return NodeOutputs{}, err
+		return Outputs{}, err
 	}
 	out.Fingerprint = fingerprint
 	log.Info("split ready", "window", out.Window.String(), "train_rows", out.TrainRows, "eval_rows", out.EvalRows,
 		"eval_dates", out.EvalDates, "reused", hit)
-	return NodeOutputs{
+	return Outputs{
 		URI: out.URI, Manifest: out.Manifest, TrainRows: out.TrainRows, EvalRows: out.EvalRows,
 		Window: out.Window, TrainDates: out.TrainDates, EvalDates: out.EvalDates, Coverage: out.Coverage.Features,
 		SnapshotID: out.SnapshotID, Schema: out.Schema, Fingerprint: out.Fingerprint, Reused: hit,
@@ -311,7 +312,7 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (NodeOutp
 
 // summary says in one line which rows the split holds, for the CLI and
 // the Web UI: the window, the rows on each side, and the worst null rate.
-func (o Outputs) summary() string {
+func (o Record) summary() string {
 	worst, name := 0.0, ""
 	for _, f := range o.Coverage.Features {
 		if r := max(f.TrainNullRate, f.EvalNullRate); r > worst || name == "" {
@@ -348,7 +349,7 @@ var (
 )
 
 func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Table, snap int64, schema dataset.Schema,
-	p splitPlan, log *slog.Logger) (Outputs, error) {
+	p splitPlan, log *slog.Logger) (Record, error) {
 	w := p.with
 	// Only the run's window is ever read: the filter prunes files by their
 	// partition and column bounds, and rows are checked once more below
@@ -359,31 +360,31 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	// Pass 1: the dates, to know which are held out.
 	dates, err := scanDates(ctx, tbl, snap, schema.Date, inWindow, p.window)
 	if err != nil {
-		return Outputs{}, err
+		return Record{}, err
 	}
 	if len(dates) == 0 {
-		return Outputs{}, fmt.Errorf("%w: table %s has no rows in the run's window %s (snapshot %d)", errSplitInput, w.Table, p.window, snap)
+		return Record{}, fmt.Errorf("%w: table %s has no rows in the run's window %s (snapshot %d)", errSplitInput, w.Table, p.window, snap)
 	}
 	eval, err := dataset.EvalDates(dates, w.EvalDays, int32(p.from), p.hasFrom)
 	if err != nil {
-		return Outputs{}, fmt.Errorf("%w: table %s, window %s: %v", errSplitInput, w.Table, p.window, err)
+		return Record{}, fmt.Errorf("%w: table %s, window %s: %v", errSplitInput, w.Table, p.window, err)
 	}
 
 	pq := parquet.SchemaOf(reflect.New(schema.RowType()).Interface())
 	opts := checkpoint.Options{MaxFileRows: w.MaxFileRows}
 	train, err := checkpoint.CreateRows(cw, TrainDataset, pq, opts)
 	if err != nil {
-		return Outputs{}, err
+		return Record{}, err
 	}
 	held, err := checkpoint.CreateRows(cw, EvalDataset, pq, opts)
 	if err != nil {
-		return Outputs{}, err
+		return Record{}, err
 	}
 
 	// Pass 2: the rows.
 	_, recs, err := tbl.Scan(table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
 	if err != nil {
-		return Outputs{}, fmt.Errorf("scan %s: %w", w.Table, err)
+		return Record{}, fmt.Errorf("scan %s: %w", w.Table, err)
 	}
 	conv := dataset.NewConverter(schema)
 	trainCov, evalCov := dataset.NewCoverage(schema), dataset.NewCoverage(schema)
@@ -399,12 +400,12 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	}
 	for rec, err := range recs {
 		if err != nil {
-			return Outputs{}, fmt.Errorf("scan %s: %w", w.Table, err)
+			return Record{}, fmt.Errorf("scan %s: %w", w.Table, err)
 		}
 		converted, err := conv.Rows(rec)
 		rec.Release()
 		if err != nil {
-			return Outputs{}, fmt.Errorf("%w: %v", errSplitInput, err)
+			return Record{}, fmt.Errorf("%w: %v", errSplitInput, err)
 		}
 		for _, r := range converted {
 			switch {
@@ -421,30 +422,30 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 			}
 		}
 		if err := flush(train, &trainBuf, false); err != nil {
-			return Outputs{}, err
+			return Record{}, err
 		}
 		if err := flush(held, &evalBuf, false); err != nil {
-			return Outputs{}, err
+			return Record{}, err
 		}
 	}
 	if err := flush(train, &trainBuf, true); err != nil {
-		return Outputs{}, err
+		return Record{}, err
 	}
 	if err := flush(held, &evalBuf, true); err != nil {
-		return Outputs{}, err
+		return Record{}, err
 	}
 	trainRef, err := train.Close()
 	if err != nil {
-		return Outputs{}, err
+		return Record{}, err
 	}
 	if _, err := held.Close(); err != nil {
-		return Outputs{}, err
+		return Record{}, err
 	}
 	trainRows, evalRows := trainCov.Rows(), evalCov.Rows()
 	if trainRows == 0 || evalRows == 0 {
-		return Outputs{}, fmt.Errorf("%w: table %s, window %s: %d training and %d held-out rows with a label", errSplitInput, w.Table, p.window, trainRows, evalRows)
+		return Record{}, fmt.Errorf("%w: table %s, window %s: %d training and %d held-out rows with a label", errSplitInput, w.Table, p.window, trainRows, evalRows)
 	}
-	out := Outputs{
+	out := Record{
 		URI:        objects.KeyURI(s.Store, trainRef.Manifest),
 		Manifest:   trainRef.Manifest,
 		TrainRows:  trainRows,
@@ -463,7 +464,7 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	if v := out.Coverage.Violations(trainRows, evalRows, trainWin, evalWin); len(v) > 0 {
 		// The checkpoint is not committed, so a retry or rerun with a
 		// fixed table or limit starts afresh.
-		return Outputs{}, fmt.Errorf("%w on %s: %s", errSplitCoverage, w.Table, strings.Join(v, "; "))
+		return Record{}, fmt.Errorf("%w on %s: %s", errSplitCoverage, w.Table, strings.Join(v, "; "))
 	}
 	return out, nil
 }

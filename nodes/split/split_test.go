@@ -121,8 +121,8 @@ func TestSplitReadsOnlyTheRunsWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref.Outputs.Window.String() != day(0)+".."+day(3) || len(ref.Outputs.Coverage.Features) != 4 {
-		t.Errorf("manifest outputs %+v", ref.Outputs)
+	if ref.Record.Window.String() != day(0)+".."+day(3) || len(ref.Record.Coverage.Features) != 4 {
+		t.Errorf("manifest outputs %+v", ref.Record)
 	}
 }
 
@@ -209,7 +209,7 @@ func TestSplitWindowErrors(t *testing.T) {
 }
 
 // TestSchema: the split's `with` fields, defaults and docs come from With,
-// and its outputs from NodeOutputs.
+// and its outputs from Outputs.
 func TestSchema(t *testing.T) {
 	typ := Type(Deps{})
 	if err := typ.Validate(); err != nil {

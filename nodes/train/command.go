@@ -143,7 +143,7 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 		Loss:         finite(res.loss),
 		LossCurveURI: curveURI,
 		Checkpoint:   last.Checkpoint,
-		TrainRows:    sd.Outputs.TrainRows,
+		TrainRows:    sd.Record.TrainRows,
 		GPUs:         w.GPUs,
 	}, nil
 }

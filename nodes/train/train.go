@@ -377,7 +377,7 @@ func (r *trainRun) builtin(ctx context.Context) (Outputs, error) {
 	if err != nil {
 		return Outputs{}, err
 	}
-	schema := sd.Outputs.Schema
+	schema := sd.Record.Schema
 	dense, sparse := w.Dense, w.Sparse
 	if dense == nil && sparse == nil {
 		dense, sparse = schema.Dense(), schema.Sparse()

@@ -55,7 +55,7 @@ func Write(t *testing.T, st *s3store.Store, run string, trainRows, evalRows int)
 		return v.Interface()
 	}
 	key := checkpoint.Key{Pipeline: "test", Run: run, Node: "split"}
-	out, _, err := checkpoint.Do(context.Background(), st, key, "f1", func(ctx context.Context, w *checkpoint.Writer) (split.Outputs, error) {
+	out, _, err := checkpoint.Do(context.Background(), st, key, "f1", func(ctx context.Context, w *checkpoint.Writer) (split.Record, error) {
 		pq := parquet.SchemaOf(reflect.New(typ).Interface())
 		var ref checkpoint.Ref
 		for _, ds := range []struct {
@@ -65,20 +65,20 @@ func Write(t *testing.T, st *s3store.Store, run string, trainRows, evalRows int)
 		}{{split.TrainDataset, trainRows, 1}, {split.EvalDataset, evalRows, 2}} {
 			d, err := checkpoint.CreateRows(w, ds.name, pq)
 			if err != nil {
-				return split.Outputs{}, err
+				return split.Record{}, err
 			}
 			rows := make([]any, ds.n)
 			for i := range rows {
 				rows[i] = row(int64(ds.day)<<32|int64(i), ds.day)
 			}
 			if _, err := d.Write(rows); err != nil {
-				return split.Outputs{}, err
+				return split.Record{}, err
 			}
 			if ref, err = d.Close(); err != nil {
-				return split.Outputs{}, err
+				return split.Record{}, err
 			}
 		}
-		return split.Outputs{
+		return split.Record{
 			URI: objects.KeyURI(st, ref.Manifest), Manifest: ref.Manifest, TrainRows: int64(trainRows), EvalRows: int64(evalRows), Schema: Schema,
 			Window:     dataset.Window{Start: backfill.Day(1).String(), End: backfill.Day(2).String()},
 			TrainDates: []string{backfill.Day(1).String()}, EvalDates: []string{backfill.Day(2).String()},
