@@ -20,7 +20,7 @@ import (
 type Data struct {
 	ManifestKey string
 	Manifest    checkpoint.Manifest
-	Record     Record
+	Record      Record
 }
 
 // Open reads the manifest of the split at uri (a split node's `uri`
