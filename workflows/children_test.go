@@ -5,21 +5,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/nodetype"
-	"github.com/retrain-ml/retrain/runs"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/nodetype"
+	"github.com/retrain-ml/retrain/runs"
 )
 
-// TestPipelineSendsNodeOptionsToChildren: a node that runs as a child
-// workflow gets its plan node's timeout, heartbeat and retry policy in its
-// input, for the activities it schedules.
-func TestPipelineSendsNodeOptionsToChildren(t *testing.T) {
-	childType := dags.NodeType{Name: "fanout", OpenWith: true, Kind: dags.KindWorkflow, Target: "TestFanout"}
-	reg, err := dags.NewRegistry(childType)
+// runWithChild runs a one-node spec whose node `fan` is a child workflow
+// running child, and returns the run's error.
+func runWithChild(t *testing.T, nodeYAML string, child func(workflow.Context, nodetype.Input) (nodetype.Result, error)) error {
+	t.Helper()
+	reg, err := dags.NewRegistry(dags.NodeType{Name: "fanout", OpenWith: true, Kind: dags.KindWorkflow, Target: "TestFanout"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,22 +28,23 @@ func TestPipelineSendsNodeOptionsToChildren(t *testing.T) {
 	env := s.NewTestWorkflowEnvironment()
 	Register(env)
 	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
-	var got *nodetype.Options
-	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
-		got = in.Options
-		return nodetype.Result{Attempt: 1}, nil
-	}, workflow.RegisterOptions{Name: "TestFanout"})
-	spec, _ := json.Marshal(`
-name: children
-nodes:
-  - id: fan
-    type: fanout
-    timeout: 7m
-    heartbeat: 20s
-    retry: {max_attempts: 1}
-`)
+	env.RegisterWorkflowWithOptions(child, workflow.RegisterOptions{Name: "TestFanout"})
+	spec, _ := json.Marshal("name: children\nnodes:\n  - id: fan\n    type: fanout\n" + nodeYAML)
 	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec, SpecFile: "test.yaml"})
-	if err := env.GetWorkflowError(); err != nil {
+	return env.GetWorkflowError()
+}
+
+// TestPipelineSendsNodeOptionsToChildren: a node that runs as a child
+// workflow gets its plan node's timeout, heartbeat and retry policy in its
+// input, for the activities it schedules.
+func TestPipelineSendsNodeOptionsToChildren(t *testing.T) {
+	var got *nodetype.Options
+	err := runWithChild(t, "    timeout: 7m\n    heartbeat: 20s\n    retry: {max_attempts: 1}\n",
+		func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
+			got = in.Options
+			return nodetype.Result{Attempt: 1}, nil
+		})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got == nil || got.Timeout != 7*time.Minute || got.Heartbeat != 20*time.Second || got.Retry.MaxAttempts != 1 {
@@ -55,30 +56,13 @@ nodes:
 // runs once per the node's policy at the activity level, not again at the
 // workflow level (max_attempts 3 must not become 3 x 3).
 func TestChildWorkflowNotRetriedOnTop(t *testing.T) {
-	childType := dags.NodeType{Name: "fanout", OpenWith: true, Kind: dags.KindWorkflow, Target: "TestFanout"}
-	reg, err := dags.NewRegistry(childType)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(nopLogger{})
-	env := s.NewTestWorkflowEnvironment()
-	Register(env)
-	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	runsOfChild := 0
-	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
-		runsOfChild++
-		return nodetype.Result{}, temporal.NewApplicationError("the bucket join failed", "Flaky")
-	}, workflow.RegisterOptions{Name: "TestFanout"})
-	spec, _ := json.Marshal(`
-name: children
-nodes:
-  - id: fan
-    type: fanout
-    retry: {max_attempts: 3, initial_interval: 1s}
-`)
-	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec, SpecFile: "test.yaml"})
-	if env.GetWorkflowError() == nil {
+	err := runWithChild(t, "    retry: {max_attempts: 3, initial_interval: 1s}\n",
+		func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
+			runsOfChild++
+			return nodetype.Result{}, temporal.NewApplicationError("the bucket join failed", "Flaky")
+		})
+	if err == nil {
 		t.Fatal("the run succeeded with a failing child")
 	}
 	if runsOfChild != 1 {
