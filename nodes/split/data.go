@@ -73,3 +73,31 @@ func (s *Data) Download(ctx context.Context, store *s3store.Store, name, dir str
 	}
 	return nil
 }
+
+// Data formats a trainer or evaluator program can ask for.
+const (
+	FormatParquet = "parquet" // the split's Parquet files, as the checkpoint holds them
+	FormatNPY     = "npy"     // NumPy arrays plus schema.json (dataset.NPYSchema)
+)
+
+// Localize writes one dataset of the split into the local folder dir in
+// format: the Parquet files as they are, or NumPy arrays that numpy.load
+// reads without other libraries (dense float32 features, int64 ids with
+// EmbeddingBag offsets, float32 labels, schema.json). It is what a command
+// node's RETRAIN_TRAIN_DATA / RETRAIN_EVAL_DATA point at.
+func (s *Data) Localize(ctx context.Context, store *s3store.Store, name, dir, format string) error {
+	switch format {
+	case FormatParquet, "":
+		return s.Download(ctx, store, name, dir)
+	case FormatNPY:
+		d, err := s.Load(ctx, store, name)
+		if err != nil {
+			return err
+		}
+		if _, err := d.WriteNPY(dir, s.Record.Schema); err != nil {
+			return fmt.Errorf("write the %s data as npy: %w", name, err)
+		}
+		return nil
+	}
+	return nodetype.Permanent(errtype.BadInput, "data_format %q: want parquet or npy", format)
+}
