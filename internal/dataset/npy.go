@@ -130,4 +130,3 @@ func (d *Data) WriteNPY(dir string, schema Schema) (NPYSchema, error) {
 	}
 	return s, os.WriteFile(filepath.Join(dir, NPYSchemaFile), append(b, '\n'), 0o644)
 }
-
