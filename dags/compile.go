@@ -35,6 +35,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 	// With the params bound, references to them are known: check that they
 	// convert to their fields' types before any node runs.
 	e := errs{file: s.File}
+	outs := s.declaredOutputs()
 	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
 		for _, n := range group {
 			t, _ := reg.Lookup(n.Type)
@@ -42,7 +43,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 			if pos == (Pos{}) {
 				pos = n.Pos
 			}
-			checkConversions(&e, n, t.FieldTypes(), bound, pos)
+			checkConversions(&e, n, t.FieldTypes(), bound, outs, pos)
 		}
 	}
 	if err := e.list.Err(); err != nil {
@@ -265,6 +266,9 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 	}
 	if len(n.With) > 0 {
 		pn.With = deepCopy(n.With).(map[string]any)
+	}
+	if len(n.Outputs) > 0 {
+		pn.Outputs = maps.Clone(n.Outputs)
 	}
 	if s.Defaults.Queue != nil {
 		pn.Queue = *s.Defaults.Queue

@@ -111,7 +111,13 @@ func convertItem(ft FieldType, raw, v any, path string) (any, error) {
 
 // convertValue converts a value that came from the spec text ref.
 func convertValue(ft FieldType, v any, path, ref string) (any, error) {
-	if _, ok := v.(unknown); ok {
+	switch x := v.(type) {
+	case unknown:
+		return v, nil
+	case declared:
+		if !declaredFits(ft, x.t) {
+			return nil, fmt.Errorf("%s: %s is declared as %s, want %s", path, ref, x.t, ft)
+		}
 		return v, nil
 	}
 	c, ok := convert(ft, v)
@@ -236,14 +242,25 @@ func valueForMessage(v any) string {
 }
 
 // staticWith resolves what of a `with` value is known before the run:
-// references to params in known (bound values, or declared defaults).
-// A string that references a node's output, or a param not in known,
-// becomes unknown, which ConvertWith lets pass.
-func staticWith(v any, known map[string]any) any {
+// references to params in known (bound values, or declared defaults). A
+// string that is exactly a reference to an output its node declares (outs,
+// by node id) becomes that output's type, which ConvertWith checks against
+// the field's. A string that references any other node output, or a param
+// not in known, becomes unknown, which ConvertWith lets pass.
+func staticWith(v any, known map[string]any, outs map[string]map[string]ParamType) any {
 	switch x := v.(type) {
 	case string:
 		if !HasRef(x) {
 			return x
+		}
+		t, err := parseTemplate(x)
+		if err != nil {
+			return unknown{}
+		}
+		if r := t.single(); r != nil && r.Kind == "nodes" {
+			if pt, ok := outs[r.Name][r.Key]; ok && pt != ParamAny {
+				return declared{t: pt}
+			}
 		}
 		refs, err := Refs(x)
 		if err != nil {
@@ -262,13 +279,13 @@ func staticWith(v any, known map[string]any) any {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, item := range x {
-			out[k] = staticWith(item, known)
+			out[k] = staticWith(item, known, outs)
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, item := range x {
-			out[i] = staticWith(item, known)
+			out[i] = staticWith(item, known, outs)
 		}
 		return out
 	}
@@ -293,12 +310,13 @@ func (t NodeType) FieldTypes() map[string]FieldType {
 }
 
 // checkConversions reports each `with` field of n whose statically known
-// value (literals aside: references to the params in known) does not
-// convert to its declared type, at the field's position.
-func checkConversions(e *errs, n *Node, fields map[string]FieldType, known map[string]any, blockPos Pos) {
+// value (literals aside: references to the params in known, and to the
+// outputs nodes declare in outs) does not convert to its declared type, at
+// the field's position.
+func checkConversions(e *errs, n *Node, fields map[string]FieldType, known map[string]any, outs map[string]map[string]ParamType, blockPos Pos) {
 	for _, k := range slices.Sorted(maps.Keys(n.With)) {
 		raw := map[string]any{k: n.With[k]}
-		static, _ := staticWith(raw, known).(map[string]any)
+		static, _ := staticWith(raw, known, outs).(map[string]any)
 		if _, err := ConvertWith(fields, raw, static); err != nil {
 			pos := n.WithKeyPos[k]
 			if pos == (Pos{}) {

@@ -64,7 +64,8 @@
 // (default defaults.timeout, else 1h); heartbeat, the heartbeat timeout
 // (default defaults.heartbeat, else 30s; 0s disables); queue, the task
 // queue (default defaults.queue, else the node type's queue, else the
-// worker's).
+// worker's); outputs, the outputs a node of an open-output type adds (see
+// Declared outputs).
 //
 // Durations use Go syntax (300ms, 1h30m) plus d for 24 hours (1d12h).
 //
@@ -86,6 +87,29 @@
 // A node may only use the outputs of nodes that run before it: those it
 // needs, directly or transitively. An on_failure node may use the outputs
 // of the node it compensates and of that node's upstream.
+//
+// # Declared outputs
+//
+// A node type with open outputs (NodeType.OpenOutputs: command, whose
+// program may write a JSON object to the file $RETRAIN_OUTPUTS names)
+// outputs keys only the run knows, so any ${nodes.ID.outputs.KEY} of such
+// a node passes validation. A node may declare them instead, each with a
+// type (string, int, number, bool, list, map or any):
+//
+//	nodes:
+//	  - id: score
+//	    type: command
+//	    with: {argv: [python, score.py]}
+//	    outputs: {auc: number, model_uri: string}
+//
+// Then a reference to a key neither declared nor always output by the
+// type (exit_code, stdout, stderr) is an error; a reference that is a
+// whole `with` value is checked against the field's type (a number into
+// an argv item is fine, a string into an int field is not, though "5"
+// would convert); and the run fails the node, without retrying it, when a
+// declared output is missing or of another type. Outputs are not
+// converted: "0.7" is a string, not a number. Declaring outputs on a type
+// whose outputs are fixed is an error.
 //
 // # Conditions
 //

@@ -8,7 +8,8 @@ import (
 )
 
 // testRegistry is a small registry like the worker's: a command type with
-// fixed outputs and a noop type with no fields and dynamic outputs.
+// fixed outputs, a noop type with no fields and dynamic outputs, and a
+// shell type with open outputs.
 func testRegistry(t testing.TB) *Registry {
 	t.Helper()
 	reg, err := NewRegistry(
@@ -23,6 +24,17 @@ func testRegistry(t testing.TB) *Registry {
 			Outputs: []string{"exit_code", "stdout", "stderr"},
 		},
 		NodeType{Name: "noop"},
+		// shell is a command whose outputs are open: its own three plus
+		// whatever the program writes (see Node.Outputs).
+		NodeType{
+			Name: "shell",
+			Fields: []Field{
+				{Name: "argv", Type: FieldStringList, Required: true},
+				{Name: "dir", Type: FieldString},
+			},
+			Outputs:     []string{"exit_code", "stdout", "stderr"},
+			OpenOutputs: true,
+		},
 		NodeType{
 			Name:  "train",
 			Kind:  KindWorkflow,

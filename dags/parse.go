@@ -29,7 +29,7 @@ var (
 	paramFields   = []string{"type", "default", "required", "description"}
 	defaultFields = []string{"retry", "timeout", "heartbeat", "queue"}
 	retryFields   = []string{"max_attempts", "initial_interval", "backoff", "max_interval", "non_retryable"}
-	nodeFields    = []string{"id", "type", "description", "needs", "when", "with", "retry", "timeout", "heartbeat", "queue"}
+	nodeFields    = []string{"id", "type", "description", "needs", "when", "with", "outputs", "retry", "timeout", "heartbeat", "queue"}
 	compFields    = append(append([]string{}, nodeFields...), "compensates")
 )
 
@@ -794,6 +794,10 @@ func (p *parser) node(n *yaml.Node, list string, index int, onFailure bool) *Nod
 		node.WithPos = m.keyPos("with")
 		node.With, node.WithKeyPos = p.with(v, what)
 	}
+	if v := m.get("outputs"); v != nil {
+		node.OutputsPos = m.keyPos("outputs")
+		node.Outputs, node.OutputKeyPos = p.outputs(v, what)
+	}
 	if v := m.opt("retry"); v != nil {
 		node.Retry = p.retry(v, what+" retry")
 		node.Retry.Pos = m.keyPos("retry")
@@ -849,4 +853,36 @@ func (p *parser) with(n *yaml.Node, what string) (map[string]any, map[string]Pos
 		pos[kv.key] = posOf(kv.k)
 	}
 	return with, pos
+}
+
+// outputs decodes a node's declared outputs: a mapping of output names to
+// types. An empty mapping (or `outputs:` alone) declares none, which still
+// makes references to undeclared keys errors.
+func (p *parser) outputs(n *yaml.Node, what string) (map[string]ParamType, map[string]Pos) {
+	what += " outputs"
+	out, pos := map[string]ParamType{}, map[string]Pos{}
+	if r := resolve(n); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!null" {
+		return out, pos
+	}
+	m, ok := p.mapping(n, what)
+	if !ok {
+		return out, pos
+	}
+	for _, kv := range m {
+		pos[kv.key] = posOf(kv.k)
+		if !ValidOutputName(kv.key) {
+			p.errorf(kv.k, "%s: invalid output name %q: %s", what, kv.key, OutputNameRule)
+			continue
+		}
+		t, ok := p.str(kv.v, fmt.Sprintf("%s: %s type", what, kv.key))
+		if !ok {
+			continue
+		}
+		if !slices.Contains(outputTypes, t) {
+			p.errorf(kv.v, "%s: %s: unknown type %q; use one of %s%s", what, kv.key, t, strings.Join(outputTypes, ", "), didYouMean(t, outputTypes))
+			continue
+		}
+		out[kv.key] = ParamType(t)
+	}
+	return out, pos
 }

@@ -36,6 +36,11 @@ type PlanNode struct {
 	// ConvertWith at run time. A plan recorded before they were added has
 	// none, and its run converts nothing, as it did then.
 	Fields map[string]FieldType `json:"fields,omitempty"`
+	// Outputs are the output keys the spec declared for the node, with
+	// their types (see Node.Outputs): the run fails the node when one is
+	// missing or of another type. Empty for most nodes, and in plans
+	// recorded before declarations existed, whose runs check nothing.
+	Outputs map[string]ParamType `json:"outputs,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

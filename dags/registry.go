@@ -25,6 +25,13 @@ type NodeType struct {
 	// reference to a misspelt output is caught before the run. Empty means
 	// the type's outputs are dynamic and any key is accepted.
 	Outputs []string
+	// OpenOutputs says a node of this type may output keys besides
+	// Outputs, chosen by what it runs (a command's $RETRAIN_OUTPUTS file).
+	// A reference to any key of such a node passes validation, unless its
+	// spec node declares its outputs (Node.Outputs): then only the keys in
+	// Outputs and the declared ones do. Only these types take a
+	// declaration.
+	OpenOutputs bool
 	// Check validates `with` beyond the field list (value ranges, mutually
 	// exclusive keys). Values that hold ${...} references are only known at
 	// run time; Check should skip those. May be nil.

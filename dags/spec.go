@@ -1,6 +1,9 @@
 package dags
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Pos is a position in a spec file. Line and Col are 1-based; zero means
 // unknown (for example a field that is absent).
@@ -47,9 +50,15 @@ const (
 	ParamBool   ParamType = "bool"
 	ParamList   ParamType = "list"
 	ParamMap    ParamType = "map"
+	// ParamAny is for declared outputs only (a param cannot be of any
+	// type): the output must be present, whatever its value.
+	ParamAny ParamType = "any"
 )
 
 var paramTypes = []string{"string", "int", "number", "bool", "list", "map"}
+
+// outputTypes are the types a node's declared outputs may have.
+var outputTypes = append(slices.Clone(paramTypes), string(ParamAny))
 
 // Defaults are the settings nodes inherit when they do not set their own.
 type Defaults struct {
@@ -127,6 +136,12 @@ type Node struct {
 	Heartbeat   *time.Duration
 	Queue       *string
 	Compensates string // on_failure nodes only: the node they undo
+	// Outputs declares output keys of a node whose type has open outputs
+	// (a command writing $RETRAIN_OUTPUTS), with their types: references
+	// to other keys are errors, the types feed the check of references
+	// into typed fields, and the run fails the node if one is missing or
+	// of another type. Nil: none declared; keys are not checked.
+	Outputs map[string]ParamType
 
 	Pos            Pos // the node's mapping
 	TypePos        Pos
@@ -135,6 +150,8 @@ type Node struct {
 	WithPos        Pos            // the with key
 	WithKeyPos     map[string]Pos // line of each with key
 	CompensatesPos Pos
+	OutputsPos     Pos            // the outputs key
+	OutputKeyPos   map[string]Pos // position of each declared output
 }
 
 // Param returns the declared param with the given name, or nil.

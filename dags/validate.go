@@ -15,7 +15,7 @@ import (
 // reported, as an ErrorList. A nil reg skips the checks that need node
 // types, for tools that only look at the graph.
 func (s *Spec) Validate(reg *Registry) error {
-	v := &validator{errs: errs{file: s.File}, s: s, reg: reg, seen: map[string]bool{}}
+	v := &validator{errs: errs{file: s.File}, s: s, reg: reg, seen: map[string]bool{}, outs: s.declaredOutputs()}
 	v.validate()
 	return v.list.Err()
 }
@@ -24,10 +24,11 @@ type validator struct {
 	errs
 	s     *Spec
 	reg   *Registry
-	nodes map[string]*Node // nodes by id (first of duplicates)
-	comps map[string]*Node // on_failure nodes by id
-	index map[*Node]int    // place in its list, for stable reports
-	seen  map[string]bool  // reference errors already reported
+	nodes map[string]*Node                // nodes by id (first of duplicates)
+	comps map[string]*Node                // on_failure nodes by id
+	index map[*Node]int                   // place in its list, for stable reports
+	seen  map[string]bool                 // reference errors already reported
+	outs  map[string]map[string]ParamType // declared outputs by node id
 }
 
 func (v *validator) validate() {
@@ -334,10 +335,53 @@ func (v *validator) ref(n *Node, onFailure bool, r Ref, pos Pos, up *upstreamSet
 		return
 	}
 	t, ok := v.reg.Lookup(target.Type)
-	if ok && len(t.Outputs) > 0 && !slices.Contains(t.Outputs, r.Key) {
+	switch {
+	case !ok || slices.Contains(t.Outputs, r.Key):
+	case t.OpenOutputs && target.Outputs != nil:
+		// The spec declared the node's outputs: only those, and the ones
+		// its type always gives, can be referred to.
+		if _, ok := target.Outputs[r.Key]; ok {
+			return
+		}
+		outs := slices.Sorted(slices.Values(append(slices.Collect(maps.Keys(target.Outputs)), t.Outputs...)))
+		v.at(pos, "%s references nodes.%s.outputs.%s, but node %s declares no output %q%s; its outputs are %s",
+			w, r.Name, r.Key, r.Name, r.Key, didYouMean(r.Key, outs), strings.Join(outs, ", "))
+	case t.OpenOutputs:
+		// Any key: what the node outputs is only known at run time.
+	case len(t.Outputs) > 0:
 		outs := slices.Sorted(slices.Values(t.Outputs))
 		v.at(pos, "%s references nodes.%s.outputs.%s, but type %s has no output %q%s; its outputs are %s",
 			w, r.Name, r.Key, target.Type, r.Key, didYouMean(r.Key, outs), strings.Join(outs, ", "))
+	}
+}
+
+// outputs checks a node's declared outputs against its type: only a type
+// with open outputs takes a declaration, and a declared key must not be
+// one the type always outputs (the node could not output it a second time).
+func (v *validator) outputs(n *Node, t NodeType, w string) {
+	if n.Outputs == nil {
+		return
+	}
+	pos := n.OutputsPos
+	if pos == (Pos{}) {
+		pos = n.Pos
+	}
+	if !t.OpenOutputs {
+		why := "are not open"
+		if len(t.Outputs) > 0 {
+			why = "are fixed: " + strings.Join(t.Outputs, ", ")
+		}
+		v.at(pos, "%s: outputs can only be declared for a node type whose outputs are open (such as command); type %s's outputs %s", w, n.Type, why)
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(n.Outputs)) {
+		if slices.Contains(t.Outputs, k) {
+			kpos := n.OutputKeyPos[k]
+			if kpos == (Pos{}) {
+				kpos = pos
+			}
+			v.at(kpos, "%s: outputs: %s is an output type %s always gives; declare only the ones the node adds", w, k, n.Type)
+		}
 	}
 }
 
@@ -355,6 +399,7 @@ func (v *validator) with(n *Node, onFailure bool) {
 		return
 	}
 	w = fmt.Sprintf("%s (type %s)", w, n.Type)
+	v.outputs(n, t, w)
 	blockPos := n.WithPos
 	if blockPos == (Pos{}) {
 		blockPos = n.Pos
@@ -397,7 +442,7 @@ func (v *validator) with(n *Node, onFailure bool) {
 	// types now, as the run would, so a mismatch is found before it.
 	if !bad {
 		before := len(v.list)
-		checkConversions(&v.errs, n, t.FieldTypes(), v.s.knownDefaults(), blockPos)
+		checkConversions(&v.errs, n, t.FieldTypes(), v.s.knownDefaults(), v.outs, blockPos)
 		bad = len(v.list) > before
 	}
 	// Check may assume the fields have their declared types, so it only

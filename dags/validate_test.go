@@ -151,7 +151,7 @@ nodes:
     type: noop
     needs: [a]
 `, "cycle: c -> b -> a -> c", 5},
-		{"unknown type", three + "  - id: b\n    type: comand\n", `node "b": unknown type "comand" (did you mean "command"?); known types: command, noop, script, train`, 9},
+		{"unknown type", three + "  - id: b\n    type: comand\n", `node "b": unknown type "comand" (did you mean "command"?); known types: command, noop, script, shell, train`, 9},
 		{"unknown with field", three + "  - id: b\n    type: command\n    with:\n      argv: [x]\n      agrv: [y]\n", `node "b" (type command): unknown with field "agrv" (did you mean "argv"?); known fields: argv, env, dir, ok_exit_codes`, 12},
 		{"with field on noop", three + "  - id: b\n    type: noop\n    with:\n      x: 1\n", `node "b" (type noop): unknown with field "x"; type noop takes no with fields`, 11},
 		{"missing required", three + "  - id: b\n    type: command\n    with:\n      dir: /tmp\n", `node "b" (type command): missing required with field "argv"`, 10},
