@@ -40,19 +40,25 @@ const (
 // Threshold holds the checks of one metric. A nil field is a check that is
 // not configured; at least one must be set.
 type Threshold struct {
-	// Direction is required when Absolute or Relative is set.
+	// Direction is required when MinAbsoluteChange or MinRelativeChange is
+	// set.
 	Direction Direction `json:"direction,omitempty"`
 	// Min and Max bound the candidate's value, inclusive.
 	Min *float64 `json:"min,omitempty"`
 	Max *float64 `json:"max,omitempty"`
-	// Absolute and Relative are minimum improvements over the baseline in
-	// Direction; negative values tolerate a regression.
-	Absolute *float64 `json:"absolute,omitempty"`
-	Relative *float64 `json:"relative,omitempty"`
+	// MinAbsoluteChange and MinRelativeChange are the least improvement
+	// over the baseline in Direction (candidate - baseline for
+	// higher_is_better, baseline - candidate for lower_is_better; relative:
+	// divided by |baseline|); negative values tolerate a regression. The
+	// names are MLflow's, whose meaning they share: the TFX names
+	// "absolute" and "relative" bound the raw change for lower_is_better,
+	// and a config copied from TFX would silently invert.
+	MinAbsoluteChange *float64 `json:"min_absolute_change,omitempty"`
+	MinRelativeChange *float64 `json:"min_relative_change,omitempty"`
 }
 
 // hasChange reports whether t compares with a baseline.
-func (t Threshold) hasChange() bool { return t.Absolute != nil || t.Relative != nil }
+func (t Threshold) hasChange() bool { return t.MinAbsoluteChange != nil || t.MinRelativeChange != nil }
 
 // Config is a gate's configuration: the `with` block of a gate node.
 type Config struct {
@@ -122,13 +128,13 @@ func (c Config) validate(allowEmpty bool) []error {
 		}
 		anyChange = anyChange || t.hasChange()
 		if t.Min == nil && t.Max == nil && !t.hasChange() {
-			add("metrics.%s: no checks (set min, max, absolute or relative)", name)
+			add("metrics.%s: no checks (set min, max, min_absolute_change or min_relative_change)", name)
 		}
 		switch t.Direction {
 		case HigherIsBetter, LowerIsBetter:
 		case "":
 			if t.hasChange() {
-				add("metrics.%s.direction: required with absolute or relative (want %s or %s)", name, HigherIsBetter, LowerIsBetter)
+				add("metrics.%s.direction: required with min_absolute_change or min_relative_change (want %s or %s)", name, HigherIsBetter, LowerIsBetter)
 			}
 		default:
 			add("metrics.%s.direction: unknown direction %q (want %s or %s)", name, t.Direction, HigherIsBetter, LowerIsBetter)
@@ -136,7 +142,7 @@ func (c Config) validate(allowEmpty bool) []error {
 		for _, f := range []struct {
 			key string
 			v   *float64
-		}{{"min", t.Min}, {"max", t.Max}, {"absolute", t.Absolute}, {"relative", t.Relative}} {
+		}{{"min", t.Min}, {"max", t.Max}, {"min_absolute_change", t.MinAbsoluteChange}, {"min_relative_change", t.MinRelativeChange}} {
 			if f.v != nil && (math.IsNaN(*f.v) || math.IsInf(*f.v, 0)) {
 				add("metrics.%s.%s: %v is not a finite number", name, f.key, *f.v)
 			}
@@ -146,7 +152,7 @@ func (c Config) validate(allowEmpty bool) []error {
 		}
 	}
 	if c.NoBaseline == NoBaselineBlock && !anyChange {
-		add("no_baseline: block has no effect: no metric has an absolute or relative threshold")
+		add("no_baseline: block has no effect: no metric has a min_absolute_change or min_relative_change threshold")
 	}
 	return errs
 }

@@ -13,8 +13,8 @@ func TestParseConfigExample(t *testing.T) {
 	// The shape a YAML decoder produces for the package doc's example.
 	with := map[string]any{
 		"metrics": map[string]any{
-			"auc":     map[string]any{"direction": "higher_is_better", "min": 0.7, "absolute": -0.002},
-			"logloss": map[string]any{"direction": "lower_is_better", "relative": -0.01},
+			"auc":     map[string]any{"direction": "higher_is_better", "min": 0.7, "min_absolute_change": -0.002},
+			"logloss": map[string]any{"direction": "lower_is_better", "min_relative_change": -0.01},
 		},
 		"no_baseline":   "value_only",
 		"zero_baseline": "fail",
@@ -25,8 +25,8 @@ func TestParseConfigExample(t *testing.T) {
 	}
 	want := Config{
 		Metrics: map[string]Threshold{
-			"auc":     {Direction: HigherIsBetter, Min: new(0.7), Absolute: new(-0.002)},
-			"logloss": {Direction: LowerIsBetter, Relative: new(-0.01)},
+			"auc":     {Direction: HigherIsBetter, Min: new(0.7), MinAbsoluteChange: new(-0.002)},
+			"logloss": {Direction: LowerIsBetter, MinRelativeChange: new(-0.01)},
 		},
 		NoBaseline:   NoBaselineValueOnly,
 		ZeroBaseline: ZeroBaselineFail,
@@ -98,23 +98,23 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown metric key", m(map[string]any{"min": 0.5, "relatve": 0.1}), []string{`metrics.auc: unknown key "relatve"`}},
 		{"min not a number", m(map[string]any{"min": "high"}), []string{`metrics.auc.min: want a number, got "high"`}},
 		{"max a bool", m(map[string]any{"max": true}), []string{"metrics.auc.max: want a number, got bool true"}},
-		{"absolute a list", m(map[string]any{"direction": "higher_is_better", "absolute": []any{1}}), []string{"metrics.auc.absolute: want a number, got a list"}},
+		{"absolute a list", m(map[string]any{"direction": "higher_is_better", "min_absolute_change": []any{1}}), []string{"metrics.auc.min_absolute_change: want a number, got a list"}},
 		{"NaN string", m(map[string]any{"min": "NaN"}), []string{`metrics.auc.min: "NaN" is not a finite number`}},
 		{"null threshold", m(map[string]any{"min": nil}), []string{"metrics.auc.min: want a number, got null"}},
 		{"hex text", m(map[string]any{"min": "0x1p-1"}), []string{`metrics.auc.min: want a number, got "0x1p-1"`}},
 		{"NaN float", m(map[string]any{"min": math.NaN()}), []string{"metrics.auc.min: NaN is not a finite number"}},
 		{"Inf float", m(map[string]any{"max": math.Inf(1)}), []string{"metrics.auc.max: +Inf is not a finite number"}},
-		{"-Inf relative", m(map[string]any{"direction": "lower_is_better", "relative": math.Inf(-1)}), []string{"metrics.auc.relative: -Inf is not a finite number"}},
+		{"-Inf relative", m(map[string]any{"direction": "lower_is_better", "min_relative_change": math.Inf(-1)}), []string{"metrics.auc.min_relative_change: -Inf is not a finite number"}},
 		{"out of range", m(map[string]any{"min": "1e999"}), []string{`metrics.auc.min: "1e999" is out of range`}},
 		{"direction not a string", m(map[string]any{"direction": 1, "min": 0.5}), []string{"metrics.auc.direction: want a string, got int"}},
 		{"unknown direction", m(map[string]any{"direction": "up", "min": 0.5}), []string{`metrics.auc.direction: unknown direction "up"`}},
-		{"missing direction with absolute", m(map[string]any{"absolute": 0.1}), []string{"metrics.auc.direction: required with absolute or relative"}},
-		{"missing direction with relative", m(map[string]any{"relative": 0.1}), []string{"metrics.auc.direction: required"}},
+		{"missing direction with absolute", m(map[string]any{"min_absolute_change": 0.1}), []string{"metrics.auc.direction: required with min_absolute_change or min_relative_change"}},
+		{"missing direction with relative", m(map[string]any{"min_relative_change": 0.1}), []string{"metrics.auc.direction: required"}},
 		{"min above max", m(map[string]any{"min": 0.9, "max": 0.8}), []string{"metrics.auc: min 0.9 is greater than max 0.8"}},
 		{"block with no change threshold", map[string]any{"metrics": map[string]any{"auc": map[string]any{"min": 0.5}}, "no_baseline": "block"}, []string{"no_baseline: block has no effect"}},
 		{"several problems at once", map[string]any{"metrics": map[string]any{
 			"auc":     map[string]any{"min": 0.9, "max": 0.8},
-			"logloss": map[string]any{"relative": 0.1, "bogus": 1},
+			"logloss": map[string]any{"min_relative_change": 0.1, "bogus": 1},
 		}}, []string{"metrics.auc: min 0.9 is greater than max 0.8", `metrics.logloss: unknown key "bogus"`}},
 	}
 	for _, tc := range cases {
@@ -142,9 +142,9 @@ func TestValidate(t *testing.T) {
 		one(Threshold{Min: new(0.5), Max: new(0.5)}),
 		// A direction with only value bounds is allowed (informational).
 		one(Threshold{Direction: LowerIsBetter, Max: new(0.5)}),
-		one(Threshold{Direction: HigherIsBetter, Absolute: new(0.0)}),
-		one(Threshold{Direction: LowerIsBetter, Relative: new(-0.5)}),
-		{Metrics: map[string]Threshold{"m": {Direction: HigherIsBetter, Absolute: new(0.0)}}, NoBaseline: NoBaselineBlock},
+		one(Threshold{Direction: HigherIsBetter, MinAbsoluteChange: new(0.0)}),
+		one(Threshold{Direction: LowerIsBetter, MinRelativeChange: new(-0.5)}),
+		{Metrics: map[string]Threshold{"m": {Direction: HigherIsBetter, MinAbsoluteChange: new(0.0)}}, NoBaseline: NoBaselineBlock},
 		{Metrics: map[string]Threshold{"m": {Min: new(0.5)}}, NoBaseline: NoBaselineBless, ZeroBaseline: ZeroBaselineSkipRelative},
 	}
 	for _, cfg := range valid {
@@ -156,10 +156,10 @@ func TestValidate(t *testing.T) {
 		"no metrics":           {},
 		"empty metric name":    {Metrics: map[string]Threshold{" ": {Min: new(0.5)}}},
 		"no checks":            one(Threshold{Direction: HigherIsBetter}),
-		"missing direction":    one(Threshold{Absolute: new(0.1)}),
-		"unknown direction":    one(Threshold{Direction: "HIGHER_IS_BETTER", Absolute: new(0.1)}),
+		"missing direction":    one(Threshold{MinAbsoluteChange: new(0.1)}),
+		"unknown direction":    one(Threshold{Direction: "HIGHER_IS_BETTER", MinAbsoluteChange: new(0.1)}),
 		"min > max":            one(Threshold{Min: new(1.0), Max: new(0.0)}),
-		"NaN threshold":        one(Threshold{Direction: HigherIsBetter, Absolute: new(math.NaN())}),
+		"NaN threshold":        one(Threshold{Direction: HigherIsBetter, MinAbsoluteChange: new(math.NaN())}),
 		"unknown no_baseline":  {Metrics: map[string]Threshold{"m": {Min: new(0.5)}}, NoBaseline: "skip"},
 		"unknown zero_base":    {Metrics: map[string]Threshold{"m": {Min: new(0.5)}}, ZeroBaseline: "pass"},
 		"block without change": {Metrics: map[string]Threshold{"m": {Min: new(0.5)}}, NoBaseline: NoBaselineBlock},
@@ -173,7 +173,7 @@ func TestValidate(t *testing.T) {
 
 func TestConfigJSONRoundTrip(t *testing.T) {
 	cfg := Config{
-		Metrics:    map[string]Threshold{"auc": {Direction: HigherIsBetter, Min: new(0.7), Absolute: new(-0.002)}},
+		Metrics:    map[string]Threshold{"auc": {Direction: HigherIsBetter, Min: new(0.7), MinAbsoluteChange: new(-0.002)}},
 		NoBaseline: NoBaselineBless,
 	}
 	b, err := json.Marshal(cfg)

@@ -12,8 +12,8 @@
 // # Configuration
 //
 //	metrics:
-//	  auc:     {direction: higher_is_better, min: 0.7, absolute: -0.002}
-//	  logloss: {direction: lower_is_better, relative: -0.01}
+//	  auc:     {direction: higher_is_better, min: 0.7, min_absolute_change: -0.002}
+//	  logloss: {direction: lower_is_better, min_relative_change: -0.01}
 //	no_baseline: value_only   # value_only (default) | block | bless
 //	zero_baseline: fail       # fail (default) | skip_relative
 //
@@ -23,15 +23,16 @@
 //     passes when min <= candidate (value_min) and candidate <= max
 //     (value_max). A candidate exactly at a bound passes. Value bounds
 //     ignore direction and baseline.
-//   - absolute, relative: change thresholds against the baseline. They need
-//     a direction, higher_is_better or lower_is_better.
+//   - min_absolute_change, min_relative_change: change thresholds against
+//     the baseline (checks of the same names). They need a direction,
+//     higher_is_better or lower_is_better.
 //
 // # Change thresholds
 //
 // With c the candidate's value and b the baseline's:
 //
-//	diff     = c - b                  (check "absolute")
-//	relative = (c - b) / |b|          (check "relative")
+//	diff     = c - b                  (check "min_absolute_change")
+//	relative = (c - b) / |b|          (check "min_relative_change")
 //
 // The relative change is divided by the absolute value of the baseline, so
 // its sign is the sign of c - b whatever the sign of b (a log-likelihood of
@@ -40,20 +41,27 @@
 // (tensorflow/model-analysis#520); neither is used here.
 //
 // A change threshold is the minimum improvement, measured in the direction
-// that is better for the metric:
+// that is better for the metric, as MLflow's min_absolute_change and
+// min_relative_change are:
 //
-//	higher_is_better: improvement = diff       (or relative)
-//	lower_is_better:  improvement = -diff      (or -relative)
+//	higher_is_better: improvement = diff       (or relative) = c - b
+//	lower_is_better:  improvement = -diff      (or -relative) = b - c
 //	passes when improvement >= threshold
 //
 // A positive threshold demands an improvement; a negative one tolerates a
 // small regression; zero forbids any regression. So
-// {direction: higher_is_better, absolute: -0.002} lets AUC drop by at most
-// 0.002, and {direction: lower_is_better, relative: -0.01} lets log loss
-// rise by at most 1% of |baseline|. The comparison at the threshold is
-// inclusive. Note for users of TFX: its LOWER_IS_BETTER thresholds bound
-// the raw diff (diff <= t); the same limit is written -t here, so that one
-// reading ("how much better must it be") holds for both directions.
+// {direction: higher_is_better, min_absolute_change: -0.002} lets AUC drop
+// by at most 0.002, and {direction: lower_is_better, min_relative_change:
+// -0.01} lets log loss rise by at most 1% of |baseline|. The comparison at
+// the threshold is inclusive.
+//
+// Note for users of TFX: its LOWER_IS_BETTER thresholds bound the raw diff
+// (diff <= t); the same limit is min_absolute_change: -t here, so that one
+// reading ("how much better must it be") holds for both directions. The
+// keys were once called absolute and relative, TFX's names with this
+// package's meaning, so a config copied from TFX inverted silently for
+// lower_is_better; [ParseConfig] now refuses those keys with an error that
+// gives the equivalent new setting ([RemovedKeyError]).
 //
 // # Failures that never pass silently
 //
@@ -66,7 +74,8 @@
 //     min bound.)
 //   - A baseline of exactly 0 (either sign) fails a relative check, since
 //     the relative change is undefined, unless zero_baseline is
-//     skip_relative, which skips it. The absolute check is unaffected.
+//     skip_relative, which skips it. The min_absolute_change check is
+//     unaffected.
 //
 // # No baseline
 //
@@ -97,15 +106,17 @@
 // an unknown or missing direction where a change threshold needs one, min >
 // max, a non-finite threshold, unknown no_baseline or zero_baseline values,
 // and no_baseline: block with no change threshold. ParseConfig also
-// rejects unknown keys, naming the metric and key.
+// rejects unknown keys, naming the metric and key, and the removed keys
+// absolute and relative, giving the equivalent new setting.
 //
 // # Output
 //
 // [Result] lists one [Comparison] per configured check, in metric-name
-// order and value_min, value_max, absolute, relative within a metric, with
-// the figures that decided it. Figures are [Number]s, which encode NaN and
-// infinities as the JSON strings "NaN", "+Inf" and "-Inf" (encoding/json
-// refuses them as numbers); absent figures are null.
+// order and value_min, value_max, min_absolute_change, min_relative_change
+// within a metric, with the figures that decided it. Figures are
+// [Number]s, which encode NaN and infinities as the JSON strings "NaN",
+// "+Inf" and "-Inf" (encoding/json refuses them as numbers); absent
+// figures are null.
 //
 // [Force] records a human override (tfx#4390): the result passes, keeps
 // every comparison as it was, and says who forced it and why.

@@ -13,10 +13,10 @@ type Check string
 
 // Checks, in the order a metric's comparisons are listed.
 const (
-	CheckValueMin Check = "value_min"
-	CheckValueMax Check = "value_max"
-	CheckAbsolute Check = "absolute"
-	CheckRelative Check = "relative"
+	CheckValueMin          Check = "value_min"
+	CheckValueMax          Check = "value_max"
+	CheckMinAbsoluteChange Check = "min_absolute_change"
+	CheckMinRelativeChange Check = "min_relative_change"
 )
 
 // Candidate is the evaluation of the model being gated.
@@ -42,9 +42,9 @@ type Comparison struct {
 	// figure.
 	Baseline *Number `json:"baseline"`
 	// Diff is the change the threshold applies to, in the check's units:
-	// candidate - baseline for "absolute", (candidate - baseline) /
-	// |baseline| for "relative"; null for value checks or when it could
-	// not be computed.
+	// candidate - baseline for "min_absolute_change", (candidate -
+	// baseline) / |baseline| for "min_relative_change"; null for value
+	// checks or when it could not be computed.
 	Diff *Number `json:"diff"`
 	// Improvement is Diff in the better direction (Diff for
 	// higher_is_better, -Diff for lower_is_better): a change check passes
@@ -162,7 +162,7 @@ func evaluateMetric(cfg Config, name string, t Threshold, cand Candidate, base *
 		if cok {
 			c.Candidate = num(cv)
 		}
-		if check == CheckAbsolute || check == CheckRelative {
+		if check == CheckMinAbsoluteChange || check == CheckMinRelativeChange {
 			c.Direction = t.Direction
 		}
 		return c
@@ -198,7 +198,7 @@ func evaluateMetric(cfg Config, name string, t Threshold, cand Candidate, base *
 	for _, ch := range []struct {
 		check     Check
 		threshold *float64
-	}{{CheckAbsolute, t.Absolute}, {CheckRelative, t.Relative}} {
+	}{{CheckMinAbsoluteChange, t.MinAbsoluteChange}, {CheckMinRelativeChange, t.MinRelativeChange}} {
 		if ch.threshold == nil {
 			continue
 		}
@@ -245,7 +245,7 @@ func compareChange(cfg Config, name string, dir Direction, check Check, threshol
 
 	diff := cv - bv
 	unit := ""
-	if check == CheckRelative {
+	if check == CheckMinRelativeChange {
 		if bv == 0 {
 			if cfg.zeroBaseline() == ZeroBaselineSkipRelative {
 				c.Passed, c.Skipped = true, true

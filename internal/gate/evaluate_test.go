@@ -168,8 +168,8 @@ func TestAbsoluteChange(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := val(tc.base)
-			r := eval1(t, one(Threshold{Direction: tc.dir, Absolute: new(tc.threshold)}), val(tc.cand), &b)
-			checkOne(t, r, CheckAbsolute, tc.want)
+			r := eval1(t, one(Threshold{Direction: tc.dir, MinAbsoluteChange: new(tc.threshold)}), val(tc.cand), &b)
+			checkOne(t, r, CheckMinAbsoluteChange, tc.want)
 			c := r.Comparisons[0]
 			if c.Diff == nil || float64(*c.Diff) != tc.diff {
 				t.Errorf("diff = %v, want %v", c.Diff, tc.diff)
@@ -219,8 +219,8 @@ func TestRelativeChange(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := val(tc.base)
-			r := eval1(t, one(Threshold{Direction: tc.dir, Relative: new(tc.threshold)}), val(tc.cand), &b)
-			checkOne(t, r, CheckRelative, tc.want)
+			r := eval1(t, one(Threshold{Direction: tc.dir, MinRelativeChange: new(tc.threshold)}), val(tc.cand), &b)
+			checkOne(t, r, CheckMinRelativeChange, tc.want)
 			c := r.Comparisons[0]
 			if c.Diff == nil || float64(*c.Diff) != tc.rel {
 				t.Errorf("relative diff = %v, want %v", c.Diff, tc.rel)
@@ -236,10 +236,10 @@ func TestZeroBaseline(t *testing.T) {
 			name := string(dir) + "/" + Number(b.v).String()
 			t.Run(name+"/fail", func(t *testing.T) {
 				for _, mode := range []ZeroBaseline{"", ZeroBaselineFail} {
-					cfg := one(Threshold{Direction: dir, Relative: new(-0.5)})
+					cfg := one(Threshold{Direction: dir, MinRelativeChange: new(-0.5)})
 					cfg.ZeroBaseline = mode
 					r := eval1(t, cfg, val(0.5), &b)
-					checkOne(t, r, CheckRelative, want{reason: "baseline is 0: relative change undefined"})
+					checkOne(t, r, CheckMinRelativeChange, want{reason: "baseline is 0: relative change undefined"})
 					if r.Comparisons[0].Diff != nil {
 						t.Errorf("diff set for an undefined relative change")
 					}
@@ -248,17 +248,17 @@ func TestZeroBaseline(t *testing.T) {
 			t.Run(name+"/skip_relative", func(t *testing.T) {
 				// Relative and absolute together: the relative check is
 				// skipped, the absolute one decides.
-				cfg := one(Threshold{Direction: dir, Absolute: new(-1.0), Relative: new(-0.5)})
+				cfg := one(Threshold{Direction: dir, MinAbsoluteChange: new(-1.0), MinRelativeChange: new(-0.5)})
 				cfg.ZeroBaseline = ZeroBaselineSkipRelative
 				r := eval1(t, cfg, val(0.5), &b)
 				if len(r.Comparisons) != 2 {
 					t.Fatalf("comparisons: %+v", r.Comparisons)
 				}
 				abs, rel := r.Comparisons[0], r.Comparisons[1]
-				if abs.Check != CheckAbsolute || !abs.Passed || abs.Skipped {
+				if abs.Check != CheckMinAbsoluteChange || !abs.Passed || abs.Skipped {
 					t.Errorf("absolute: %+v", abs)
 				}
-				if rel.Check != CheckRelative || !rel.Passed || !rel.Skipped || !strings.Contains(rel.Reason, "zero_baseline: skip_relative") {
+				if rel.Check != CheckMinRelativeChange || !rel.Passed || !rel.Skipped || !strings.Contains(rel.Reason, "zero_baseline: skip_relative") {
 					t.Errorf("relative: %+v", rel)
 				}
 				if !r.Passed || !strings.Contains(r.Reason, "1 skipped") {
@@ -268,32 +268,32 @@ func TestZeroBaseline(t *testing.T) {
 		}
 	}
 	t.Run("only relative checks all skipped", func(t *testing.T) {
-		cfg := one(Threshold{Direction: HigherIsBetter, Relative: new(0.0)})
+		cfg := one(Threshold{Direction: HigherIsBetter, MinRelativeChange: new(0.0)})
 		cfg.ZeroBaseline = ZeroBaselineSkipRelative
 		r := eval1(t, cfg, val(0.5), &zero)
-		checkOne(t, r, CheckRelative, want{passed: true, skipped: true, gate: false})
+		checkOne(t, r, CheckMinRelativeChange, want{passed: true, skipped: true, gate: false})
 		if !strings.Contains(r.Reason, "nothing was checked") {
 			t.Errorf("reason %q", r.Reason)
 		}
 	})
 	t.Run("a tiny baseline is not zero", func(t *testing.T) {
 		tiny := val(5e-324)
-		r := eval1(t, one(Threshold{Direction: HigherIsBetter, Relative: new(0.0)}), val(1), &tiny)
+		r := eval1(t, one(Threshold{Direction: HigherIsBetter, MinRelativeChange: new(0.0)}), val(1), &tiny)
 		// (1 - 5e-324) / 5e-324 overflows to +Inf.
-		checkOne(t, r, CheckRelative, want{reason: "relative change +Inf is not finite"})
+		checkOne(t, r, CheckMinRelativeChange, want{reason: "relative change +Inf is not finite"})
 	})
 }
 
 func TestNonFinite(t *testing.T) {
 	figures := []float64{nan, pinf, ninf}
 	for _, dir := range []Direction{HigherIsBetter, LowerIsBetter} {
-		for _, check := range []Check{CheckAbsolute, CheckRelative} {
+		for _, check := range []Check{CheckMinAbsoluteChange, CheckMinRelativeChange} {
 			th := Threshold{Direction: dir}
-			if check == CheckAbsolute {
+			if check == CheckMinAbsoluteChange {
 				// A huge tolerance: an infinite diff must not slip under it.
-				th.Absolute = new(-math.MaxFloat64)
+				th.MinAbsoluteChange = new(-math.MaxFloat64)
 			} else {
-				th.Relative = new(-math.MaxFloat64)
+				th.MinRelativeChange = new(-math.MaxFloat64)
 			}
 			for _, f := range figures {
 				name := string(dir) + "/" + string(check) + "/" + Number(f).String()
@@ -331,13 +331,13 @@ func TestNonFinite(t *testing.T) {
 	}
 	t.Run("overflowing diff", func(t *testing.T) {
 		b := val(-math.MaxFloat64)
-		r := eval1(t, one(Threshold{Direction: HigherIsBetter, Absolute: new(0.0)}), val(math.MaxFloat64), &b)
-		checkOne(t, r, CheckAbsolute, want{reason: "change +Inf is not finite"})
+		r := eval1(t, one(Threshold{Direction: HigherIsBetter, MinAbsoluteChange: new(0.0)}), val(math.MaxFloat64), &b)
+		checkOne(t, r, CheckMinAbsoluteChange, want{reason: "change +Inf is not finite"})
 	})
 }
 
 func TestMissingMetric(t *testing.T) {
-	th := Threshold{Direction: HigherIsBetter, Min: new(0.5), Max: new(0.9), Absolute: new(0.0), Relative: new(0.0)}
+	th := Threshold{Direction: HigherIsBetter, Min: new(0.5), Max: new(0.9), MinAbsoluteChange: new(0.0), MinRelativeChange: new(0.0)}
 	t.Run("candidate", func(t *testing.T) {
 		for _, base := range []*side{nil, {v: 0.5}} {
 			r := eval1(t, one(th), absent, base)
@@ -375,8 +375,8 @@ func TestMissingMetric(t *testing.T) {
 }
 
 func TestNoBaseline(t *testing.T) {
-	bounds := Threshold{Direction: HigherIsBetter, Min: new(0.7), Absolute: new(-0.01), Relative: new(-0.01)}
-	changeOnly := Threshold{Direction: HigherIsBetter, Absolute: new(-0.01)}
+	bounds := Threshold{Direction: HigherIsBetter, Min: new(0.7), MinAbsoluteChange: new(-0.01), MinRelativeChange: new(-0.01)}
+	changeOnly := Threshold{Direction: HigherIsBetter, MinAbsoluteChange: new(-0.01)}
 	cases := []struct {
 		name     string
 		mode     NoBaseline
@@ -424,7 +424,7 @@ func TestNoBaseline(t *testing.T) {
 					if tc.minCheck == nil || c.Passed != *tc.minCheck || c.Skipped {
 						t.Errorf("min: %+v", c)
 					}
-				case CheckAbsolute, CheckRelative:
+				case CheckMinAbsoluteChange, CheckMinRelativeChange:
 					if c.Passed != tc.change.passed || c.Skipped != tc.change.skipped || !strings.Contains(c.Reason, tc.change.reason) {
 						t.Errorf("%s: %+v", c.Check, c)
 					}
@@ -439,8 +439,8 @@ func TestNoBaseline(t *testing.T) {
 
 func TestEvaluateSeveralMetrics(t *testing.T) {
 	cfg := Config{Metrics: map[string]Threshold{
-		"logloss":  {Direction: LowerIsBetter, Relative: new(-0.01)},
-		"auc":      {Direction: HigherIsBetter, Min: new(0.7), Max: new(1.0), Absolute: new(-0.002)},
+		"logloss":  {Direction: LowerIsBetter, MinRelativeChange: new(-0.01)},
+		"auc":      {Direction: HigherIsBetter, Min: new(0.7), Max: new(1.0), MinAbsoluteChange: new(-0.002)},
 		"accuracy": {Min: new(0.5)},
 	}}
 	cand := Candidate{ID: "run-42/model", Metrics: map[string]float64{"auc": 0.801, "logloss": 0.4, "accuracy": 0.9, "unused": nan}}
@@ -453,7 +453,7 @@ func TestEvaluateSeveralMetrics(t *testing.T) {
 	for _, c := range r.Comparisons {
 		order = append(order, c.Metric+"/"+string(c.Check))
 	}
-	if got, want := strings.Join(order, " "), "accuracy/value_min auc/value_min auc/value_max auc/absolute logloss/relative"; got != want {
+	if got, want := strings.Join(order, " "), "accuracy/value_min auc/value_min auc/value_max auc/min_absolute_change logloss/min_relative_change"; got != want {
 		t.Errorf("order %q, want %q", got, want)
 	}
 	if !r.Passed || r.BaselineVersion != "v3" || r.CandidateID != "run-42/model" || !r.HasBaseline || r.Forced {
@@ -469,13 +469,13 @@ func TestEvaluateSeveralMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Passed || len(r.Failed()) != 1 || r.Failed()[0].Metric != "logloss" || !strings.Contains(r.Reason, "1 of 5 checks failed: logloss relative") {
+	if r.Passed || len(r.Failed()) != 1 || r.Failed()[0].Metric != "logloss" || !strings.Contains(r.Reason, "1 of 5 checks failed: logloss min_relative_change") {
 		t.Errorf("result: passed=%v reason=%q failed=%+v", r.Passed, r.Reason, r.Failed())
 	}
 }
 
 func TestEvaluateRejectsBadConfig(t *testing.T) {
-	for _, cfg := range []Config{{}, one(Threshold{Direction: "up", Absolute: new(0.0)})} {
+	for _, cfg := range []Config{{}, one(Threshold{Direction: "up", MinAbsoluteChange: new(0.0)})} {
 		if _, err := Evaluate(cfg, Candidate{Metrics: map[string]float64{"m": 1}}, nil); err == nil {
 			t.Errorf("Evaluate(%+v) succeeded", cfg)
 		}
@@ -483,7 +483,7 @@ func TestEvaluateRejectsBadConfig(t *testing.T) {
 }
 
 func TestEvaluateDoesNotMutateInputs(t *testing.T) {
-	cfg := one(Threshold{Direction: HigherIsBetter, Absolute: new(0.0)})
+	cfg := one(Threshold{Direction: HigherIsBetter, MinAbsoluteChange: new(0.0)})
 	cand := Candidate{Metrics: map[string]float64{"m": 1}}
 	base := &Baseline{Metrics: map[string]float64{"m": 1}}
 	if _, err := Evaluate(cfg, cand, base); err != nil {

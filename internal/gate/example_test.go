@@ -10,8 +10,8 @@ func Example() {
 	// The `with` block of a gate node, as the YAML decoder hands it over.
 	cfg, err := gate.ParseConfig(map[string]any{
 		"metrics": map[string]any{
-			"auc":     map[string]any{"direction": "higher_is_better", "min": 0.7, "absolute": -0.002},
-			"logloss": map[string]any{"direction": "lower_is_better", "relative": -0.01},
+			"auc":     map[string]any{"direction": "higher_is_better", "min": 0.7, "min_absolute_change": -0.002},
+			"logloss": map[string]any{"direction": "lower_is_better", "min_relative_change": -0.01},
 		},
 	})
 	if err != nil {
@@ -24,12 +24,12 @@ func Example() {
 		panic(err)
 	}
 	for _, c := range r.Comparisons {
-		fmt.Printf("%-7s %-9s passed=%-5v %s\n", c.Metric, c.Check, c.Passed, c.Reason)
+		fmt.Printf("%-7s %-19s passed=%-5v %s\n", c.Metric, c.Check, c.Passed, c.Reason)
 	}
 	fmt.Println("gate passed:", r.Passed)
 	// Output:
-	// auc     value_min passed=true  auc 0.7985 >= min 0.7
-	// auc     absolute  passed=true  auc improvement -0.0015000000000000568 >= minimum -0.002 (higher_is_better)
-	// logloss relative  passed=true  logloss relative improvement -0.004878048780487809 >= minimum -0.01 (lower_is_better)
+	// auc     value_min           passed=true  auc 0.7985 >= min 0.7
+	// auc     min_absolute_change passed=true  auc improvement -0.0015000000000000568 >= minimum -0.002 (higher_is_better)
+	// logloss min_relative_change passed=true  logloss relative improvement -0.004878048780487809 >= minimum -0.01 (lower_is_better)
 	// gate passed: true
 }

@@ -86,7 +86,7 @@ func parseThreshold(name string, v any) (Threshold, error) {
 	if v == nil {
 		// "auc:" with nothing under it; Validate would say the same, but
 		// here we know it is the spec that is empty.
-		fail(": no checks (set min, max, absolute or relative)")
+		fail(": no checks (set min, max, min_absolute_change or min_relative_change)")
 		return t, errors.Join(errs...)
 	}
 	m, ok := asMap(v)
@@ -110,12 +110,16 @@ func parseThreshold(name string, v any) (Threshold, error) {
 			dst = &t.Min
 		case "max":
 			dst = &t.Max
-		case "absolute":
-			dst = &t.Absolute
-		case "relative":
-			dst = &t.Relative
+		case "min_absolute_change":
+			dst = &t.MinAbsoluteChange
+		case "min_relative_change":
+			dst = &t.MinRelativeChange
 		default:
-			fail(": unknown key %q (want direction, min, max, absolute or relative)", key)
+			if err := RemovedKeyError(name, key, val, m["direction"]); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fail(": unknown key %q (want direction, min, max, min_absolute_change or min_relative_change)", key)
 			continue
 		}
 		if val == nil {

@@ -48,8 +48,8 @@ func TestNumberJSON(t *testing.T) {
 // failed gate is exactly where they show up.
 func TestResultJSON(t *testing.T) {
 	cfg := Config{Metrics: map[string]Threshold{
-		"auc":     {Direction: HigherIsBetter, Min: new(0.7), Absolute: new(0.0)},
-		"logloss": {Direction: LowerIsBetter, Relative: new(0.0)},
+		"auc":     {Direction: HigherIsBetter, Min: new(0.7), MinAbsoluteChange: new(0.0)},
+		"logloss": {Direction: LowerIsBetter, MinRelativeChange: new(0.0)},
 		"missing": {Max: new(1.0)},
 	}}
 	r, err := Evaluate(cfg,
@@ -88,7 +88,7 @@ func TestResultJSON(t *testing.T) {
 }
 
 func TestForce(t *testing.T) {
-	cfg := one(Threshold{Direction: HigherIsBetter, Absolute: new(0.0)})
+	cfg := one(Threshold{Direction: HigherIsBetter, MinAbsoluteChange: new(0.0)})
 	b := val(0.8)
 	failed := eval1(t, cfg, val(0.7), &b)
 	if failed.Passed {

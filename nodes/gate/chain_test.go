@@ -105,7 +105,7 @@ func TestBuiltinTrainEvaluateAndResume(t *testing.T) {
 	}
 	// The gate decides from that evaluation.
 	d := DecideGate(map[string]any{"evaluation": evaluation,
-		"metrics": map[string]any{"auc": map[string]any{"direction": "higher_is_better", "absolute": 0}}})
+		"metrics": map[string]any{"auc": map[string]any{"direction": "higher_is_better", "min_absolute_change": 0}}})
 	if d.Error != "" || !d.Result.Passed || d.Result.BaselineVersion != "v1" {
 		t.Fatalf("gate: %+v", d)
 	}

@@ -46,12 +46,12 @@ var GateType = Types()[0].NodeType
 // are read by package gate's rules (numbers, numeric text or null), so
 // they stay untyped here.
 type With struct {
-	Metrics         any    `json:"metrics" required:"true" type:"any" doc:"metric -> {direction, min, max, absolute, relative}"`
+	Metrics         any    `json:"metrics" required:"true" type:"any" doc:"metric -> {direction, min, max, min_absolute_change, min_relative_change}; the changes are the least improvement over the baseline in the metric's direction (negative: that much worse is allowed)"`
 	NoBaseline      string `json:"no_baseline" default:"value_only" doc:"without a production model: value_only, block or bless"`
-	ZeroBaseline    string `json:"zero_baseline" default:"fail" doc:"a baseline of 0 under a relative check: fail or skip_relative"`
+	ZeroBaseline    string `json:"zero_baseline" default:"fail" doc:"a baseline of 0 under a min_relative_change check: fail or skip_relative"`
 	Evaluation      any    `json:"evaluation" type:"any" doc:"an evaluate node's ${nodes.ID.outputs.evaluation}"`
-	Candidate       any    `json:"candidate" type:"any" doc:"instead of evaluation: the candidate's metrics, a map of name to number"`
-	Baseline        any    `json:"baseline" type:"any" doc:"with candidate: the baseline's metrics (null: no baseline)"`
+	Candidate       any    `json:"candidate" type:"any" doc:"instead of evaluation: the candidate's metrics, a map of name to number, from any node (a map output ${nodes.ID.outputs.KEY}, or a map of references)"`
+	Baseline        any    `json:"baseline" type:"any" doc:"with candidate: the baseline's metrics, a map like candidate's (absent or null: no baseline)"`
 	BaselineVersion string `json:"baseline_version" doc:"with candidate: the baseline's version, for the record"`
 	CandidateID     string `json:"candidate_id" doc:"with candidate: the candidate's id, for the record"`
 	CandidateData   any    `json:"candidate_data" type:"any" doc:"with candidate: the rows it was scored on ({split, dataset, window, dates, rows}); the gate refuses to compare different rows"`
@@ -97,12 +97,21 @@ func checkGate(with map[string]any) error {
 	if r, ok := with["on_reject"].(string); ok && !dags.HasRef(r) && r != RejectSkip && r != RejectFail {
 		return fmt.Errorf("on_reject %q: want skip or fail", r)
 	}
-	cfg, ok := literalGateConfig(with)
-	if !ok {
-		return nil // thresholds given by reference are checked when the node runs
+	// A metric whose thresholds hold a reference is left to run time, but
+	// a removed key (absolute, relative) is refused by its name alone.
+	var errs []error
+	if m, ok := with["metrics"].(map[string]any); ok {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			if dags.HasRef(m[name]) {
+				errs = append(errs, gate.RemovedKeys(name, m[name]))
+			}
+		}
 	}
-	_, err := gate.ParseConfig(cfg)
-	return err
+	if cfg, ok := literalGateConfig(with); ok {
+		_, err := gate.ParseConfig(cfg)
+		errs = append(errs, err)
+	} // else thresholds given by reference are checked when the node runs
+	return errors.Join(errs...)
 }
 
 // literalGateConfig returns the threshold keys of with, leaving out what
@@ -309,9 +318,12 @@ func RejectionMessage(r gate.Result) string {
 func Types() []nodetype.Type {
 	return []nodetype.Type{nodetype.NewWorkflow[With, Outputs](dags.NodeType{
 		Name: Name,
-		Doc: "Compare a candidate's metrics with thresholds and with the baseline's (see package gate for the exact semantics: " +
-			"min/max bounds inclusive, absolute = candidate - baseline, relative = (candidate - baseline) / |baseline|, thresholds are " +
-			"minimum improvements). Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
+		Doc: "Compare a candidate's metrics with thresholds and with the baseline's, from an evaluate node's evaluation or from any " +
+			"node's metric maps (candidate, baseline). See package gate for the exact semantics: min/max bounds inclusive; " +
+			"min_absolute_change and min_relative_change (MLflow's names and meaning) are the least improvement in the metric's " +
+			"direction, candidate - baseline for higher_is_better and baseline - candidate for lower_is_better, relative divided by " +
+			"|baseline|, negative allowing that much worse; the old keys absolute and relative are refused. " +
+			"Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
 			"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
 		Check: checkGate,
 	}, GateWorkflow, Gate, nil)}

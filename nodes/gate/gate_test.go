@@ -14,6 +14,7 @@ import (
 	"github.com/retrain-ml/retrain/nodetype"
 
 	"github.com/retrain-ml/retrain/dags"
+	"gopkg.in/yaml.v3"
 )
 
 // gateSpec compiles a one-node spec around a gate's `with` block, the way
@@ -47,7 +48,7 @@ func TestGateValidatedWithTheSpec(t *testing.T) {
 	}{
 		{"valid", `
       evaluation: ${nodes.ev.outputs.evaluation}
-      metrics: {auc: {direction: higher_is_better, min: 0.7, absolute: -0.01}}`, ""},
+      metrics: {auc: {direction: higher_is_better, min: 0.7, min_absolute_change: -0.01}}`, ""},
 		{"no metrics at all", `
       evaluation: ${nodes.ev.outputs.evaluation}
       metrics: {}`, "metrics"},
@@ -56,7 +57,7 @@ func TestGateValidatedWithTheSpec(t *testing.T) {
       metrics: {auc: {direction: higher_is_better, relatve: 0.01}}`, "relatve"},
 		{"change threshold without direction", `
       evaluation: ${nodes.ev.outputs.evaluation}
-      metrics: {auc: {absolute: 0.01}}`, "direction"},
+      metrics: {auc: {min_absolute_change: 0.01}}`, "direction"},
 		{"min above max", `
       evaluation: ${nodes.ev.outputs.evaluation}
       metrics: {auc: {min: 0.9, max: 0.8}}`, "min"},
@@ -75,7 +76,7 @@ func TestGateValidatedWithTheSpec(t *testing.T) {
       evaluation: ${nodes.ev.outputs.evaluation}
       metrics:
         auc: {direction: higher_is_better, min: "${params.floor}"}
-        log_loss: {direction: sideways, relative: 0.1}`, "sideways"},
+        log_loss: {direction: sideways, min_relative_change: 0.1}`, "sideways"},
 		{"evaluation and candidate both", `
       evaluation: ${nodes.ev.outputs.evaluation}
       candidate: {auc: 0.8}
@@ -108,8 +109,8 @@ func TestGateValidatedWithTheSpec(t *testing.T) {
 
 func TestDecideGate(t *testing.T) {
 	metrics := map[string]any{
-		"auc":      map[string]any{"direction": "higher_is_better", "min": 0.7, "absolute": -0.005},
-		"log_loss": map[string]any{"direction": "lower_is_better", "relative": -0.02},
+		"auc":      map[string]any{"direction": "higher_is_better", "min": 0.7, "min_absolute_change": -0.005},
+		"log_loss": map[string]any{"direction": "lower_is_better", "min_relative_change": -0.02},
 	}
 	eval := func(cand, base map[string]any, version string) map[string]any {
 		var b any
@@ -207,7 +208,7 @@ func TestGateRefusesMetricsOfDifferentRows(t *testing.T) {
 	}
 	base := func(cd, bd map[string]any) map[string]any {
 		return map[string]any{
-			"metrics":   map[string]any{"auc": map[string]any{"direction": "higher_is_better", "absolute": -0.01, "min": 0.5}},
+			"metrics":   map[string]any{"auc": map[string]any{"direction": "higher_is_better", "min_absolute_change": -0.01, "min": 0.5}},
 			"candidate": map[string]any{"auc": 0.8}, "baseline": map[string]any{"auc": 0.79},
 			"candidate_data": cd, "baseline_data": bd,
 		}
@@ -297,7 +298,7 @@ func TestSchema(t *testing.T) {
 // explicit values are taken, and an explicit empty on_reject is refused.
 func TestDecideGateDefaults(t *testing.T) {
 	with := func(extra map[string]any) map[string]any {
-		w := map[string]any{"metrics": map[string]any{"auc": map[string]any{"direction": "higher_is_better", "absolute": 0.01}},
+		w := map[string]any{"metrics": map[string]any{"auc": map[string]any{"direction": "higher_is_better", "min_absolute_change": 0.01}},
 			"candidate": map[string]any{"auc": 0.8}}
 		for k, v := range extra {
 			w[k] = v
@@ -324,5 +325,59 @@ func TestDecideGateDefaults(t *testing.T) {
 	}
 	if d := DecideGate(with(map[string]any{"baseline_version": 3})); !strings.Contains(d.Error, "baseline_version") {
 		t.Errorf("a number for baseline_version: %+v", d)
+	}
+}
+
+// TestOldThresholdKeysRefused: absolute and relative are refused when the
+// spec is validated, at the with block's line and also when a reference
+// holds the value, and by DecideGate at run time, each time with the new
+// setting that means the same.
+func TestOldThresholdKeysRefused(t *testing.T) {
+	tests := []struct {
+		name, metrics string
+		want          []string
+	}{
+		{"absolute, higher_is_better", `{auc: {direction: higher_is_better, absolute: -0.01}}`, []string{
+			`g.yaml:12:5: node "gate" (type gate): invalid gate config: ` +
+				`metric auc: "absolute" is no longer accepted: its meaning differed from TFX's for lower_is_better metrics. ` +
+				`Write min_absolute_change: -0.01 (the least improvement of auc over the baseline, in its direction; negative allows that much worse)`}},
+		{"absolute, lower_is_better", `{log_loss: {direction: lower_is_better, absolute: -1}}`, []string{
+			`Write min_absolute_change: -1 (the least improvement of log_loss over the baseline, in its direction; negative allows that much worse). ` +
+				`If the value was copied from a TFX config, where a lower_is_better threshold is the most candidate - baseline may be, write min_absolute_change: 1 instead`}},
+		{"relative, lower_is_better", `{log_loss: {direction: lower_is_better, relative: -0.02}}`, []string{
+			`metric log_loss: "relative" is no longer accepted`, `Write min_relative_change: -0.02 (`, `write min_relative_change: 0.02 instead`}},
+		{"relative, higher_is_better", `{auc: {direction: higher_is_better, relative: 0.001}}`, []string{
+			`metric auc: "relative" is no longer accepted`, `Write min_relative_change: 0.001 (`}},
+		{"a reference does not hide it", `{auc: {direction: higher_is_better, min: "${params.floor}", absolute: -0.01}}`, []string{
+			`metric auc: "absolute" is no longer accepted`, `Write min_absolute_change: -0.01 (`}},
+		{"nor a reference as the value", `{auc: {direction: higher_is_better, absolute: "${params.floor}"}}`, []string{
+			`Write min_absolute_change: ${params.floor} (`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := gateSpec(t, "      candidate: {auc: 0.8, log_loss: 0.3}\n      metrics: "+tt.metrics+"\n")
+			if err == nil {
+				t.Fatal("the spec validated")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "unknown key") {
+				t.Errorf("error %q also calls it unknown", err)
+			}
+			// At run time, with the references resolved.
+			with := map[string]any{"candidate": map[string]any{"auc": 0.8, "log_loss": 0.3}}
+			var m map[string]any
+			if err := yaml.Unmarshal([]byte(strings.ReplaceAll(tt.metrics, "${params.floor}", "0.7")), &m); err != nil {
+				t.Fatal(err)
+			}
+			with["metrics"] = m
+			d := DecideGate(with)
+			if !strings.Contains(d.Error, "is no longer accepted") || !strings.Contains(d.Error, "Write min_") {
+				t.Errorf("run time: %+v", d)
+			}
+		})
 	}
 }
