@@ -19,6 +19,12 @@ const (
 	NodeFailed = "NodeFailed"
 	// BadInput: the node's input can never work. Not retried.
 	BadInput = "BadInput"
+	// BadOutput: a node's outputs are malformed (a command's
+	// $RETRAIN_OUTPUTS file that is too large, not JSON, not an object, or
+	// has a key that is reserved or cannot be referred to) or do not match
+	// the outputs its spec declares. Not retried: the same program writes
+	// the same file.
+	BadOutput = "BadOutput"
 	// CheckFailed: a check on the data failed; a retry would fail the same
 	// way. Not retried.
 	CheckFailed = "CheckFailed"

@@ -9,7 +9,7 @@ func TestValuesNeverChange(t *testing.T) {
 		PipelineFailed: "PipelineFailed", InvalidPipeline: "InvalidPipeline", NodeFailed: "NodeFailed",
 		BadInput: "BadInput", CheckFailed: "CheckFailed", GateRejected: "GateRejected",
 		NoObjectStore: "NoObjectStore", ConcurrentMove: "ConcurrentMove", Diverged: "Diverged",
-		NoGPUs: "NoGPUs", PromotionContended: "PromotionContended",
+		NoGPUs: "NoGPUs", PromotionContended: "PromotionContended", BadOutput: "BadOutput",
 	} {
 		if got != want {
 			t.Errorf("error type %q, want %q", got, want)

@@ -2,9 +2,12 @@ package command
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/retrain-ml/retrain/nodes/internal/process"
@@ -29,11 +32,27 @@ type With struct {
 	OKExitCodes []int             `json:"ok_exit_codes" default:"[0]" doc:"exit codes that count as success"`
 }
 
-// Outputs are a command node's outputs.
+// Outputs are a command node's outputs: the three it always gives, and
+// the keys the program wrote to its outputs file.
 type Outputs struct {
 	ExitCode int    `json:"exit_code"`
 	Stdout   string `json:"stdout"` // the last 4 KiB
 	Stderr   string `json:"stderr"` // the last 4 KiB
+	// Extra are the keys of the JSON object the program wrote to the file
+	// $RETRAIN_OUTPUTS names (see readOutputs); they sit next to the
+	// three above in the node's outputs.
+	Extra map[string]any `json:"-"`
+}
+
+// MarshalJSON gives the outputs as one object, Extra's keys next to the
+// fixed ones, which is what the workflow records and references read.
+func (o Outputs) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(o.Extra)+3)
+	for k, v := range o.Extra {
+		m[k] = v
+	}
+	m["exit_code"], m["stdout"], m["stderr"] = o.ExitCode, o.Stdout, o.Stderr
+	return json.Marshal(m)
 }
 
 // check refuses, before any run, lists that no run could use.
@@ -43,6 +62,11 @@ func check(with map[string]any) error {
 	}
 	if codes, ok := with["ok_exit_codes"].([]any); ok && len(codes) == 0 {
 		return errors.New("ok_exit_codes is empty: no exit code would count as success")
+	}
+	if env, ok := with["env"].(map[string]any); ok {
+		if _, set := env[OutputsEnv]; set {
+			return fmt.Errorf("env sets %s, which the node sets itself to the path of the command's outputs file", OutputsEnv)
+		}
 	}
 	return nil
 }
@@ -66,7 +90,22 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 	}
 	log := c.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
 
+	// A folder per attempt, so a retry never reads what a failed attempt
+	// wrote. A worker that cannot make one may do better on retry.
+	dir, err := os.MkdirTemp("", "retrain-outputs-")
+	if err != nil {
+		return Outputs{}, fmt.Errorf("outputs folder: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	outputsFile, err := filepath.Abs(filepath.Join(dir, "outputs.json"))
+	if err != nil {
+		return Outputs{}, fmt.Errorf("outputs folder: %w", err)
+	}
+
 	cmd := process.Command(in, spec.Argv, spec.Dir, spec.Env)
+	// Last, so it wins over an env entry of the same name (exec keeps the
+	// last of duplicates); Check refuses one before the run.
+	cmd.Env = append(cmd.Env, OutputsEnv+"="+outputsFile)
 	stdout := process.NewTailWriter(process.OutputTail, log, "stdout")
 	stderr := process.NewTailWriter(process.OutputTail, log, "stderr")
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -91,7 +130,12 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 	}
 	for _, ok := range spec.OKExitCodes {
 		if code == ok {
-			log.Info("command finished", "exit_code", code)
+			extra, err := readOutputs(outputsFile, in.Node)
+			if err != nil {
+				return Outputs{}, err
+			}
+			outputs.Extra = extra
+			log.Info("command finished", "exit_code", code, "outputs", len(extra))
 			return outputs, nil
 		}
 	}
@@ -105,8 +149,11 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 func Type(logger *slog.Logger) nodetype.Type {
 	c := &Command{Logger: logger}
 	return nodetype.New(dags.NodeType{
-		Name:  Name,
-		Doc:   "Runs argv directly (no shell unless argv names one) and captures its exit code and output tails.",
-		Check: check,
+		Name: Name,
+		Doc: "Runs argv directly (no shell unless argv names one) and captures its exit code and output tails. " +
+			"The program may write a JSON object to the file $RETRAIN_OUTPUTS names (64 KiB at most): after a successful exit its keys " +
+			"are outputs too, next to exit_code, stdout and stderr, and a spec may declare them with their types (outputs: {auc: number}).",
+		Check:       check,
+		OpenOutputs: true,
 	}, c.Run)
 }

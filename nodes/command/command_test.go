@@ -41,6 +41,9 @@ func TestSchema(t *testing.T) {
 	if got := typ.NodeType.Outputs; len(got) != 3 || got[0] != "exit_code" || got[1] != "stdout" || got[2] != "stderr" {
 		t.Errorf("outputs %v", got)
 	}
+	if !typ.NodeType.OpenOutputs {
+		t.Error("the command type's outputs are not open: its $RETRAIN_OUTPUTS keys would fail validation")
+	}
 	if CommandType.Name != "command" || len(CommandType.Fields) != 4 {
 		t.Errorf("CommandType %+v", CommandType)
 	}
