@@ -163,6 +163,13 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 					}
 					return
 				}
+				if err := checkOutputs(node, res); err != nil {
+					r.rejectOutputs(state, res, err)
+					if firstErr == nil {
+						firstErr = fmt.Errorf("node %s: %w", id, err)
+					}
+					return
+				}
 				r.succeed(state, res)
 				for _, dep := range r.dependents(id) {
 					r.waiting[dep]--
@@ -287,6 +294,30 @@ func applyResult(state *runs.NodeState, res nodetype.Result) {
 	state.Outputs = res.Outputs
 }
 
+// checkOutputs checks a succeeded node's outputs against those its spec
+// declared (dags.CheckOutputs). A node without a declaration, which is
+// every node of a plan recorded before declarations existed, passes
+// unchecked, so replaying those runs makes the same decisions. A mismatch
+// is not retried: the same program gives the same outputs.
+func checkOutputs(node dags.PlanNode, res nodetype.Result) error {
+	if len(node.Outputs) == 0 {
+		return nil
+	}
+	if err := dags.CheckOutputs(node.Outputs, res.Outputs); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), errtype.BadOutput, nil)
+	}
+	return nil
+}
+
+// rejectOutputs fails a node whose activity succeeded with outputs its
+// declaration refuses. The state keeps the attempt, its times and the
+// outputs, to show what came; the outputs are not referable, and the
+// node is not compensated, as it did not complete.
+func (r *pipelineRun) rejectOutputs(state *runs.NodeState, res nodetype.Result, err error) {
+	applyResult(state, res)
+	state.Status, state.Error = runs.NodeFailed, err.Error()
+}
+
 func (r *pipelineRun) fail(ctx workflow.Context, state *runs.NodeState, attempts int32, err error) {
 	now := workflow.Now(ctx)
 	if state.ScheduledAt == nil {
@@ -343,6 +374,8 @@ func (r *pipelineRun) compensate(ctx workflow.Context) {
 				var res nodetype.Result
 				if err := f.Get(dctx, &res); err != nil {
 					r.fail(dctx, state, attemptsOf(err, node), unwrapActivity(err))
+				} else if err := checkOutputs(node, res); err != nil {
+					r.rejectOutputs(state, res, err)
 				} else {
 					applyResult(state, res)
 				}

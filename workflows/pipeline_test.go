@@ -38,6 +38,7 @@ type harness struct {
 	order    []string // node ids in the order their final attempt ran
 	running  atomic.Int32
 	maxInFly atomic.Int32
+	types    []dags.NodeType // registered next to step, run by the same activity
 }
 
 func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, error) {
@@ -67,7 +68,7 @@ func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, 
 
 func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*runs.Result, error) {
 	env := h.NewTestWorkflowEnvironment()
-	reg, err := dags.NewRegistry(stepType)
+	reg, err := dags.NewRegistry(append([]dags.NodeType{stepType}, h.types...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -78,6 +79,9 @@ func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*ru
 	Register(env)
 	env.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: "step"})
+	for _, t := range h.types {
+		env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: t.Name})
+	}
 	in := runs.PipelineInput{Params: params}
 	if lib != nil {
 		in.Pipeline = spec
