@@ -50,9 +50,10 @@ type Threshold struct {
 	// over the baseline in Direction (candidate - baseline for
 	// higher_is_better, baseline - candidate for lower_is_better; relative:
 	// divided by |baseline|); negative values tolerate a regression. The
-	// names are MLflow's, whose meaning they share: the TFX names
-	// "absolute" and "relative" bound the raw change for lower_is_better,
-	// and a config copied from TFX would silently invert.
+	// names are MLflow's, whose direction-aware meaning they share (MLflow
+	// takes positive figures only): TFX's "absolute" and "relative" bound
+	// the raw change for lower_is_better, so a config copied from TFX under
+	// those names would silently invert.
 	MinAbsoluteChange *float64 `json:"min_absolute_change,omitempty"`
 	MinRelativeChange *float64 `json:"min_relative_change,omitempty"`
 }

@@ -42,7 +42,8 @@
 //
 // A change threshold is the minimum improvement, measured in the direction
 // that is better for the metric, as MLflow's min_absolute_change and
-// min_relative_change are:
+// min_relative_change are (MLflow takes only positive figures, and its
+// relative change is a share of the baseline, not of |baseline|):
 //
 //	higher_is_better: improvement = diff       (or relative) = c - b
 //	lower_is_better:  improvement = -diff      (or -relative) = b - c

@@ -45,7 +45,7 @@ func RemovedKeyError(metric, key string, value, direction any) error {
 	// there it is the most the metric may rise.
 	if f, err := number.Figure(value); err == nil && f != 0 && direction == string(LowerIsBetter) {
 		msg += fmt.Sprintf(". If the value was copied from a TFX config, where a lower_is_better threshold is the most "+
-			"candidate - baseline may be, write %s: %s instead", newKey, Number(-f))
+			"the metric may rise over the baseline, write %s: %s instead", newKey, Number(-f))
 	}
 	return fmt.Errorf("%w: %s", ErrInvalidConfig, msg)
 }

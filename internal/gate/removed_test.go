@@ -27,11 +27,11 @@ func TestRemovedKeysMessages(t *testing.T) {
 		{"absolute, lower_is_better", map[string]any{"direction": "lower_is_better", "absolute": -1},
 			`metric auc: "absolute" is no longer accepted: its meaning differed from TFX's for lower_is_better metrics. ` +
 				`Write min_absolute_change: -1 (the least improvement of auc over the baseline, in its direction; negative allows that much worse). ` +
-				`If the value was copied from a TFX config, where a lower_is_better threshold is the most candidate - baseline may be, write min_absolute_change: 1 instead`},
+				`If the value was copied from a TFX config, where a lower_is_better threshold is the most the metric may rise over the baseline, write min_absolute_change: 1 instead`},
 		{"relative, lower_is_better", map[string]any{"direction": "lower_is_better", "relative": "-0.02"},
 			`metric auc: "relative" is no longer accepted: its meaning differed from TFX's for lower_is_better metrics. ` +
 				`Write min_relative_change: -0.02 (the least improvement of auc over the baseline, divided by |baseline|, in its direction; negative allows that much worse). ` +
-				`If the value was copied from a TFX config, where a lower_is_better threshold is the most candidate - baseline may be, write min_relative_change: 0.02 instead`},
+				`If the value was copied from a TFX config, where a lower_is_better threshold is the most the metric may rise over the baseline, write min_relative_change: 0.02 instead`},
 		{"zero reads the same in TFX", map[string]any{"direction": "lower_is_better", "absolute": 0},
 			`metric auc: "absolute" is no longer accepted: its meaning differed from TFX's for lower_is_better metrics. ` +
 				`Write min_absolute_change: 0 (the least improvement of auc over the baseline, in its direction; negative allows that much worse)`},

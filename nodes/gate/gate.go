@@ -320,9 +320,9 @@ func Types() []nodetype.Type {
 		Name: Name,
 		Doc: "Compare a candidate's metrics with thresholds and with the baseline's, from an evaluate node's evaluation or from any " +
 			"node's metric maps (candidate, baseline). See package gate for the exact semantics: min/max bounds inclusive; " +
-			"min_absolute_change and min_relative_change (MLflow's names and meaning) are the least improvement in the metric's " +
-			"direction, candidate - baseline for higher_is_better and baseline - candidate for lower_is_better, relative divided by " +
-			"|baseline|, negative allowing that much worse; the old keys absolute and relative are refused. " +
+			"min_absolute_change and min_relative_change (MLflow's names and direction-aware meaning) are the least improvement in " +
+			"the metric's direction, candidate - baseline for higher_is_better and baseline - candidate for lower_is_better, relative " +
+			"divided by |baseline|, a negative figure allowing that much worse; the old keys absolute and relative are refused. " +
 			"Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
 			"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
 		Check: checkGate,

@@ -343,7 +343,7 @@ func TestOldThresholdKeysRefused(t *testing.T) {
 				`Write min_absolute_change: -0.01 (the least improvement of auc over the baseline, in its direction; negative allows that much worse)`}},
 		{"absolute, lower_is_better", `{log_loss: {direction: lower_is_better, absolute: -1}}`, []string{
 			`Write min_absolute_change: -1 (the least improvement of log_loss over the baseline, in its direction; negative allows that much worse). ` +
-				`If the value was copied from a TFX config, where a lower_is_better threshold is the most candidate - baseline may be, write min_absolute_change: 1 instead`}},
+				`If the value was copied from a TFX config, where a lower_is_better threshold is the most the metric may rise over the baseline, write min_absolute_change: 1 instead`}},
 		{"relative, lower_is_better", `{log_loss: {direction: lower_is_better, relative: -0.02}}`, []string{
 			`metric log_loss: "relative" is no longer accepted`, `Write min_relative_change: -0.02 (`, `write min_relative_change: 0.02 instead`}},
 		{"relative, higher_is_better", `{auc: {direction: higher_is_better, relative: 0.001}}`, []string{
