@@ -26,6 +26,29 @@ const (
 	EnvModelOut = "RETRAIN_MODEL_OUT"
 )
 
+// Environment variables a command evaluator (an evaluate node's argv) is
+// started with, once per model it scores. EnvEvalData locates the data to
+// score, in the node's data_format.
+const (
+	// EnvModelDir is a local folder holding the model's files: what its
+	// trainer wrote to EnvModelOut, as registered.
+	EnvModelDir = "RETRAIN_MODEL_DIR"
+	// EnvMetricsOut is the path of the JSON file the evaluator writes:
+	// {"rows": N, "overall": {"auc": ..., ...}, "slices": {"<value>": {"rows": n, ...}}}.
+	EnvMetricsOut = "RETRAIN_METRICS_OUT"
+	// EnvPredictionsOut is where the evaluator may write its predictions
+	// as a .npy file: float32 [N], the probability of label 1 of each row
+	// of the data, in the data's order.
+	EnvPredictionsOut = "RETRAIN_PREDICTIONS_OUT"
+	// EnvModelRole is candidate or baseline.
+	EnvModelRole = "RETRAIN_MODEL_ROLE"
+)
+
+// QuoteNonFinite quotes the bare NaN, Infinity and -Infinity tokens that
+// Python's json module writes for non-finite floats (not JSON), so that
+// encoding/json reads a program's output; strings are left alone.
+func QuoteNonFinite(b []byte) []byte { return quoteNonFinite(b) }
+
 // Env is a command trainer's environment.
 type Env struct {
 	TrainData     string

@@ -1,16 +1,10 @@
 package evaluate
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
 	modelsnode "github.com/retrain-ml/retrain/nodes/models"
@@ -43,7 +37,21 @@ type With struct {
 	Baseline  string `json:"baseline" default:"production" doc:"alias or version of the baseline"`
 	Slices    bool   `json:"slices" doc:"also score each value of the split's slice column"`
 	MaxSlices int    `json:"max_slices" default:"20" doc:"keep the largest N slices"`
+
+	// Models of other trainers are scored by a program of the user's (the
+	// evaluator contract: internal/trainer's Env* names).
+	Evaluator  string            `json:"evaluator" default:"builtin" doc:"builtin or command; command says the candidate is another trainer's model and needs argv. Under both, a model folder holding the builtin trainer's model.bin is scored by the builtin scorer and any other model (candidate or baseline) by argv"`
+	Argv       []string          `json:"argv" doc:"the evaluator program and its arguments (no shell unless argv names one), run once per model that is not the builtin trainer's, with RETRAIN_MODEL_DIR, RETRAIN_EVAL_DATA, RETRAIN_METRICS_OUT, RETRAIN_PREDICTIONS_OUT and RETRAIN_MODEL_ROLE (candidate or baseline); taken with evaluator builtin too, to score a baseline of another trainer"`
+	Env        map[string]string `json:"env" doc:"extra environment of the evaluator program"`
+	Dir        string            `json:"dir" doc:"working directory of the evaluator program"`
+	DataFormat string            `json:"data_format" default:"parquet" doc:"how RETRAIN_EVAL_DATA holds the rows to score: parquet (the split's files; predictions follow their rows in file-name order) or npy (NumPy arrays and schema.json; predictions follow the arrays' rows)"`
 }
+
+// Evaluators an evaluate node's `evaluator` names.
+const (
+	BuiltinEvaluator = "builtin"
+	CommandEvaluator = "command"
+)
 
 // Evaluation is what a gate node reads: both models' headline figures and
 // the rows each was scored on. Both were scored on the same rows here; the
@@ -90,12 +98,28 @@ func (w With) check() error {
 	if w.MaxSlices < 1 {
 		return fmt.Errorf("max_slices must be at least 1, got %d", w.MaxSlices)
 	}
+	switch w.Evaluator {
+	case BuiltinEvaluator:
+	case CommandEvaluator:
+		if len(w.Argv) == 0 {
+			return errors.New("evaluator command needs argv: the evaluator program and its arguments")
+		}
+	default:
+		return fmt.Errorf("evaluator %q: want builtin or command", w.Evaluator)
+	}
+	if w.Argv != nil && (len(w.Argv) == 0 || w.Argv[0] == "") {
+		return errors.New("argv must name a program")
+	}
+	if w.DataFormat != split.FormatParquet && w.DataFormat != split.FormatNPY {
+		return fmt.Errorf("data_format %q: want parquet or npy", w.DataFormat)
+	}
 	return nil
 }
 
 // checkEvaluate checks the values of a spec's `with` block that the schema
-// cannot: names, the dataset and the slice count. Values holding ${...}
-// are only known at run time, when With.check and the registry check them.
+// cannot: names, the dataset, the slice count, the evaluator and its argv,
+// the data format. Values holding ${...} are only known at run time, when
+// With.check and the registry check them.
 func checkEvaluate(with map[string]any) error {
 	if err := modelsnode.CheckNames(with, "model"); err != nil {
 		return err
@@ -110,6 +134,23 @@ func checkEvaluate(with map[string]any) error {
 	}
 	if n, ok := with["max_slices"].(float64); ok && n < 1 {
 		return fmt.Errorf("max_slices must be at least 1, got %v", n)
+	}
+	if e, ok := with["evaluator"].(string); ok && !dags.HasRef(e) {
+		switch e {
+		case BuiltinEvaluator:
+		case CommandEvaluator:
+			if argv, ok := with["argv"]; !ok || argv == nil {
+				return errors.New("evaluator command needs argv: the evaluator program and its arguments")
+			}
+		default:
+			return fmt.Errorf("evaluator %q: want builtin or command", e)
+		}
+	}
+	if argv, ok := with["argv"].([]any); ok && (len(argv) == 0 || argv[0] == "") {
+		return errors.New("argv must name a program")
+	}
+	if f, ok := with["data_format"].(string); ok && !dags.HasRef(f) && f != split.FormatParquet && f != split.FormatNPY {
+		return fmt.Errorf("data_format %q: want parquet or npy", f)
 	}
 	return nil
 }
@@ -149,47 +190,6 @@ type EvaluationReport struct {
 	SliceColumn     string         `json:"slice_column,omitempty"`
 }
 
-// Headline metric names, as the gate reads them.
-const (
-	MetricAUC         = "auc"
-	MetricLogLoss     = "log_loss"
-	MetricAccuracy    = "accuracy"
-	MetricCalibration = "calibration"
-)
-
-func metricMap(m trainer.Metrics) map[string]float64 {
-	return map[string]float64{
-		MetricAUC: m.AUC, MetricLogLoss: m.LogLoss, MetricAccuracy: m.Accuracy, MetricCalibration: m.Calibration,
-		"mean_prediction": m.MeanPrediction, "mean_label": m.MeanLabel, "count": float64(m.Count),
-	}
-}
-
-func numbers(m map[string]float64) map[string]gate.Number {
-	out := make(map[string]gate.Number, len(m))
-	for k, v := range m {
-		out[k] = gate.Number(v)
-	}
-	return out
-}
-
-// outputMetrics is a metric map fit for outputs: non-finite figures are
-// null (the metrics file has them as "NaN").
-func outputMetrics(m map[string]float64) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = train.FiniteOrNil(v)
-	}
-	return out
-}
-
-// scored is one model scored on the data.
-type scored struct {
-	metrics     map[string]float64
-	slices      map[string]map[string]float64
-	roc         []trainer.ROCPoint
-	calibration []trainer.CalibrationBin
-}
-
 // run runs an evaluate node.
 func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
 	if err := w.check(); err != nil {
@@ -219,30 +219,17 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 		sliceCol = sd.Record.Schema.Slice
 	}
 
+	a := &attempt{e: e, in: in, w: w, log: log, sd: sd, data: data}
+	defer a.cleanup()
+
 	// The candidate.
-	candKey, err := objects.StoreKey(e.store, w.Candidate)
+	c, candidateID, err := a.scoreCandidate(ctx)
 	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "candidate: %v", err)
-	}
-	candKey = strings.TrimSuffix(candKey, "/") + "/" + train.ModelFile
-	raw, err := objects.ReadObject(ctx, e.store, candKey)
-	if err != nil {
-		return Outputs{}, objects.StoreError(fmt.Sprintf("candidate: read %s (evaluate scores models of the builtin trainer)", objects.KeyURI(e.store, candKey)), err)
-	}
-	cand, err := trainer.ReadModel(bytes.NewReader(raw))
-	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "candidate %s: %v", objects.KeyURI(e.store, candKey), err)
-	}
-	sum := sha256.Sum256(raw)
-	candidateID := "sha256:" + hex.EncodeToString(sum[:8])
-	c, err := score(cand, data, w.Slices, w.MaxSlices)
-	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "candidate: %v", err)
+		return Outputs{}, err
 	}
 	report := EvaluationReport{
 		Data: w.Data, Dataset: w.Dataset, Rows: data.Len(), Window: scope.Window, Dates: scope.Dates, RunWindow: sd.Record.Window,
-		CandidateID: candidateID, SliceColumn: sliceCol,
-		Candidate: ModelMetrics{Overall: numbers(c.metrics), Slices: sliceNumbers(c.slices), ROC: c.roc, CalibrationBins: c.calibration},
+		CandidateID: candidateID, SliceColumn: sliceCol, Candidate: c.modelMetrics(),
 	}
 
 	// The baseline, if the registry has one.
@@ -259,17 +246,14 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 		case err != nil:
 			return Outputs{}, fmt.Errorf("baseline %s@%s: %w", w.Model, w.Baseline, err)
 		default:
-			bm, err := openVersionModel(ctx, reg, v)
+			b, err := a.scoreBaseline(ctx, reg, v)
 			if err != nil {
 				return Outputs{}, err
 			}
-			b, err := score(bm, data, w.Slices, w.MaxSlices)
-			if err != nil {
-				return Outputs{}, nodetype.Permanent(errtype.BadInput, "baseline %s cannot score this data: %v", v.Ref(), err)
-			}
 			base, baselineVersion = &b, v.Version
 			report.BaselineVersion = v.Version
-			report.Baseline = &ModelMetrics{Overall: numbers(b.metrics), Slices: sliceNumbers(b.slices), ROC: b.roc, CalibrationBins: b.calibration}
+			bm := b.modelMetrics()
+			report.Baseline = &bm
 		}
 	}
 
@@ -296,71 +280,6 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 	return out, nil
 }
 
-// openVersionModel reads the builtin model of a registered version.
-func openVersionModel(ctx context.Context, reg *models.Registry, v models.Version) (*trainer.Model, error) {
-	has := slices.ContainsFunc(v.Files, func(a models.Artifact) bool { return a.Path == train.ModelFile })
-	if !has {
-		return nil, nodetype.Permanent(errtype.BadInput, "baseline %s has no %s: evaluate can only score models of the builtin trainer", v.Ref(), train.ModelFile)
-	}
-	body, err := reg.Open(ctx, v, train.ModelFile)
-	if err != nil {
-		return nil, fmt.Errorf("baseline %s: %w", v.Ref(), err)
-	}
-	defer body.Close()
-	m, err := trainer.ReadModel(body)
-	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "baseline %s: %v", v.Ref(), err)
-	}
-	return m, nil
-}
-
-// score computes a model's metrics on the data, overall and per slice
-// (the maxSlices largest).
-func score(m *trainer.Model, d *dataset.Data, perSlice bool, maxSlices int) (scored, error) {
-	cfg := m.Config()
-	exs, err := d.Examples(cfg.Dense, cfg.Sparse)
-	if err != nil {
-		return scored{}, err
-	}
-	preds := m.PredictBatch(exs, nil)
-	overall, err := trainer.Evaluate(preds, d.Label)
-	if err != nil {
-		return scored{}, err
-	}
-	s := scored{metrics: metricMap(overall),
-		roc:         trainer.ROC(preds, d.Label, trainer.DefaultROCPoints),
-		calibration: trainer.CalibrationBins(preds, d.Label, trainer.DefaultCalibrationBins)}
-	if perSlice && d.Slice != nil {
-		bySlice, err := trainer.EvaluateSlices(preds, d.Label, d.Slice)
-		if err != nil {
-			return scored{}, err
-		}
-		keys := slices.Collect(maps.Keys(bySlice))
-		slices.SortFunc(keys, func(a, b string) int {
-			if c := bySlice[b].Count - bySlice[a].Count; c != 0 {
-				return c
-			}
-			return strings.Compare(a, b)
-		})
-		s.slices = map[string]map[string]float64{}
-		for _, k := range keys[:min(len(keys), maxSlices)] {
-			s.slices[k] = metricMap(bySlice[k])
-		}
-	}
-	return s, nil
-}
-
-func sliceNumbers(s map[string]map[string]float64) map[string]map[string]gate.Number {
-	if s == nil {
-		return nil
-	}
-	out := make(map[string]map[string]gate.Number, len(s))
-	for k, m := range s {
-		out[k] = numbers(m)
-	}
-	return out
-}
-
 // evalSummary says in one line what was scored on which rows.
 func evalSummary(scope EvalScope, auc float64, baselineVersion string, base *scored) string {
 	s := fmt.Sprintf("%d %s rows (%s): candidate AUC %.4f", scope.Rows, scope.Dataset, scope.Window, auc)
@@ -376,7 +295,9 @@ func Type(store *s3store.Store, logger *slog.Logger) nodetype.Type {
 	return nodetype.New(dags.NodeType{
 		Name: Name,
 		Doc: "Score a candidate model and the model behind an alias of the registry (production: the baseline) on the held-out split: " +
-			"AUC, log loss, accuracy, calibration (mean prediction / mean label), optionally per slice. Writes the metrics as JSON to the object " +
+			"AUC, log loss, accuracy, calibration (mean prediction / mean label), optionally per slice. A model of the builtin trainer (model.bin) is " +
+			"scored by the builtin scorer; any other by the evaluator program argv, which writes a metrics JSON and may write predictions.npy " +
+			"(then the node computes the figures itself, as for a builtin model, so both compare like with like). Writes the metrics as JSON to the object " +
 			"store; outputs the candidate's headline figures (auc, log_loss, accuracy, calibration), the baseline's version and ${nodes.ID.outputs.evaluation} for a gate node.",
 		Check: checkEvaluate,
 	}, e.run)

@@ -28,6 +28,11 @@ func TestSchema(t *testing.T) {
 		{Name: "baseline", Type: dags.FieldString, Default: models.DefaultAlias},
 		{Name: "slices", Type: dags.FieldBool},
 		{Name: "max_slices", Type: dags.FieldInt, Default: "20"},
+		{Name: "evaluator", Type: dags.FieldString, Default: BuiltinEvaluator},
+		{Name: "argv", Type: dags.FieldStringList},
+		{Name: "env", Type: dags.FieldStringMap},
+		{Name: "dir", Type: dags.FieldString},
+		{Name: "data_format", Type: dags.FieldString, Default: split.FormatParquet},
 	}
 	got := typ.NodeType.Fields
 	if len(got) != len(want) {
@@ -60,7 +65,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Dataset != split.EvalDataset || w.Baseline != models.DefaultAlias || w.MaxSlices != 20 || w.Slices || w.Model != "" {
+	if w.Dataset != split.EvalDataset || w.Baseline != models.DefaultAlias || w.MaxSlices != 20 || w.Slices || w.Model != "" ||
+		w.Evaluator != BuiltinEvaluator || w.DataFormat != split.FormatParquet || w.Argv != nil {
 		t.Fatalf("defaults %+v", w)
 	}
 	if err := w.check(); err != nil {
@@ -71,7 +77,8 @@ func TestDefaults(t *testing.T) {
 	if _, err := nodetest.Run(t, Type(nil, nodetest.Quiet).Run, in, nil); nodetest.ErrType(err) != errtype.NoObjectStore {
 		t.Fatalf("without a store: %v", err)
 	}
-	for _, bad := range []map[string]any{{"max_slices": 0}, {"dataset": ""}, {"dataset": "test"}} {
+	for _, bad := range []map[string]any{{"max_slices": 0}, {"dataset": ""}, {"dataset": "test"},
+		{"evaluator": "command"}, {"evaluator": "torch", "argv": []any{"x"}}, {"argv": []any{}}, {"data_format": "csv"}} {
 		with := map[string]any{"candidate": "s3://b/m/", "data": "s3://b/s/"}
 		for k, v := range bad {
 			with[k] = v
