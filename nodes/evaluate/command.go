@@ -14,8 +14,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/npy"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodes/internal/process"
@@ -111,7 +112,7 @@ func (a *attempt) evalData(ctx context.Context) (string, error) {
 		if err := a.sd.Localize(ctx, a.e.store, a.w.Dataset, dir, a.w.DataFormat); err != nil {
 			return "", err
 		}
-		order, err := a.fileOrder(ctx)
+		order, err := a.fileOrder(dir)
 		if err != nil {
 			return "", err
 		}
@@ -126,21 +127,30 @@ type requestRow struct {
 	RequestID int64 `parquet:"request_id"`
 }
 
-// fileOrder maps the rows the node scores to the rows of the split's
-// Parquet files, which a program reads in file-name order: dataset.Load
-// orders rows by request id (stably), the files hold them in the order
-// the split wrote them. Nil when the orders agree.
-func (a *attempt) fileOrder(ctx context.Context) ([]int, error) {
+// fileOrder maps the rows the node scores to the rows of the Parquet
+// files in dir, read in file-name order as a program lists them:
+// dataset.Load orders rows by request id (stably), the files hold them in
+// the order the split wrote them. Nil when the orders agree.
+func (a *attempt) fileOrder(dir string) ([]int, error) {
 	if a.sd.Record.Schema.RequestID == "" {
 		return nil, nil // Load keeps the files' order
 	}
-	rows, err := checkpoint.ReadAll[requestRow](ctx, a.e.store, checkpoint.Ref{Manifest: a.sd.ManifestKey, Dataset: a.w.Dataset})
+	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
-		return nil, fmt.Errorf("read the %s data's request ids: %w", a.w.Dataset, err)
+		return nil, err
 	}
-	ids := make([]int64, len(rows))
-	for i, r := range rows {
-		ids[i] = r.RequestID
+	var ids []int64
+	for _, e := range entries {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".parquet" {
+			continue
+		}
+		rows, err := parquet.ReadFile[requestRow](filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("read the request ids of %s: %w", e.Name(), err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.RequestID)
+		}
 	}
 	order := requestOrder(ids)
 	if len(order) != a.data.Len() {

@@ -92,6 +92,9 @@ func (a *attempt) scoreCandidate(ctx context.Context) (scored, string, error) {
 		if err != nil {
 			return scored{}, "", nodetype.Permanent(errtype.BadInput, "candidate %s: %v", objects.KeyURI(store, prefix+train.ModelFile), err)
 		}
+		if a.w.Evaluator == CommandEvaluator {
+			a.log.Info("the candidate is a model of the builtin trainer: scored by the builtin scorer, not argv", "candidate", uri)
+		}
 		sum := sha256.Sum256(raw)
 		s, err := score(m, a.data, a.w.Slices, a.w.MaxSlices)
 		if err != nil {
