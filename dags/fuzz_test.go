@@ -121,6 +121,8 @@ func FuzzParseSpec(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(exampleSpec))
+	f.Add([]byte(scoreSpec + "  - id: use\n    type: train\n    needs: [score]\n    when: ${nodes.score.outputs.ok}\n" +
+		"    with: {epochs: \"${nodes.score.outputs.epochs}\", lr: \"${nodes.score.outputs.auc}\"}\n"))
 	for _, s := range whenSeeds {
 		f.Add([]byte("name: x\nnodes:\n  - id: a\n    type: command\n    with: {argv: [x]}\n  - id: b\n    type: noop\n    needs: [a]\n    when: '" + strings.ReplaceAll(s, "'", "''") + "'\n"))
 	}
