@@ -48,7 +48,7 @@ func TestCommandOutputsRejected(t *testing.T) {
 		{"mistyped", `{"auc": "n/a", "model_uri": "s3://m"}`,
 			`node score: output auc is a string ("n/a"), want number (type: BadOutput, retryable: false)`},
 		{"not JSON", `auc=0.71`,
-			`node score: node score: the outputs file ($RETRAIN_OUTPUTS) is not JSON: line 1, column 1: invalid character 'a' looking for beginning of value (type: BadOutput, retryable: false)`},
+			`node score: the outputs file ($RETRAIN_OUTPUTS) is not JSON: line 1, column 1: invalid character 'a' looking for beginning of value (type: BadOutput, retryable: false)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runSpec(t, queue, `

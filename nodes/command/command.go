@@ -130,7 +130,7 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 	}
 	for _, ok := range spec.OKExitCodes {
 		if code == ok {
-			extra, err := readOutputs(outputsFile, in.Node)
+			extra, err := readOutputs(outputsFile)
 			if err != nil {
 				return Outputs{}, err
 			}

@@ -37,10 +37,12 @@ var fixedOutputs = []string{"exit_code", "stdout", "stderr"}
 // JSON object of at most MaxOutputsFile bytes whose keys are valid output
 // names other than the fixed ones fails the node without retry: the same
 // program would write the same file.
-func readOutputs(path, node string) (map[string]any, error) {
+func readOutputs(path string) (map[string]any, error) {
 	const what = "the outputs file ($" + OutputsEnv + ")"
 	bad := func(format string, args ...any) error {
-		return nodetype.Permanent(errtype.BadOutput, "node %s: %s %s", node, what, fmt.Sprintf(format, args...))
+		// The run names the node in front of the error; saying it again here
+		// would stutter ("node score: node score: ...").
+		return nodetype.Permanent(errtype.BadOutput, "%s %s", what, fmt.Sprintf(format, args...))
 	}
 	// Stat before opening: opening a named pipe would wait for a writer
 	// that has exited.
