@@ -1,314 +1,242 @@
 #!/usr/bin/env python3
-"""A retrain command trainer: a small CTR model trained with PyTorch DDP.
+"""A retrain command trainer: a CTR model trained with PyTorch DDP.
 
-It implements retrain's command-trainer contract (see README.md):
+It implements retrain's command-trainer contract (see README.md) and needs
+only torch and numpy:
 
-* inputs come from the environment: RETRAIN_TRAIN_DATA, RETRAIN_EVAL_DATA,
-  RETRAIN_CHECKPOINT_URI, RETRAIN_RESUME_FROM, RETRAIN_MODEL_OUT;
-* progress goes to stdout as JSON lines
-  {"step": ..., "loss": ..., "emb_max_norm": ..., "checkpoint": ...};
-  everything else printed is an ordinary log line;
-* a run started with RETRAIN_RESUME_FROM continues at that checkpoint's step.
+* it reads RETRAIN_TRAIN_DATA (and RETRAIN_EVAL_DATA) in the npy layout:
+  give the train node `data_format: npy`;
+* it prints progress as JSON lines on rank 0's stdout,
+  {"step", "loss", "emb_max_norm", "examples_per_sec", "checkpoint"};
+  every other line is a log line;
+* it checkpoints into RETRAIN_CHECKPOINT_URI (a local folder) and resumes
+  from RETRAIN_RESUME_FROM;
+* it writes model.pt and meta.json into RETRAIN_MODEL_OUT.
 
-Run it with torchrun (one process per GPU, or on CPU with gloo):
+The train node starts it as `processes: N` ranks with torch.distributed's
+env:// variables (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, ...): DDP over
+gloo on CPU, nccl when CUDA is available (rank r uses GPU LOCAL_RANK).
+Without WORLD_SIZE it trains as a single process.
 
-    torchrun --nproc_per_node 2 train.py
-
-or as a single process: python3 train.py.
-
-The model mirrors retrain's builtin trainer: a factorization machine over
-hashed ids (one shared table, row = [linear weight, embedding]) plus linear
-dense features, trained with Adagrad on the summed log loss.
+The model is the builtin trainer's (see fm.py), trained the way the builtin
+trains it: Adagrad (initial accumulator 0.1) on the summed log loss of a
+global batch of --batch-size examples, L2 on the weights a step updates,
+epochs shuffled by seed and epoch number, a batch crossing into the next
+epoch where one ends. Rank r takes every WORLD_SIZE-th example of each
+global batch; DDP averages the ranks' gradients, and each rank's loss is
+scaled by WORLD_SIZE so that the update is that of the whole batch's sum.
 """
 
 import argparse
-import io
 import json
 import math
 import os
 import sys
+import time
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.dataset as pads
-import pyarrow.fs as pafs
 import torch
 import torch.distributed as dist
-from torch import nn
+import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-NOT_FEATURES = {"request_id", "event_ts", "date", "ts"}
+import fm
+
+# For tests of the node's supervision: "RANK:STEP[:CODE]" makes that rank
+# exit with CODE (default 7) right after STEP, as if it had crashed.
+EXIT_AT = "TRAIN_PY_EXIT_AT"
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--label", default="label")
-    p.add_argument("--id-cols", default="user_id,ad_id",
-                   help="integer id columns; list<int> columns are found by themselves")
-    p.add_argument("--dense-cols", default="",
-                   help="dense columns (default: every other numeric column)")
-    p.add_argument("--buckets", type=int, default=1 << 18)
-    p.add_argument("--dim", type=int, default=8)
-    p.add_argument("--batch-size", type=int, default=1024, help="global batch, over all ranks")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--checkpoint-every", type=int, default=200)
-    p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--seed", type=int, default=1)
-    return p.parse_args()
+    p.add_argument("--epochs", type=int, default=2, help="passes over the training data")
+    p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: the end of the epochs)")
+    p.add_argument("--batch-size", type=int, default=1024, help="global batch of one step, over all ranks")
+    p.add_argument("--lr", type=float, default=0.05, help="Adagrad learning rate")
+    p.add_argument("--l2", type=float, default=0.001, help="L2 on the weights a step updates (not the bias)")
+    p.add_argument("--dim", type=int, default=8, help="embedding size (0: logistic regression)")
+    p.add_argument("--buckets", type=int, default=1 << 18, help="rows of the hashed id table")
+    p.add_argument("--seed", type=int, default=1, help="initial weights and shuffle (0 is 1)")
+    p.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
+    p.add_argument("--keep-checkpoints", type=int, default=3, help="local checkpoints kept")
+    p.add_argument("--log-every", type=int, default=1, help="steps between progress lines")
+    args = p.parse_args()
+    args.seed = max(args.seed, 1)  # the builtin trains seed 0 as seed 1
+    for name in ("epochs", "batch_size", "buckets", "checkpoint_every", "log_every"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
 
-
-# --- storage: local paths and s3:// through pyarrow's filesystems ---------
-
-def resolve(uri):
-    """Returns (filesystem, path) for a local path, file:// or s3:// URI.
-
-    S3 credentials and endpoint come from the usual AWS environment
-    variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
-    AWS_ENDPOINT_URL for a non-AWS endpoint such as retrain's dev stack).
-    """
-    if "://" not in uri:
-        return pafs.LocalFileSystem(), os.path.abspath(uri)
-    if uri.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
-        fs = pafs.S3FileSystem(endpoint_override=os.environ["AWS_ENDPOINT_URL"])
-        return fs, uri[len("s3://"):]
-    return pafs.FileSystem.from_uri(uri)
-
-
-def write_bytes(uri, data):
-    fs, path = resolve(uri)
-    if isinstance(fs, pafs.LocalFileSystem):
-        # Write then rename, so a crash never leaves half a checkpoint.
-        fs.create_dir(os.path.dirname(path), recursive=True)
-        tmp = path + ".tmp"
-        with fs.open_output_stream(tmp) as f:
-            f.write(data)
-        os.replace(tmp, path)
-    else:
-        with fs.open_output_stream(path) as f:  # an S3 put is atomic
-            f.write(data)
-
-
-def read_bytes(uri):
-    fs, path = resolve(uri)
-    with fs.open_input_stream(path) as f:
-        return f.read()
-
-
-def join(prefix, name):
-    return prefix.rstrip("/") + "/" + name
-
-
-# --- data -------------------------------------------------------------------
-
-def mix(h):
-    """splitmix64's finalizer on uint64 arrays (wrapping arithmetic)."""
-    h = h ^ (h >> np.uint64(30))
-    h = h * np.uint64(0xBF58476D1CE4E5B9)
-    h = h ^ (h >> np.uint64(27))
-    h = h * np.uint64(0x94D049BB133111EB)
-    return h ^ (h >> np.uint64(31))
-
-
-def bucket(ids, field, buckets):
-    """Hashes int ids of sparse feature `field` to table rows."""
-    salt = np.uint64(((field + 1) * 0x9E3779B97F4A7C15) % (1 << 64))
-    return (mix(ids.astype(np.uint64) ^ salt) % np.uint64(buckets)).astype(np.int64)
-
-
-def load(uri, args, schema=None):
-    """Reads Parquet data into tensors: dense (N, D), one (N, L) tensor of
-    table rows per sparse feature (padded with row `buckets`), labels (N)."""
-    fs, path = resolve(uri)
-    table = pads.dataset(path, filesystem=fs, format="parquet").to_table()
-    if schema is None:
-        ids = [c for c in args.id_cols.split(",") if c]
-        lists = [f.name for f in table.schema
-                 if pa.types.is_list(f.type) and pa.types.is_integer(f.type.value_type)]
-        if args.dense_cols:
-            dense = args.dense_cols.split(",")
-        else:
-            skip = set(ids) | set(lists) | NOT_FEATURES | {args.label}
-            dense = [f.name for f in table.schema if f.name not in skip
-                     and (pa.types.is_floating(f.type) or pa.types.is_integer(f.type))]
-        schema = {"dense": dense, "sparse": ids + lists}
-    n = table.num_rows
-    x = np.zeros((n, len(schema["dense"])), dtype=np.float32)
-    for j, c in enumerate(schema["dense"]):
-        x[:, j] = table.column(c).to_numpy().astype(np.float32)
-    x = np.nan_to_num(x, nan=0.0)  # a null feature contributes nothing
-    sparse = []
-    for f, c in enumerate(schema["sparse"]):
-        col = table.column(c).combine_chunks()
-        if pa.types.is_list(col.type):
-            lens = col.value_lengths().fill_null(0).to_numpy()
-            width = max(int(lens.max()) if n else 0, 1)
-            rows = np.full((n, width), args.buckets, dtype=np.int64)
-            flat = bucket(col.flatten().to_numpy(zero_copy_only=False), f, args.buckets)
-            starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-            for k in range(width):
-                has = lens > k
-                rows[has, k] = flat[starts[has] + k]
-        else:
-            valid = col.is_valid().to_numpy(zero_copy_only=False)
-            vals = col.fill_null(0).to_numpy(zero_copy_only=False)
-            rows = np.where(valid, bucket(vals, f, args.buckets), args.buckets)[:, None]
-        sparse.append(torch.from_numpy(rows))
-    y = table.column(args.label).to_numpy().astype(np.float32)
-    return torch.from_numpy(x), sparse, torch.from_numpy(y), schema
-
-
-# --- model ------------------------------------------------------------------
-
-class FM(nn.Module):
-    def __init__(self, n_dense, n_sparse, buckets, dim):
-        super().__init__()
-        # Row `buckets` is padding: mean pooling leaves it out.
-        self.emb = nn.EmbeddingBag(buckets + 1, dim + 1, mode="mean", padding_idx=buckets)
-        nn.init.uniform_(self.emb.weight, -0.01 * math.sqrt(3), 0.01 * math.sqrt(3))
-        with torch.no_grad():
-            self.emb.weight[:, 0] = 0
-            self.emb.weight[buckets] = 0
-        self.dense = nn.Linear(n_dense, 1)
-        nn.init.zeros_(self.dense.weight)
-        nn.init.zeros_(self.dense.bias)
-
-    def forward(self, x, sparse):
-        pooled = torch.stack([self.emb(rows) for rows in sparse], dim=1)  # (B, F, 1+dim)
-        v = pooled[:, :, 1:]
-        pairwise = 0.5 * (v.sum(1).pow(2).sum(1) - v.pow(2).sum((1, 2)))
-        return self.dense(x).squeeze(1) + pooled[:, :, 0].sum(1) + pairwise
-
-
-def auc(scores, labels):
-    order = np.argsort(scores, kind="mergesort")
-    s, y = scores[order], labels[order]
-    ranks = np.empty(len(s))
-    i = 0
-    while i < len(s):  # average ranks of ties
-        j = i
-        while j < len(s) and s[j] == s[i]:
-            j += 1
-        ranks[i:j] = (i + 1 + j) / 2
-        i = j
-    pos = y.sum()
-    neg = len(y) - pos
-    if pos == 0 or neg == 0:
-        return float("nan")
-    return float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg))
-
-
-# --- training ---------------------------------------------------------------
 
 def emit(**record):
     # json.dumps writes NaN and Infinity bare; retrain's parser reads them.
     print(json.dumps(record), flush=True)
 
 
+def log(*a):
+    print(*a, flush=True)
+
+
+class Order:
+    """The global batches: each epoch a permutation drawn from the seed and
+    the epoch number only, so a resumed run reads what the first would
+    have; batches run on across epoch ends, like the builtin's."""
+
+    def __init__(self, n, epochs, batch, seed):
+        self.n, self.epochs, self.batch, self.seed = n, epochs, batch, seed
+        self.total = math.ceil(n * epochs / batch)
+        self._perms = {}
+
+    def perm(self, epoch):
+        if epoch not in self._perms:
+            self._perms = {epoch: np.random.default_rng([self.seed, epoch]).permutation(self.n)}
+        return self._perms[epoch]
+
+    def batch_of(self, step):
+        """The example indexes of global batch number step (0-based)."""
+        pos, end = step * self.batch, min((step + 1) * self.batch, self.n * self.epochs)
+        parts = []
+        while pos < end:
+            epoch, off = divmod(pos, self.n)
+            take = min(end - pos, self.n - off)
+            parts.append(self.perm(epoch)[off:off + take])
+            pos += take
+        return np.concatenate(parts)
+
+
+def save_atomic(obj, path):
+    """torch.save, written then renamed: a crash never leaves half a file."""
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
 def main():
     args = parse_args()
     env = os.environ
-    train_uri = env.get("RETRAIN_TRAIN_DATA")
-    if not train_uri:
+    train_dir = env.get("RETRAIN_TRAIN_DATA")
+    if not train_dir:
         sys.exit("RETRAIN_TRAIN_DATA is not set")
-    ckpt_prefix = env.get("RETRAIN_CHECKPOINT_URI", "")
+    ckpt_dir = env.get("RETRAIN_CHECKPOINT_URI", "")
     resume = env.get("RETRAIN_RESUME_FROM", "")
     model_out = env.get("RETRAIN_MODEL_OUT", "")
+    exit_at = [int(v) for v in env.get(EXIT_AT, "").split(":") if v]
 
-    distributed = "WORLD_SIZE" in env
+    world = int(env.get("WORLD_SIZE", "1"))
+    distributed = world > 1
+    cuda = torch.cuda.is_available()
     if distributed:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend)
-        rank, world = dist.get_rank(), dist.get_world_size()
+        dist.init_process_group("nccl" if cuda else "gloo")
+        rank = dist.get_rank()
     else:
-        rank, world = 0, 1
-    if torch.cuda.is_available():
-        local = int(env.get("LOCAL_RANK", 0))
+        rank = 0
+    local = int(env.get("LOCAL_RANK", "0"))
+    if cuda:
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
     else:
         device = torch.device("cpu")
-    if args.batch_size % world:
-        sys.exit(f"batch size {args.batch_size} is not a multiple of {world} ranks")
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        torch.set_num_threads(max(1, cpus // int(env.get("LOCAL_WORLD_SIZE", "1"))))
+    log(f"rank {rank} of {world}: pid {os.getpid()}, device {device}")
 
-    x, sparse, y, schema = load(train_uri, args)
-    n = len(y)
-    steps_per_epoch = math.ceil(n / args.batch_size)
-    total = steps_per_epoch * args.epochs
+    data = fm.Data(train_dir, args.buckets)
+    order = Order(data.rows, args.epochs, args.batch_size, args.seed)
+    total = min(order.total, args.steps) if args.steps else order.total
     if rank == 0:
-        print(f"{n} examples, features {schema}, {world} ranks on {device}, {total} steps", flush=True)
+        log(f"{data.rows} examples, dense {data.dense_names}, sparse {data.sparse_names}, "
+            f"{world} ranks, {total} steps of {args.batch_size}")
 
-    torch.manual_seed(args.seed)
-    model = FM(len(schema["dense"]), len(schema["sparse"]), args.buckets, args.dim).to(device)
+    model = fm.FM(len(data.dense_names), args.buckets, args.dim, args.seed).to(device)
     opt = torch.optim.Adagrad(model.parameters(), lr=args.lr, initial_accumulator_value=0.1)
     step = 0
     if resume:
-        state = torch.load(io.BytesIO(read_bytes(resume)), map_location=device)
+        state = torch.load(resume, map_location=device)
+        if state["features"] != [data.dense_names, data.sparse_names]:
+            sys.exit(f"checkpoint {resume} has features {state['features']}, the data {[data.dense_names, data.sparse_names]}")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step = state["step"]
         if rank == 0:
-            print(f"resumed from {resume} at step {step}", flush=True)
-    ddp = DDP(model) if distributed else model
+            log(f"resumed from {resume} at step {step}")
+    # Parameters are equal on every rank (the same seed or checkpoint); DDP
+    # checks that by broadcasting rank 0's.
+    net = DDP(model, device_ids=[local] if cuda else None) if distributed else model
 
-    def save():
-        buf = io.BytesIO()
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "step": step, "schema": schema, "args": vars(args)}, buf)
-        uri = join(ckpt_prefix, f"step-{step:012d}.pt")
-        write_bytes(uri, buf.getvalue())
-        return uri
+    def checkpoint():
+        path = os.path.join(ckpt_dir, f"step-{step:012d}.pt")
+        save_atomic({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                     "features": [data.dense_names, data.sparse_names], "args": vars(args)}, path)
+        old = sorted(f for f in os.listdir(ckpt_dir) if f.startswith("step-") and f.endswith(".pt"))
+        for f in old[:-args.keep_checkpoints]:
+            os.remove(os.path.join(ckpt_dir, f))
+        return path
 
-    loss_fn = nn.BCEWithLogitsLoss(reduction="sum")
+    since, seen = time.monotonic(), 0
     while step < total:
-        # The order of an epoch depends on the seed and the epoch only, so a
-        # resumed run reads the batches an uninterrupted one would have.
-        epoch, k = divmod(step, steps_per_epoch)
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(args.seed * 1_000_003 + epoch))
-        batch = perm[k * args.batch_size:(k + 1) * args.batch_size][rank::world]
-        xb = x[batch].to(device)
-        sb = [s[batch].to(device) for s in sparse]
-        yb = y[batch].to(device)
-        loss = loss_fn(ddp(xb, sb), yb)
+        batch = order.batch_of(step)
+        mine = batch[rank::world]
+        weight = np.ones(len(mine), np.float32)
+        if len(mine) == 0:
+            # A short last batch may leave a rank nothing; it still takes
+            # part in the gradient's all-reduce, with a weightless row.
+            mine, weight = batch[:1], np.zeros(1, np.float32)
+        x, bags, y = data.batch(mine, device)
+        w = torch.from_numpy(weight).to(device)
+        ll = F.binary_cross_entropy_with_logits(net(x, bags), y, reduction="none")
+        loss_sum = (ll * w).sum()
+        objective = loss_sum * world
+        touched = None
+        if rank == 0:
+            # The rows the whole batch touches, as the builtin regularizes
+            # and reports them; rank 0 adds the L2 term once for all.
+            touched = torch.from_numpy(np.unique(np.concatenate(data.rows_of(batch)))).to(device)
+            if args.l2 > 0:
+                penalty = model.dense.pow(2).sum() + model.table[touched].pow(2).sum()
+                objective = objective + world * 0.5 * args.l2 * penalty
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        objective.backward()
         opt.step()
         step += 1
+        seen += len(batch)
 
-        # Every rank must take the same branches: they meet in collectives.
-        saving = bool(ckpt_prefix) and (step % args.checkpoint_every == 0 or step == total)
-        ckpt = None
-        if saving:
-            if rank == 0:
-                ckpt = save()
-            if distributed:
-                dist.barrier()
-        if step % args.log_every == 0 or saving or step == total:
-            stats = torch.stack([loss.detach(), torch.tensor(float(len(batch)), device=device)])
-            if distributed:
-                dist.all_reduce(stats)
-            if rank == 0:
-                norm = model.emb.weight.detach().norm(dim=1).max().item()
-                record = {"step": step, "loss": (stats[0] / stats[1]).item(), "emb_max_norm": norm}
-                if ckpt:
-                    record["checkpoint"] = ckpt
-                emit(**record)
+        stats = torch.stack([loss_sum.detach().double(), w.sum().double()])
+        if distributed:
+            dist.all_reduce(stats)
+        loss = (stats[0] / stats[1]).item()
+        saving = bool(ckpt_dir) and (step % args.checkpoint_every == 0 or step == total)
+        if rank == 0 and (step % args.log_every == 0 or saving or step == total or not math.isfinite(loss)):
+            with torch.no_grad():
+                norm = model.table[touched].norm(dim=1).max().item() if len(touched) else 0.0
+            now = time.monotonic()
+            record = {"step": step, "loss": loss, "emb_max_norm": norm,
+                      "examples_per_sec": seen / max(now - since, 1e-9)}
+            since, seen = now, 0
+            if saving:
+                record["checkpoint"] = checkpoint()
+            emit(**record)
+        if not math.isfinite(loss):
+            # The node's guard has stopped on the progress line already.
+            print(f"loss is {loss} at step {step}: diverged", file=sys.stderr, flush=True)
+            sys.exit(3)
+        if exit_at and exit_at[0] == rank and exit_at[1] == step:
+            code = exit_at[2] if len(exit_at) > 2 else 7
+            print(f"exiting with code {code} after step {step} ({EXIT_AT})", file=sys.stderr, flush=True)
+            os._exit(code)
 
     if rank == 0:
-        eval_uri = env.get("RETRAIN_EVAL_DATA")
-        if eval_uri:
-            ex, es, ey, _ = load(eval_uri, args, schema)
-            with torch.no_grad():
-                p = torch.sigmoid(model(ex.to(device), [s.to(device) for s in es])).cpu().numpy()
-            yy = ey.numpy()
-            q = np.clip(np.where(yy == 1, p, 1 - p), 1e-15, 1)
-            emit(step=step, eval_auc=auc(p, yy), eval_log_loss=float(-np.log(q).mean()))
         if model_out:
-            buf = io.BytesIO()
-            torch.save({"model": model.state_dict(), "schema": schema,
-                        "buckets": args.buckets, "dim": args.dim}, buf)
-            write_bytes(model_out, buf.getvalue())
-            print(f"model written to {model_out}", flush=True)
+            os.makedirs(model_out, exist_ok=True)
+            save_atomic({"model": model.state_dict(), "step": step}, os.path.join(model_out, "model.pt"))
+            with open(os.path.join(model_out, "meta.json"), "w") as f:
+                json.dump(dict(fm.meta(args, data), steps=step, seed=args.seed), f, indent=1)
+            log(f"model written to {model_out}")
+        eval_dir = env.get("RETRAIN_EVAL_DATA")
+        if eval_dir and os.path.exists(os.path.join(eval_dir, "schema.json")):
+            ev = fm.Data(eval_dir, args.buckets, data.dense_names, data.sparse_names)
+            model.eval()
+            z = fm.predict(model, ev, device)
+            emit(step=step, eval_auc=fm.auc(z.numpy(), ev.label), eval_log_loss=fm.log_loss(z, ev.label))
     if distributed:
         dist.barrier()
         dist.destroy_process_group()

@@ -48,11 +48,10 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 			return Outputs{}, err
 		}
 	}
-	if err := sd.Download(ctx, store, split.TrainDataset, env.TrainData); err != nil {
-		return Outputs{}, err
-	}
-	if err := sd.Download(ctx, store, split.EvalDataset, env.EvalData); err != nil {
-		return Outputs{}, err
+	for _, ds := range [][2]string{{split.TrainDataset, env.TrainData}, {split.EvalDataset, env.EvalData}} {
+		if err := sd.Localize(ctx, store, ds[0], ds[1], w.DataFormat); err != nil {
+			return Outputs{}, err
+		}
 	}
 
 	// Resume from the furthest of what the last attempt heartbeated and
@@ -116,7 +115,7 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 
-	res, err := r.runProgram(ctx, cmd, scratch)
+	res, err := r.runProgram(ctx, cmd, processCount(w))
 	if err != nil {
 		return Outputs{}, err
 	}
@@ -157,26 +156,29 @@ func gpuUsage(s gpu.Summary) *GPUUsage {
 
 type programResult struct{ loss float64 }
 
-// runProgram runs the trainer program in its own process group, reading
-// its progress lines: each is checked by the divergence guard, added to
-// the curve and heartbeated, and each checkpoint it announces is copied to
-// the store so that a retry anywhere can resume from it. Cancellation, a
-// timeout or the guard kill the whole group.
-func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, scratch string) (programResult, error) {
+// runProgram runs the trainer program, as one process or as n ranks (see
+// ranks.go), each in its own process group, reading its progress lines
+// (rank 0's): each is checked by the divergence guard, added to the curve
+// and heartbeated, and each checkpoint it announces is copied to the
+// store so that a retry anywhere can resume from it. Cancellation, a
+// timeout or the guard kill every process group; so does a rank that
+// fails.
+func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int) (programResult, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return programResult{}, err
 	}
-	stderr := process.NewTailWriter(process.OutputTail, r.log, "stderr")
-	cmd.Stdout, cmd.Stderr = pw, stderr
-	process.SetProcessGroup(cmd)
-	r.log.Info("trainer starting", "argv", r.w.Argv)
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
-		return programResult{}, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
+	var wait func(context.Context) error
+	if n == 1 {
+		wait, err = r.startOne(cmd, pw)
+	} else {
+		wait, err = r.startRanks(cmd, n, pw)
 	}
-	pw.Close() // the child holds the write end now; EOF comes when it is gone
+	pw.Close() // the children hold the write end now; EOF comes when they are gone
+	if err != nil {
+		pr.Close()
+		return programResult{}, err
+	}
 
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -217,9 +219,8 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, scratch string
 		}
 		pr.Close()
 	}()
-	waitErr := process.WaitOrKill(pctx, cmd, r.log)
+	waitErr := wait(pctx)
 	<-done
-	stderr.Flush()
 
 	if eventErr != nil {
 		if errors.As(eventErr, new(*trainer.DivergenceError)) {
@@ -230,13 +231,48 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, scratch string
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 0 {
-		if code < 0 {
-			return res, fmt.Errorf("%s: %v; stderr: %s", r.w.Argv[0], waitErr, process.LastLines(stderr.Tail(), 5))
-		}
-		return res, fmt.Errorf("%s exited with code %d; stderr: %s", r.w.Argv[0], code, process.LastLines(stderr.Tail(), 5))
+	return res, waitErr
+}
+
+// startOne starts the program as a single process writing its progress to
+// stdout, and returns what waits for it: the error names its exit code
+// or signal and its stderr's tail.
+func (r *trainRun) startOne(cmd *exec.Cmd, stdout *os.File) (func(context.Context) error, error) {
+	stderr := process.NewTailWriter(process.OutputTail, r.log, "stderr")
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	process.SetProcessGroup(cmd)
+	r.log.Info("trainer starting", "argv", r.w.Argv)
+	if err := cmd.Start(); err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
 	}
-	return res, nil
+	return func(ctx context.Context) error {
+		waitErr := process.WaitOrKill(ctx, cmd, r.log)
+		stderr.Flush()
+		code := cmd.ProcessState.ExitCode()
+		switch {
+		case code == 0:
+			return nil
+		case code < 0:
+			return fmt.Errorf("%s: %v; stderr: %s", r.w.Argv[0], waitErr, process.LastLines(stderr.Tail(), 5))
+		}
+		return fmt.Errorf("%s exited with code %d; stderr: %s", r.w.Argv[0], code, process.LastLines(stderr.Tail(), 5))
+	}, nil
+}
+
+// startRanks starts the program as n ranks, rank 0 writing the progress
+// to stdout, and returns what waits for them all: the error is the
+// *RankError of the rank that failed first.
+func (r *trainRun) startRanks(cmd *exec.Cmd, n int, stdout *os.File) (func(context.Context) error, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	r.log.Info("trainer starting", "argv", r.w.Argv, "ranks", n)
+	g, err := startRanks(cmd, n, port, stdout, r.log)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
+	}
+	return g.wait, nil
 }
 
 // storeCheckpoint copies a checkpoint the program wrote locally (a file or

@@ -43,7 +43,7 @@ const maxCurvePoints = 2000
 
 // doc is the train node type's description.
 const doc = "Train a candidate model on a split (${nodes.split.outputs.uri}): the builtin pure-Go CTR trainer (hashed factorization machine, " +
-	"synchronous data-parallel Adagrad), or a command (your trainer program, e.g. torchrun) that follows retrain's trainer contract. " +
+	"synchronous data-parallel Adagrad), or a command (your trainer program, e.g. examples/torch/train.py) that follows retrain's trainer contract, run once or as `processes` ranks that the node starts and supervises (torch.distributed's env://), reading the split as Parquet or npy. " +
 	"Checkpoints go to the object store; a retried attempt resumes from the last one. A diverging run (NaN/Inf loss, embedding norm " +
 	"above max_emb_norm) fails without retry, naming the step and the figure. Outputs the candidate's folder (model_uri) and the loss curve."
 
@@ -78,6 +78,9 @@ type With struct {
 	Env  map[string]string `json:"env" trainer:"command" doc:"command: extra environment"`
 	Dir  string            `json:"dir" trainer:"command" doc:"command: working directory"`
 	GPUs int               `json:"gpus" trainer:"command" doc:"command: GPUs to lease on the worker (CUDA_VISIBLE_DEVICES, RETRAIN_GPUS); run the node on the GPU queue"`
+	// Processes has no default tag: its default depends on gpus and argv.
+	Processes  int    `json:"processes" trainer:"command" doc:"command: ranks of argv the node starts and supervises, each with MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE (torch.distributed's env://); only rank 0's stdout is read for progress, and a rank that fails stops the others (default: gpus when above 0 and argv does not run torchrun, else 1)"`
+	DataFormat string `json:"data_format" trainer:"command" default:"parquet" doc:"command: how RETRAIN_TRAIN_DATA and RETRAIN_EVAL_DATA are written: parquet (the split's files) or npy (NumPy arrays and schema.json, which numpy.load reads without other libraries)"`
 }
 
 // Outputs are what a train node outputs. Both trainers output every key
@@ -173,7 +176,26 @@ func checkTrain(with map[string]any) error {
 			}
 		}
 	}
-	for _, f := range []string{"epochs", "batch_size", "workers", "checkpoint_every", "buckets"} {
+	if f, ok := with["data_format"].(string); ok && !dags.HasRef(f) && f != split.FormatParquet && f != split.FormatNPY {
+		return fmt.Errorf("data_format %q: want %s or %s", f, split.FormatParquet, split.FormatNPY)
+	}
+	if n, ok := with["processes"].(float64); ok && n > 1 {
+		var words []string
+		switch argv := with["argv"].(type) {
+		case []string:
+			words = argv
+		case []any:
+			for _, a := range argv {
+				if s, ok := a.(string); ok {
+					words = append(words, s)
+				}
+			}
+		}
+		if launchesRanks(words) {
+			return fmt.Errorf("processes %v: argv runs torchrun, which starts the ranks itself; leave processes out (or 1)", n)
+		}
+	}
+	for _, f := range []string{"epochs", "batch_size", "workers", "checkpoint_every", "buckets", "processes"} {
 		if n, ok := with[f].(float64); ok && n < 1 {
 			return fmt.Errorf("%s must be at least 1, got %v", f, n)
 		}

@@ -181,6 +181,10 @@ func TestTrainSpecChecks(t *testing.T) {
 		{map[string]any{"data": "x", "transforms": map[string]any{"a": "sqrt"}}, "sqrt"},
 		{map[string]any{"data": "x", "trainer": "keras"}, "keras"},
 		{map[string]any{"data": "x", "batch_size": 0.0}, "batch_size"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "data_format": "csv"}, "csv"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "processes": 0.0}, "processes"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"sh", "-c", "torchrun --nproc_per_node 2 t.py"}, "processes": 2.0}, "torchrun"},
+		{map[string]any{"data": "x", "processes": 2.0}, "does not take processes"},
 	}
 	for _, tt := range tests {
 		if err := checkTrain(tt.with); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -246,6 +250,8 @@ func TestSchema(t *testing.T) {
 		{Name: "env", Type: dags.FieldStringMap},
 		{Name: "dir", Type: dags.FieldString},
 		{Name: "gpus", Type: dags.FieldInt},
+		{Name: "processes", Type: dags.FieldInt},
+		{Name: "data_format", Type: dags.FieldString, Default: "parquet"},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
@@ -253,10 +259,10 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 20 {
-		t.Errorf("%d fields, want 20", len(fields))
+	if len(fields) != 22 {
+		t.Errorf("%d fields, want 22", len(fields))
 	}
-	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus" {
+	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format" {
 		t.Errorf("command-only fields %s", got)
 	}
 	if got := strings.Join(builtinOnly, " "); got != "dense sparse transforms dim buckets epochs steps batch_size learning_rate l2 seed workers checkpoint_every" {
@@ -277,7 +283,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := With{Data: "x", Trainer: BuiltinTrainer, MaxEmbNorm: 100, Dim: 8, Buckets: 1 << 18, Epochs: 2,
-		BatchSize: 1024, LearningRate: 0.05, L2: 1e-3, Seed: 1, CheckpointEvery: 50}
+		BatchSize: 1024, LearningRate: 0.05, L2: 1e-3, Seed: 1, CheckpointEvery: 50, DataFormat: "parquet"}
 	if !reflect.DeepEqual(w, want) {
 		t.Errorf("defaults %+v, want %+v", w, want)
 	}

@@ -1,0 +1,203 @@
+"""The model and data code train.py and evaluate.py share.
+
+The model mirrors retrain's builtin trainer (internal/trainer): a
+factorization machine over hashed ids plus linear dense features,
+
+    score(x) = b + sum_j w_j x_j + sum_f e_f[0] + 1/2 (|sum_f v_f|^2 - sum_f |v_f|^2)
+
+where each sparse feature f's ids are hashed with f's index into one shared
+table of `buckets` rows [w, v_1..v_dim] and e_f is the mean of its ids'
+rows (an empty feature contributes nothing). The id hashing and the initial
+weights are the builtin's, bit for bit: the same seed starts from the same
+table. Dense features enter as they are: the builtin's per-feature
+transforms (log, log1p, logit) are not applied. A missing (NaN) dense value
+counts as 0.
+
+Data is a split dataset in retrain's npy layout (the train node's
+`data_format: npy`): schema.json, label.npy, dense.npy and, per sparse
+feature NAME, sparse.NAME.values.npy with sparse.NAME.offsets.npy (the
+torch.nn.EmbeddingBag layout: row i's ids are values[offsets[i]:offsets[i+1]]).
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+HASH_VERSION = 1  # the builtin model format's id hashing
+MODEL_FORMAT = "retrain-torch-fm"
+_GOLDEN = 0x9E3779B97F4A7C15
+_M64 = (1 << 64) - 1
+
+
+def mix64(x):
+    """splitmix64's finalizer (internal/splitmix) on a uint64 array."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * np.uint64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> np.uint64(27))
+        x = x * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def bucket(ids, field, buckets):
+    """Table rows of the int64 ids of sparse feature number `field`, as the
+    builtin's Model.bucket computes them: the id salted with the feature,
+    mixed, mapped to [0, buckets) by a multiply-shift."""
+    salt = np.uint64(((field + 1) * _GOLDEN) & _M64)
+    h = mix64(ids.astype(np.uint64) ^ salt)
+    with np.errstate(over="ignore"):
+        return (((h >> np.uint64(32)) * np.uint64(buckets)) >> np.uint64(32)).astype(np.int64)
+
+
+def init_table(buckets, dim, seed, std=0.01):
+    """The builtin's initial table: embedding weights uniform with standard
+    deviation std drawn from a hash of the seed and the weight's index,
+    linear weights 0."""
+    width = 1 + dim
+    if dim == 0 or std == 0:
+        return np.zeros((buckets, width), dtype=np.float32)
+    i = np.arange(buckets * width, dtype=np.uint64)
+    u = (mix64(np.uint64(seed) ^ mix64(i)) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    t = ((2 * u - 1) * (math.sqrt(3) * std)).astype(np.float32)
+    t[::width] = 0
+    return t.reshape(buckets, width)
+
+
+class FM(nn.Module):
+    """The factorization machine; `table` row r is [w, v_1..v_dim]."""
+
+    def __init__(self, n_dense, buckets, dim, seed=None):
+        super().__init__()
+        self.dim = dim
+        # seed None: zeros, for a model whose weights are loaded next.
+        table = init_table(buckets, dim, seed) if seed is not None else np.zeros((buckets, 1 + dim), np.float32)
+        self.table = nn.Parameter(torch.from_numpy(table))
+        self.dense = nn.Parameter(torch.zeros(n_dense))
+        self.bias = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x, bags):
+        """Scores (log-odds) of a batch: x (B, n_dense) and one
+        (ids, offsets) pair of table rows per sparse feature."""
+        s = self.bias + x @ self.dense
+        if bags:
+            pooled = torch.stack([F.embedding_bag(ids, self.table, offsets, mode="mean")
+                                  for ids, offsets in bags], dim=1)  # (B, features, 1+dim)
+            s = s + pooled[:, :, 0].sum(1)
+            if self.dim > 0:
+                v = pooled[:, :, 1:]
+                s = s + 0.5 * (v.sum(1).pow(2).sum(1) - v.pow(2).sum((1, 2)))
+        return s
+
+
+class Data:
+    """A split dataset in the npy layout, with its sparse ids hashed to
+    table rows. dense and sparse name the model's features in its order (by
+    default the data's); a feature the data lacks is missing in every row."""
+
+    def __init__(self, path, buckets, dense=None, sparse=None):
+        schema_path = os.path.join(path, "schema.json")
+        if not os.path.exists(schema_path):
+            raise SystemExit(f"{path} has no schema.json: give the node data_format: npy")
+        with open(schema_path) as f:
+            self.schema = json.load(f)
+        self.rows = int(self.schema["rows"])
+        self.dense_names = list(self.schema["dense"] if dense is None else dense)
+        self.sparse_names = list(self.schema["sparse"] if sparse is None else sparse)
+        self.label = np.load(os.path.join(path, "label.npy")).astype(np.float32)
+        have = np.load(os.path.join(path, "dense.npy")).reshape(self.rows, -1)
+        x = np.zeros((self.rows, len(self.dense_names)), dtype=np.float32)
+        for j, name in enumerate(self.dense_names):
+            if name in self.schema["dense"]:
+                x[:, j] = have[:, self.schema["dense"].index(name)]
+        self.x = np.where(np.isnan(x), np.float32(0), x)  # a missing value counts as 0
+        self.sparse = []  # per feature: (table rows of its ids, offsets)
+        for f, name in enumerate(self.sparse_names):
+            if name in self.schema["sparse"]:
+                ids = np.load(os.path.join(path, f"sparse.{name}.values.npy"))
+                offsets = np.load(os.path.join(path, f"sparse.{name}.offsets.npy")).astype(np.int64)
+            else:
+                ids, offsets = np.zeros(0, np.int64), np.zeros(self.rows + 1, np.int64)
+            self.sparse.append((bucket(ids, f, buckets), offsets))
+
+    def rows_of(self, idx):
+        """The table rows of examples idx, per sparse feature, concatenated."""
+        return [_gather(rows, offsets, idx)[0] for rows, offsets in self.sparse]
+
+    def batch(self, idx, device):
+        """Tensors of examples idx: dense (B, D), bags, labels (B)."""
+        bags = []
+        for rows, offsets in self.sparse:
+            ids, starts = _gather(rows, offsets, idx)
+            bags.append((torch.from_numpy(ids).to(device), torch.from_numpy(starts).to(device)))
+        return (torch.from_numpy(self.x[idx]).to(device), bags,
+                torch.from_numpy(self.label[idx]).to(device))
+
+
+def _gather(values, offsets, idx):
+    """The values of rows idx of a ragged column, and where each row starts."""
+    starts = offsets[idx]
+    lens = offsets[idx + 1] - starts
+    new = np.zeros(len(idx) + 1, dtype=np.int64)
+    np.cumsum(lens, out=new[1:])
+    flat = np.repeat(starts - new[:-1], lens) + np.arange(new[-1], dtype=np.int64)
+    return values[flat], new[:-1]
+
+
+def predict(model, data, device, batch=65536):
+    """Scores (log-odds) of every row of data, in order."""
+    out = []
+    with torch.no_grad():
+        for lo in range(0, data.rows, batch):
+            idx = np.arange(lo, min(lo + batch, data.rows))
+            x, bags, _ = data.batch(idx, device)
+            out.append(model(x, bags).float().cpu())
+    return torch.cat(out) if out else torch.zeros(0)
+
+
+def auc(scores, labels):
+    """Area under the ROC curve, ties counted half; NaN without both
+    classes."""
+    scores, labels = np.asarray(scores, np.float64), np.asarray(labels) == 1
+    pos = int(labels.sum())
+    neg = len(labels) - pos
+    if pos == 0 or neg == 0:
+        return float("nan")
+    order = np.argsort(scores, kind="mergesort")
+    _, inverse, counts = np.unique(scores[order], return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    ranks = ((ends - counts + 1 + ends) / 2.0)[inverse]  # average rank of a tie
+    return float((ranks[labels[order]].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def log_loss(logits, labels):
+    """Mean log loss of log-odds, computed without overflow."""
+    if len(labels) == 0:
+        return float("nan")
+    z, y = torch.as_tensor(logits, dtype=torch.float64), torch.as_tensor(labels, dtype=torch.float64)
+    return float(F.binary_cross_entropy_with_logits(z, y))
+
+
+def meta(args, data):
+    """meta.json of a model: what evaluate.py needs to rebuild it."""
+    return {"format": MODEL_FORMAT, "version": 1, "hash_version": HASH_VERSION,
+            "dim": args.dim, "buckets": args.buckets,
+            "dense": data.dense_names, "sparse": data.sparse_names,
+            "transforms": "none (dense features enter as they are)"}
+
+
+def load_model(model_dir, device):
+    """The model train.py wrote to model_dir, and its meta.json."""
+    with open(os.path.join(model_dir, "meta.json")) as f:
+        m = json.load(f)
+    if m.get("format") != MODEL_FORMAT or m.get("hash_version") != HASH_VERSION:
+        raise SystemExit(f"{model_dir}: not a {MODEL_FORMAT} model with hash version {HASH_VERSION}: {m}")
+    state = torch.load(os.path.join(model_dir, "model.pt"), map_location=device)
+    model = FM(len(m["dense"]), m["buckets"], m["dim"]).to(device)
+    model.load_state_dict(state["model"])
+    model.eval()
+    return model, m
