@@ -132,6 +132,9 @@ def main():
         rank = 0
     local = int(env.get("LOCAL_RANK", "0"))
     if cuda:
+        if local >= torch.cuda.device_count():
+            sys.exit(f"rank {rank} wants GPU {local}, but {torch.cuda.device_count()} are visible: "
+                     "give the node at most as many processes as gpus")
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
     else:
