@@ -37,7 +37,9 @@ def main():
         sys.exit(f"{', '.join(missing)} not set")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model, meta = fm.load_model(env["RETRAIN_MODEL_DIR"], device)
-    data = fm.Data(env["RETRAIN_EVAL_DATA"], meta["buckets"], meta["dense"], meta["sparse"])
+    transforms = meta.get("transforms")
+    data = fm.Data(env["RETRAIN_EVAL_DATA"], meta["buckets"], meta["dense"], meta["sparse"],
+                   transforms if isinstance(transforms, dict) else None)
     print(f"scoring {data.rows} rows with the {env.get('RETRAIN_MODEL_ROLE', 'candidate')} model "
           f"{env['RETRAIN_MODEL_DIR']} ({meta['steps'] if 'steps' in meta else '?'} steps)", flush=True)
     z = fm.predict(model, data, device)

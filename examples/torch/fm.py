@@ -9,9 +9,9 @@ where each sparse feature f's ids are hashed with f's index into one shared
 table of `buckets` rows [w, v_1..v_dim] and e_f is the mean of its ids'
 rows (an empty feature contributes nothing). The id hashing and the initial
 weights are the builtin's, bit for bit: the same seed starts from the same
-table. Dense features enter as they are: the builtin's per-feature
-transforms (log, log1p, logit) are not applied. A missing (NaN) dense value
-counts as 0.
+table. Dense features get the builtin's per-feature transforms (log,
+log1p, logit; train.py --transforms, recorded in meta.json for
+evaluate.py), and a missing (NaN) dense value counts as 0 after them.
 
 Data is a split dataset in retrain's npy layout (the train node's
 `data_format: npy`): schema.json, label.npy, dense.npy and, per sparse
@@ -94,12 +94,42 @@ class FM(nn.Module):
         return s
 
 
+TRANSFORMS = ("identity", "log", "log1p", "logit")
+
+
+def transform(x, name):
+    """A dense feature's transform, as retrain's builtin trainer applies it
+    (internal/trainer: log of a scale, logit of a rate); NaN stays NaN."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if name == "log":
+            return np.log(np.maximum(x.astype(np.float64), 1e-6)).astype(np.float32)
+        if name == "log1p":
+            return np.log1p(np.maximum(x.astype(np.float64), 0)).astype(np.float32)
+        if name == "logit":
+            p = np.clip(x.astype(np.float64), 1e-4, 1 - 1e-4)
+            return np.log(p / (1 - p)).astype(np.float32)
+    if name != "identity":
+        raise SystemExit(f"transform {name!r}: want one of {', '.join(TRANSFORMS)}")
+    return x
+
+
+def parse_transforms(text):
+    """--transforms "a=log,b=logit" as a dict."""
+    out = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, _, t = part.partition("=")
+        if t not in TRANSFORMS:
+            raise SystemExit(f"--transforms {part!r}: want FEATURE=TRANSFORM with TRANSFORM one of {', '.join(TRANSFORMS)}")
+        out[name] = t
+    return out
+
+
 class Data:
     """A split dataset in the npy layout, with its sparse ids hashed to
     table rows. dense and sparse name the model's features in its order (by
     default the data's); a feature the data lacks is missing in every row."""
 
-    def __init__(self, path, buckets, dense=None, sparse=None):
+    def __init__(self, path, buckets, dense=None, sparse=None, transforms=None):
         schema_path = os.path.join(path, "schema.json")
         if not os.path.exists(schema_path):
             raise SystemExit(f"{path} has no schema.json: give the node data_format: npy")
@@ -107,6 +137,7 @@ class Data:
             self.schema = json.load(f)
         self.rows = int(self.schema["rows"])
         self.dense_names = list(self.schema["dense"] if dense is None else dense)
+        self.transforms = dict(transforms or {})
         self.sparse_names = list(self.schema["sparse"] if sparse is None else sparse)
         self.label = np.load(os.path.join(path, "label.npy")).astype(np.float32)
         have = np.load(os.path.join(path, "dense.npy")).reshape(self.rows, -1)
@@ -114,6 +145,9 @@ class Data:
         for j, name in enumerate(self.dense_names):
             if name in self.schema["dense"]:
                 x[:, j] = have[:, self.schema["dense"].index(name)]
+        for j, name in enumerate(self.dense_names):
+            t = (transforms or {}).get(name, "identity")
+            x[:, j] = transform(x[:, j], t)
         self.x = np.where(np.isnan(x), np.float32(0), x)  # a missing value counts as 0
         self.sparse = []  # per feature: (table rows of its ids, offsets)
         for f, name in enumerate(self.sparse_names):
@@ -187,7 +221,7 @@ def meta(args, data):
     return {"format": MODEL_FORMAT, "version": 1, "hash_version": HASH_VERSION,
             "dim": args.dim, "buckets": args.buckets,
             "dense": data.dense_names, "sparse": data.sparse_names,
-            "transforms": "none (dense features enter as they are)"}
+            "transforms": dict(data.transforms)}
 
 
 def load_model(model_dir, device):

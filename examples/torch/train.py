@@ -57,6 +57,7 @@ def parse_args():
     p.add_argument("--dim", type=int, default=8, help="embedding size (0: logistic regression)")
     p.add_argument("--buckets", type=int, default=1 << 18, help="rows of the hashed id table")
     p.add_argument("--seed", type=int, default=1, help="initial weights and shuffle (0 is 1)")
+    p.add_argument("--transforms", default="", help="dense feature transforms as the builtin's, e.g. u_activity=log,u_ctr_7d=logit")
     p.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
     p.add_argument("--keep-checkpoints", type=int, default=3, help="local checkpoints kept")
     p.add_argument("--log-every", type=int, default=1, help="steps between progress lines")
@@ -143,7 +144,7 @@ def main():
         torch.set_num_threads(max(1, cpus // int(env.get("LOCAL_WORLD_SIZE", "1"))))
     log(f"rank {rank} of {world}: pid {os.getpid()}, device {device}")
 
-    data = fm.Data(train_dir, args.buckets)
+    data = fm.Data(train_dir, args.buckets, transforms=fm.parse_transforms(args.transforms))
     order = Order(data.rows, args.epochs, args.batch_size, args.seed)
     total = min(order.total, args.steps) if args.steps else order.total
     if rank == 0:
@@ -236,7 +237,7 @@ def main():
             log(f"model written to {model_out}")
         eval_dir = env.get("RETRAIN_EVAL_DATA")
         if eval_dir and os.path.exists(os.path.join(eval_dir, "schema.json")):
-            ev = fm.Data(eval_dir, args.buckets, data.dense_names, data.sparse_names)
+            ev = fm.Data(eval_dir, args.buckets, data.dense_names, data.sparse_names, data.transforms)
             model.eval()
             z = fm.predict(model, ev, device)
             emit(step=step, eval_auc=fm.auc(z.numpy(), ev.label), eval_log_loss=fm.log_loss(z, ev.label))
