@@ -104,12 +104,18 @@ func outputsText(t dags.NodeType) string {
 	if len(t.Outputs) == 0 {
 		return "any key"
 	}
+	if t.OpenOutputs {
+		return strings.Join(t.Outputs, ", ") + ", and the keys the spec declares in outputs"
+	}
 	return strings.Join(t.Outputs, ", ")
 }
 
 func outputsMarkdown(t dags.NodeType) string {
 	if len(t.Outputs) == 0 {
 		return "any key."
+	}
+	if t.OpenOutputs {
+		return "`" + strings.Join(t.Outputs, "`, `") + "`, and the keys the node's `outputs` declares (see Structured outputs in the README)."
 	}
 	return "`" + strings.Join(t.Outputs, "`, `") + "`."
 }
