@@ -28,6 +28,10 @@ func TestCommandOutputsFile(t *testing.T) {
 		t.Errorf("publish stdout = %#v", out)
 	}
 
+	// The gate compared two commands' structured outputs: 0.71 against 0.69.
+	if g := node(t, res, "gate"); g.Status != runs.NodeSucceeded || g.Outputs["passed"] != true {
+		t.Errorf("gate on command outputs: %s %v", g.Status, g.Outputs)
+	}
 	// Below the threshold param, the when on the number skips publish.
 	res = runRequest(t, runs.Request{Pipeline: "outputs", TaskQueue: queue, Params: map[string]any{"min_auc": 0.8}}, 2*time.Minute)
 	wantStatus(t, res, runs.StatusSucceeded)
