@@ -96,8 +96,14 @@ func view(r *Report, o Options) pageView {
 		v.Duration = res.EndedAt.Sub(res.StartedAt).Round(time.Millisecond).String()
 	}
 	if len(res.Params) > 0 {
-		b, _ := json.Marshal(res.Params)
-		v.Params = string(b)
+		// name=value pairs with spaces between, so a long list wraps
+		// inside the page instead of running off its right edge.
+		var pairs []string
+		for _, k := range slices.Sorted(maps.Keys(res.Params)) {
+			b, _ := json.Marshal(res.Params[k])
+			pairs = append(pairs, k+"="+string(b))
+		}
+		v.Params = strings.Join(pairs, ", ")
 	}
 	v.Deploys = deployments(res)
 	v.Links = links(res, o, v.Deploys)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -323,5 +324,19 @@ func TestDateList(t *testing.T) {
 		if got := dateList(tc.dates); got != tc.want {
 			t.Errorf("dateList(%v) = %q, want %q", tc.dates, got, tc.want)
 		}
+	}
+}
+
+// TestParamsWrap: a run's params print as name=value pairs with spaces,
+// which wrap inside the page, not as one unbreakable JSON word.
+func TestParamsWrap(t *testing.T) {
+	res := &runs.Result{ID: "r", Pipeline: "p", Status: runs.StatusSucceeded,
+		Params: map[string]any{"python": "/usr/bin/python3", "epochs": 2.0, "model": "ctr"}}
+	var buf bytes.Buffer
+	if err := Write(&buf, Collect(context.Background(), nil, res, nil), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `epochs=2, model=&#34;ctr&#34;, python=&#34;/usr/bin/python3&#34;`) {
+		t.Errorf("params not as spaced pairs in:\n%s", buf.String())
 	}
 }
