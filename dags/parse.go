@@ -25,11 +25,11 @@ var (
 // Known fields at each level, in the order the docs list them (suggestions
 // prefer the first of equally close candidates).
 var (
-	topFields     = []string{"name", "description", "params", "defaults", "parallelism", "nodes", "on_failure"}
+	topFields     = []string{"name", "description", "params", "defaults", "parallelism", "schedules", "nodes", "on_failure"}
 	paramFields   = []string{"type", "default", "required", "description"}
 	defaultFields = []string{"retry", "timeout", "heartbeat", "queue"}
 	retryFields   = []string{"max_attempts", "initial_interval", "backoff", "max_interval", "non_retryable"}
-	nodeFields    = []string{"id", "type", "description", "needs", "when", "with", "outputs", "retry", "timeout", "heartbeat", "queue"}
+	nodeFields    = []string{"id", "type", "description", "needs", "when", "foreach", "max_parallel", "fail_fast", "with", "outputs", "retry", "timeout", "heartbeat", "queue"}
 	compFields    = append(append([]string{}, nodeFields...), "compensates")
 )
 
@@ -158,6 +158,10 @@ func (p *parser) parse(data []byte) *Spec {
 				s.Parallelism = n
 			}
 		}
+	}
+	if v := m.opt("schedules"); v != nil {
+		s.SchedulesPos = m.keyPos("schedules")
+		s.Schedules = p.schedules(v) // schedule.go
 	}
 	if v := m.get("nodes"); v != nil {
 		s.Nodes = p.nodes(v, "nodes", false)
@@ -790,6 +794,7 @@ func (p *parser) node(n *yaml.Node, list string, index int, onFailure bool) *Nod
 		node.WhenPos = posOf(resolve(v))
 		node.When, _ = p.str(v, what+" when")
 	}
+	p.foreach(node, m, what) // foreach.go: foreach, max_parallel, fail_fast
 	if v := m.opt("with"); v != nil {
 		node.WithPos = m.keyPos("with")
 		node.With, node.WithKeyPos = p.with(v, what)

@@ -24,9 +24,12 @@ type Spec struct {
 	Parallelism int // max nodes running at once; 0 means DefaultParallelism
 	Nodes       []*Node
 	OnFailure   []*Node // compensation nodes; Compensates is set on each
+	// Schedules start runs of this pipeline on a cadence (schedule.go).
+	Schedules []*Schedule
 
-	Pos       Pos // the top-level mapping
-	ParamsPos Pos // the params key; zero if absent
+	Pos          Pos // the top-level mapping
+	ParamsPos    Pos // the params key; zero if absent
+	SchedulesPos Pos // the schedules key; zero if absent
 }
 
 // Param is a declared pipeline parameter.
@@ -142,6 +145,9 @@ type Node struct {
 	// into typed fields, and the run fails the node if one is missing or
 	// of another type. Nil: none declared; keys are not checked.
 	Outputs map[string]ParamType
+	// Foreach fans the node out over a list (foreach.go); nil when the
+	// node runs once.
+	Foreach *Foreach
 
 	Pos            Pos // the node's mapping
 	TypePos        Pos

@@ -61,6 +61,10 @@ func (v *validator) validate() {
 		v.node(n, true)
 	}
 	v.retries()
+	v.schedules() // schedule.go
+	for _, n := range s.Nodes {
+		v.foreach(n) // foreach.go
+	}
 }
 
 // nodeName names a node in messages.

@@ -52,6 +52,16 @@ type PipelineInput struct {
 	SpecFile    string          `json:"spec_file,omitempty"`
 	Params      map[string]any  `json:"params,omitempty"`
 	Parallelism int             `json:"parallelism,omitempty"`
+	// LogicalDate is the date (YYYY-MM-DD) or time (RFC 3339) the run is
+	// for, as ${run.logical_date} and ${run.logical_time}, when it was not
+	// started by a schedule (whose nominal action time wins). Empty: the
+	// run's start time.
+	LogicalDate string `json:"logical_date,omitempty"`
+	// Schedule is the id of the spec schedule that starts the run (set in
+	// the schedule's action), and Timezone its time zone, in which the
+	// logical date is taken (default UTC).
+	Schedule string `json:"schedule,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // Status is the state of a run.
