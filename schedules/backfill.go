@@ -1,0 +1,171 @@
+package schedules
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// DateLayout is how dates are written on the command line and in logical
+// dates.
+const DateLayout = "2006-01-02"
+
+// maxDates bounds a backfill: a typo in a year should not start 36,500 runs.
+const maxDates = 3660
+
+// Dates returns the dates from..to, both included, as YYYY-MM-DD.
+func Dates(from, to string) ([]string, error) {
+	f, err := time.Parse(DateLayout, from)
+	if err != nil {
+		return nil, fmt.Errorf("--from %q: want a date YYYY-MM-DD", from)
+	}
+	t, err := time.Parse(DateLayout, to)
+	if err != nil {
+		return nil, fmt.Errorf("--to %q: want a date YYYY-MM-DD", to)
+	}
+	if t.Before(f) {
+		return nil, fmt.Errorf("--to %s is before --from %s", to, from)
+	}
+	var out []string
+	for d := f; !d.After(t); d = d.AddDate(0, 0, 1) {
+		if len(out) == maxDates {
+			return nil, fmt.Errorf("%s..%s is more than %d dates", from, to, maxDates)
+		}
+		out = append(out, d.Format(DateLayout))
+	}
+	return out, nil
+}
+
+// Backfill asks Temporal to run the actions a schedule would have taken
+// on the dates from..to (both included, in the schedule's time zone), each
+// with its own nominal time and so its own logical date, under the
+// schedule's overlap policy. It returns the time range asked for.
+func Backfill(ctx context.Context, c client.Client, id, from, to string) (client.ScheduleBackfill, error) {
+	if _, err := Dates(from, to); err != nil {
+		return client.ScheduleBackfill{}, err
+	}
+	h := c.ScheduleClient().GetHandle(ctx, id)
+	desc, err := h.Describe(ctx)
+	if err != nil {
+		return client.ScheduleBackfill{}, fmt.Errorf("schedule %s: %w", id, err)
+	}
+	tzName := ""
+	if desc.Schedule.Spec != nil {
+		tzName = desc.Schedule.Spec.TimeZoneName
+	}
+	loc, err := time.LoadLocation(cmp.Or(tzName, "UTC"))
+	if err != nil {
+		return client.ScheduleBackfill{}, fmt.Errorf("schedule %s: time zone %q: %w", id, tzName, err)
+	}
+	f, _ := time.ParseInLocation(DateLayout, from, loc)
+	t, _ := time.ParseInLocation(DateLayout, to, loc)
+	overlap := enumspb.SCHEDULE_OVERLAP_POLICY_UNSPECIFIED // the schedule's own
+	if desc.Schedule.Policy != nil {
+		overlap = desc.Schedule.Policy.Overlap
+	}
+	// Temporal takes the actions strictly after Start and up to End: a
+	// second's margin keeps an action at midnight on the first date and
+	// leaves out one at midnight after the last.
+	bf := client.ScheduleBackfill{
+		Start:   f.Add(-time.Second),
+		End:     t.AddDate(0, 0, 1).Add(-time.Second),
+		Overlap: overlap,
+	}
+	if err := h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{bf}}); err != nil {
+		return bf, fmt.Errorf("backfill schedule %s: %w", id, err)
+	}
+	return bf, nil
+}
+
+// DateRequest is a backfill of a pipeline with no schedule: one run per
+// date, with that date as its logical date.
+type DateRequest struct {
+	Pipeline    string
+	Params      map[string]any // the same for every run
+	From, To    string         // YYYY-MM-DD, both included
+	MaxParallel int            // runs at once; default 1
+	TaskQueue   string
+}
+
+// DateRun is how one date's run went.
+type DateRun struct {
+	Date   string
+	ID     string       // run id; empty if it did not start
+	Result *runs.Result // nil if Err
+	Err    error        // it did not start, or could not be watched
+}
+
+// BackfillDates starts one run of the pipeline per date, at most
+// MaxParallel at once, waits for each, and calls done (from one goroutine
+// at a time) as each ends. It returns the runs in date order.
+func BackfillDates(ctx context.Context, c client.Client, req DateRequest, done func(DateRun)) ([]DateRun, error) {
+	dates, err := Dates(req.From, req.To)
+	if err != nil {
+		return nil, err
+	}
+	par := max(req.MaxParallel, 1)
+	out := make([]DateRun, len(dates))
+	sem := make(chan struct{}, par)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, date := range dates {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return out, ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r := runDate(ctx, c, req, date)
+			mu.Lock()
+			defer mu.Unlock()
+			out[i] = r
+			if done != nil {
+				done(r)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, ctx.Err()
+}
+
+func runDate(ctx context.Context, c client.Client, req DateRequest, date string) DateRun {
+	r := DateRun{Date: date}
+	id, err := startForDate(ctx, c, req, date)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.ID = id
+	r.Result, r.Err = runs.Wait(ctx, c, id, nil)
+	return r
+}
+
+// startForDate starts a run whose logical date is date. It sets
+// PipelineInput.LogicalDate itself because runs.Request has no logical
+// date yet; once it has, this is runs.Start with Request.LogicalDate.
+func startForDate(ctx context.Context, c client.Client, req DateRequest, date string) (string, error) {
+	id := runs.NewID(req.Pipeline + "-for-" + date)
+	in := runs.PipelineInput{Pipeline: req.Pipeline, Params: req.Params, LogicalDate: date}
+	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                cmp.Or(req.TaskQueue, runs.DefaultTaskQueue),
+		StaticSummary:            fmt.Sprintf("pipeline %s (backfill, logical date %s)", req.Pipeline, date),
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+	}, runs.PipelineWorkflow, in)
+	if err != nil {
+		return "", fmt.Errorf("start run of %s for %s: %w", req.Pipeline, date, err)
+	}
+	return we.GetID(), nil
+}
