@@ -57,6 +57,7 @@ func NewRoot(app *App, use string) *cobra.Command {
 	root.AddCommand(NewTableCommand(app), NewDataCommand(app))
 	root.AddCommand(NewModelCommand(app), NewGCCommand(app))
 	root.AddCommand(NewApproveCommand(app), NewGPUsCommand(app), NewReportCommand(app))
+	root.AddCommand(NewRunsCommand(app))
 	return root
 }
 

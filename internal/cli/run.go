@@ -78,17 +78,15 @@ func NewRunCommand(app *App) *cobra.Command {
 				fmt.Fprintln(app.Out, run.ID)
 				return nil
 			}
-			progress := NewProgress(app.Err)
-			res, err := runs.Wait(ctx, c, run.ID, progress.Update)
+			res, err := follow(ctx, c, run.ID, newLiveView(app.Err))
 			if err != nil {
 				return err
 			}
-			progress.Update(res)
 			return app.report(res, asJSON)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&params, "param", "p", nil, "parameter as key=value (repeatable)")
-	cmd.Flags().BoolVar(&wait, "wait", false, "show progress and wait; exit 0 only if the run succeeded")
+	cmd.Flags().BoolVar(&wait, "wait", false, "show live per-node progress and wait; exit 0 only if the run succeeded")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&id, "id", "", "run id (default: pipeline name, time and a random suffix)")
 	cmd.Flags().StringVar(&queue, "task-queue", runs.DefaultTaskQueue, "task queue the workers poll")
@@ -98,10 +96,10 @@ func NewRunCommand(app *App) *cobra.Command {
 
 // NewStatusCommand returns `retrain status`.
 func NewStatusCommand(app *App) *cobra.Command {
-	var asJSON bool
+	var asJSON, follows bool
 	cmd := &cobra.Command{
 		Use:   "status RUN_ID",
-		Short: "Show a run's nodes: status, attempts, times, outputs",
+		Short: "Show a run's nodes: status, attempts, times, outputs (--follow: live until it ends)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -110,6 +108,13 @@ func NewStatusCommand(app *App) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if follows {
+				res, err := follow(ctx, c, args[0], newLiveView(app.Out))
+				if err != nil {
+					return err
+				}
+				return app.report(res, asJSON)
+			}
 			res, err := runs.State(ctx, c, args[0])
 			if err != nil {
 				return err
@@ -122,6 +127,7 @@ func NewStatusCommand(app *App) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the state as JSON")
+	cmd.Flags().BoolVarP(&follows, "follow", "f", false, "show live per-node progress until the run ends; exit 0 only if it succeeded")
 	return cmd
 }
 

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// NewRunsCommand returns `retrain runs`: the history of runs.
+func NewRunsCommand(app *App) *cobra.Command {
+	cmd := &cobra.Command{Use: "runs", Short: "List past and running runs"}
+	var (
+		o      runs.ListOptions
+		status string
+		since  string
+		asJSON bool
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first: logical date, status, duration and the gate's verdict",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			o.Status = runs.Status(status)
+			if since != "" {
+				t, err := parseSince(since, time.Now())
+				if err != nil {
+					return err
+				}
+				o.Since = t
+			}
+			if _, err := o.Query(); err != nil {
+				return err // a bad --status, before dialling
+			}
+			o.Namespace = app.Conn.Namespace
+			c, err := app.Conn.Dial(ctx, app.Logger())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			list, err := runs.List(ctx, c, o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(app.Out)
+				enc.SetIndent("", "  ")
+				if list == nil {
+					list = []runs.RunInfo{}
+				}
+				return enc.Encode(list)
+			}
+			PrintRuns(app.Out, list, time.Now())
+			return nil
+		},
+	}
+	f := list.Flags()
+	f.StringVar(&o.Pipeline, "pipeline", "", "only runs of this pipeline")
+	f.StringVar(&status, "status", "", "only runs in this status: running, succeeded, failed, cancelled, terminated, timed_out")
+	f.StringVar(&since, "since", "", "only runs started since: a duration back from now (36h, 7d) or a date or time (2026-11-01, RFC 3339)")
+	f.StringVar(&o.Schedule, "schedule", "", "only runs this schedule started")
+	f.IntVar(&o.Limit, "limit", 20, "at most this many runs")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+// parseSince reads --since: a duration back from now (Go's, or whole days
+// as "7d"), a date (midnight UTC) or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int
+		if _, err := fmt.Sscanf(days, "%d", &n); err == nil && fmt.Sprint(n) == days && n >= 0 {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: want a duration (36h, 7d), a date (2026-11-01) or an RFC 3339 time", s)
+}
+
+// PrintRuns prints runs as a table; now dates the running ones' durations.
+func PrintRuns(w io.Writer, list []runs.RunInfo, now time.Time) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no runs")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tPIPELINE\tLOGICAL DATE\tSTATUS\tSTARTED\tDURATION\tGATE")
+	for _, r := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Pipeline), dash(r.LogicalDate), r.Status,
+			r.StartedAt.Local().Format(time.DateTime), shortDuration(r.Duration(now)), dash(r.Gate))
+	}
+	tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// shortDuration rounds a duration to what a person reads at a glance:
+// 850ms, 12.3s, 4m05s, 2h10m, 3d04h.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}

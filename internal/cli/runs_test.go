@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/runs"
+)
+
+func TestPrintRuns(t *testing.T) {
+	start := time.Date(2026, 11, 20, 3, 0, 0, 0, time.Local)
+	end := start.Add(4*time.Minute + 5*time.Second)
+	list := []runs.RunInfo{
+		{ID: "ctr-retrain-20261120-030000-abc123", Pipeline: "ctr-retrain", LogicalDate: "2026-11-19", Status: runs.StatusSucceeded,
+			StartedAt: start, EndedAt: &end, Gate: "passed"},
+		{ID: "hello-1", Pipeline: "hello", Status: runs.StatusRunning, StartedAt: start},
+	}
+	var b bytes.Buffer
+	PrintRuns(&b, list, start.Add(90*time.Second))
+	want := `RUN                                 PIPELINE     LOGICAL DATE  STATUS     STARTED              DURATION  GATE
+ctr-retrain-20261120-030000-abc123  ctr-retrain  2026-11-19    succeeded  2026-11-20 03:00:00  4m05s     passed
+hello-1                             hello        -             running    2026-11-20 03:00:00  1m30s     -
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	PrintRuns(&b, nil, start)
+	if b.String() != "no runs\n" {
+		t.Errorf("empty list: %q", b.String())
+	}
+}
+
+func TestBar(t *testing.T) {
+	for _, c := range []struct {
+		done, total, width int
+		want               string
+	}{
+		{0, 8, 8, "[........]"},
+		{3, 8, 8, "[###.....]"},
+		{8, 8, 8, "[########]"},
+		{9, 8, 4, "[####]"}, // clamped
+		{1, 3, 10, "[###.......]"},
+		{1, 0, 10, ""},
+	} {
+		if got := Bar(c.done, c.total, c.width); got != c.want {
+			t.Errorf("Bar(%d, %d, %d) = %q, want %q", c.done, c.total, c.width, got, c.want)
+		}
+	}
+}
+
+func TestProgressText(t *testing.T) {
+	for _, c := range []struct {
+		p    nodeProgress
+		want string
+	}{
+		{nodeProgress{Step: 1200, StepsPerSec: 410.4}, "step 1200, 410 steps/s"},
+		{nodeProgress{Step: 50, Total: 200}, "[##......] step 50/200"},
+		{nodeProgress{Done: 3, Of: 8, Unit: "bucket groups", Round: 2}, "[###.....] 3/8 bucket groups (round 2)"},
+		{nodeProgress{Attempt: 2}, "attempt 2"},
+		{nodeProgress{Attempt: 1}, ""},
+	} {
+		if got := progressText(c.p, 8); got != c.want {
+			t.Errorf("progressText(%+v) = %q, want %q", c.p, got, c.want)
+		}
+	}
+}
+
+func TestFrame(t *testing.T) {
+	t0 := time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC)
+	at := func(s float64) *time.Time { x := t0.Add(time.Duration(s * float64(time.Second))); return &x }
+	res := &runs.Result{ID: "r1", Pipeline: "ctr-retrain", Status: runs.StatusRunning, StartedAt: t0, Nodes: []runs.NodeState{
+		{ID: "split", Status: runs.NodeSucceeded, StartedAt: at(0), EndedAt: at(1.5)},
+		{ID: "train", Status: runs.NodeRunning, StartedAt: at(2)},
+		{ID: "promote", Status: runs.NodeRunning, ScheduledAt: at(3)},
+		{ID: "deploy", Status: runs.NodePending},
+	}}
+	got := Frame(res, map[string]nodeProgress{
+		"train":   {Step: 700, StepsPerSec: 35},
+		"promote": {Done: 2, Of: 4, Unit: "bucket groups"},
+	}, t0.Add(22*time.Second))
+	want := `run r1 (ctr-retrain): running 22.0s
+  split    succeeded     1.5s
+  train    running      20.0s  step 700, 35 steps/s
+  promote  running      19.0s  [############............] 2/4 bucket groups
+  deploy   pending
+`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"36h":                  now.Add(-36 * time.Hour),
+		"7d":                   now.AddDate(0, 0, -7),
+		"2026-11-01":           time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+		"2026-11-01T08:00:00Z": time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC),
+	} {
+		got, err := parseSince(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"yesterday", "7x", "-d"} {
+		if _, err := parseSince(bad, now); err == nil || !strings.Contains(err.Error(), "--since") {
+			t.Errorf("parseSince(%q): %v", bad, err)
+		}
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		850 * time.Millisecond:        "850ms",
+		12300 * time.Millisecond:      "12.3s",
+		4*time.Minute + 5*time.Second: "4m05s",
+		2*time.Hour + 10*time.Minute:  "2h10m",
+		76 * time.Hour:                "3d04h",
+		-time.Second:                  "-",
+	} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestRunsListBadStatus(t *testing.T) {
+	var out, errOut bytes.Buffer
+	root := NewRoot(&App{Out: &out, Err: &errOut, LogLevel: "warn"}, "retrain")
+	root.SetArgs([]string{"runs", "list", "--status", "done"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), `unknown run status "done"`) {
+		t.Errorf("runs list --status done: %v", err)
+	}
+}
