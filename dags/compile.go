@@ -66,6 +66,9 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 	for _, n := range topoOrder(s.OnFailure) {
 		plan.OnFailure = append(plan.OnFailure, s.planNode(reg, n))
 	}
+	if err := checkPlanSize(s, plan); err != nil {
+		return nil, err
+	}
 	return plan, nil
 }
 
@@ -269,6 +272,9 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 	}
 	if len(n.Outputs) > 0 {
 		pn.Outputs = maps.Clone(n.Outputs)
+	}
+	if f := n.Foreach; f != nil {
+		pn.Foreach = &PlanForeach{Expr: f.Expr, MaxParallel: cmp.Or(f.MaxParallel, s.Parallelism, DefaultParallelism), FailFast: f.FailFast}
 	}
 	if s.Defaults.Queue != nil {
 		pn.Queue = *s.Defaults.Queue

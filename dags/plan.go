@@ -41,6 +41,9 @@ type PlanNode struct {
 	// missing or of another type. Empty for most nodes, and in plans
 	// recorded before declarations existed, whose runs check nothing.
 	Outputs map[string]ParamType `json:"outputs,omitempty"`
+	// Foreach fans the node out over a list (foreach.go); nil when the
+	// node runs once, as in every plan recorded before foreach existed.
+	Foreach *PlanForeach `json:"foreach,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.
