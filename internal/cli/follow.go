@@ -31,8 +31,14 @@ type nodeProgress struct {
 	StepsPerSec float64 // between the last two heartbeats that moved
 	Done, Of    int     // units done of all (promotion's bucket groups)
 	Unit        string
-	Round       int // promotion's round (> 1 after a conflicting commit)
+	Round       int       // promotion's round (> 1 after a conflicting commit)
+	BeatAt      time.Time // when the step was heartbeated
 }
+
+// staleBeat is the age from which a step says how old it is: the SDK
+// sends a step at most every 0.8 heartbeat timeouts, so with a 30 s
+// timeout what the server holds can be 24 s old.
+const staleBeat = 5 * time.Second
 
 // stepSample is a node's last heartbeat, for its rate.
 type stepSample struct {
@@ -71,7 +77,8 @@ func (f *follower) poll(ctx context.Context) (*runs.Result, map[string]nodeProgr
 		if d := pa.GetHeartbeatDetails().GetPayloads(); len(d) > 0 && converter.GetDefaultDataConverter().FromPayload(d[0], &hb) == nil {
 			p.Step, p.Total = number(hb["step"]), number(cmpOr(hb["total"], hb["total_steps"]))
 			if p.Step > 0 {
-				p.StepsPerSec = f.rate(node, p.Step, pa.GetLastHeartbeatTime().AsTime())
+				p.BeatAt = pa.GetLastHeartbeatTime().AsTime()
+				p.StepsPerSec = f.rate(node, p.Step, p.BeatAt)
 			}
 		}
 		progress[node] = p
@@ -223,7 +230,7 @@ func (v *lineView) Show(res *runs.Result, progress map[string]nodeProgress, now 
 		if !ok || n.Status != runs.NodeRunning {
 			continue
 		}
-		text := progressText(p, 20)
+		text := progressText(p, 20, now)
 		if text == "" || text == v.last[n.ID] || now.Sub(v.printed[n.ID]) < progressEvery {
 			continue
 		}
@@ -247,7 +254,7 @@ func Frame(res *runs.Result, progress map[string]nodeProgress, now time.Time) st
 	for _, n := range nodes {
 		line := fmt.Sprintf("  %-*s  %-9s  %7s", width, n.ID, n.Status, nodeTime(n, now))
 		if p, ok := progress[n.ID]; ok && n.Status == runs.NodeRunning {
-			if t := progressText(p, 24); t != "" {
+			if t := progressText(p, 24, now); t != "" {
 				line += "  " + t
 			}
 		} else if n.Status == runs.NodeFailed && n.Error != "" {
@@ -273,7 +280,7 @@ func nodeTime(n runs.NodeState, now time.Time) string {
 
 // progressText is a running node's progress: a bar when the total is
 // known, the step and its rate when it is not, and the attempt if retried.
-func progressText(p nodeProgress, barWidth int) string {
+func progressText(p nodeProgress, barWidth int, now time.Time) string {
 	var parts []string
 	switch {
 	case p.Of > 0:
@@ -289,6 +296,9 @@ func progressText(p nodeProgress, barWidth int) string {
 	}
 	if p.StepsPerSec > 0 {
 		parts = append(parts, fmt.Sprintf("%.0f steps/s", p.StepsPerSec))
+	}
+	if p.Step > 0 && !p.BeatAt.IsZero() && now.Sub(p.BeatAt) >= staleBeat {
+		parts = append(parts, "as of "+shortDuration(now.Sub(p.BeatAt).Truncate(time.Second))+" ago")
 	}
 	if p.Attempt > 1 {
 		parts = append(parts, fmt.Sprintf("attempt %d", p.Attempt))

@@ -65,7 +65,7 @@ func NewRunsCommand(app *App) *cobra.Command {
 	f.StringVar(&o.Pipeline, "pipeline", "", "only runs of this pipeline")
 	f.StringVar(&status, "status", "", "only runs in this status: running, succeeded, failed, cancelled, terminated, timed_out")
 	f.StringVar(&since, "since", "", "only runs started since: a duration back from now (36h, 7d) or a date or time (2026-11-01, RFC 3339)")
-	f.StringVar(&o.Schedule, "schedule", "", "only runs this schedule started")
+	f.StringVar(&o.Schedule, "schedule", "", "only runs this schedule started: a spec schedule id (daily, with --pipeline) or a Temporal schedule id (retrain/PIPELINE/daily)")
 	f.IntVar(&o.Limit, "limit", 20, "at most this many runs")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(list)

@@ -52,6 +52,7 @@ func TestBar(t *testing.T) {
 }
 
 func TestProgressText(t *testing.T) {
+	now := time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		p    nodeProgress
 		want string
@@ -61,8 +62,10 @@ func TestProgressText(t *testing.T) {
 		{nodeProgress{Done: 3, Of: 8, Unit: "bucket groups", Round: 2}, "[###.....] 3/8 bucket groups (round 2)"},
 		{nodeProgress{Attempt: 2}, "attempt 2"},
 		{nodeProgress{Attempt: 1}, ""},
+		{nodeProgress{Step: 80, BeatAt: now.Add(-12500 * time.Millisecond)}, "step 80, as of 12.0s ago"},
+		{nodeProgress{Step: 80, BeatAt: now.Add(-2 * time.Second)}, "step 80"},
 	} {
-		if got := progressText(c.p, 8); got != c.want {
+		if got := progressText(c.p, 8, now); got != c.want {
 			t.Errorf("progressText(%+v) = %q, want %q", c.p, got, c.want)
 		}
 	}
