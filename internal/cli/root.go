@@ -57,6 +57,8 @@ func NewRoot(app *App, use string) *cobra.Command {
 	root.AddCommand(NewTableCommand(app), NewDataCommand(app))
 	root.AddCommand(NewModelCommand(app), NewGCCommand(app))
 	root.AddCommand(NewApproveCommand(app), NewGPUsCommand(app), NewReportCommand(app))
+	root.AddCommand(NewScheduleCommand(app))
+	root.AddCommand(NewBackfillCommand(app))
 	root.AddCommand(NewRunsCommand(app))
 	return root
 }
