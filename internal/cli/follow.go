@@ -76,7 +76,7 @@ func (f *follower) poll(ctx context.Context) (*runs.Result, map[string]nodeProgr
 		var hb map[string]any
 		if d := pa.GetHeartbeatDetails().GetPayloads(); len(d) > 0 && converter.GetDefaultDataConverter().FromPayload(d[0], &hb) == nil {
 			p.Step, p.Total = number(hb["step"]), number(cmpOr(hb["total"], hb["total_steps"]))
-			if p.Step > 0 {
+			if p.Step > 0 && pa.GetLastHeartbeatTime() != nil {
 				p.BeatAt = pa.GetLastHeartbeatTime().AsTime()
 				p.StepsPerSec = f.rate(node, p.Step, p.BeatAt)
 			}
