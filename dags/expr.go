@@ -18,15 +18,18 @@ import (
 // Ref is a reference in a spec value: ${params.NAME} or
 // ${nodes.ID.outputs.KEY}.
 type Ref struct {
-	Kind string // "params" or "nodes"
-	Name string // param name or node id
-	Key  string // output key; nodes only
+	Kind string // "params", "nodes" or "item" (foreach.go)
+	Name string // param name or node id; for "item", "item" or "item_index"
+	Key  string // output key; nodes only. For "item", a key of the item (${item.KEY})
 }
 
 // String returns the reference as written in a spec.
 func (r Ref) String() string {
 	if r.Kind == "nodes" {
 		return "${nodes." + r.Name + ".outputs." + r.Key + "}"
+	}
+	if r.Kind == "item" {
+		return itemRefString(r) // foreach.go
 	}
 	return "${" + r.Kind + "." + r.Name + "}"
 }
@@ -35,6 +38,7 @@ func (r Ref) String() string {
 type Scope struct {
 	Params  map[string]any
 	Outputs map[string]map[string]any // by node id
+	Item    *Item                     // the foreach instance being run (foreach.go); nil outside one
 }
 
 // lookup returns the value a reference names. The result may share memory
@@ -57,6 +61,8 @@ func (sc Scope) lookup(r Ref) (any, error) {
 			return nil, fmt.Errorf("%s: node %q has no output %q", r, r.Name, r.Key)
 		}
 		return v, nil
+	case "item":
+		return sc.Item.lookup(r) // foreach.go
 	}
 	return nil, fmt.Errorf("%s: unknown reference kind %q", r, r.Kind)
 }
@@ -70,7 +76,7 @@ type segment struct {
 // template is a string split into literal text and references.
 type template []segment
 
-var refBodyRe = regexp.MustCompile(`^(?:params\.([A-Za-z_][A-Za-z0-9_-]*)|nodes\.([A-Za-z][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*))$`)
+var refBodyRe = regexp.MustCompile(`^(?:params\.([A-Za-z_][A-Za-z0-9_-]*)|nodes\.([A-Za-z][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)|(item_index|item)(?:\.([A-Za-z_][A-Za-z0-9_-]*))?)$`)
 
 // parseTemplate splits s into text and references. "$${" is a literal "${".
 func parseTemplate(s string) (template, error) {
@@ -123,6 +129,8 @@ func parseRef(raw string) (Ref, error) {
 		return Ref{}, fmt.Errorf("unknown reference %q; use ${params.NAME} or ${nodes.ID.outputs.KEY}", raw)
 	case m[1] != "":
 		return Ref{Kind: "params", Name: m[1]}, nil
+	case m[4] != "":
+		return itemRef(raw, m[4], m[5]) // foreach.go
 	default:
 		return Ref{Kind: "nodes", Name: m[2], Key: m[3]}, nil
 	}

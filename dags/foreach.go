@@ -137,22 +137,27 @@ func (v *validator) foreach(n *Node) {
 		v.at(pos, "%s: foreach: %v", w, err)
 		return
 	}
-	r := t.single()
-	if r == nil {
-		v.at(pos, "%s: foreach must be one ${...} reference that gives a list, such as ${params.markets}; got %q", w, f.Expr)
+	if len(t) != 1 || t[0].lit != "" {
+		v.at(pos, "%s: foreach must be one ${...} reference or expression that gives a list, such as ${params.markets}; got %q", w, f.Expr)
 		return
 	}
-	if r.Kind == "item" {
-		v.at(pos, "%s: foreach cannot use %s; it is what foreach defines", w, r)
+	refs, err := Refs(f.Expr)
+	if err != nil {
+		v.at(pos, "%s: foreach: %v", w, err)
 		return
 	}
-	if r.Kind == "params" {
-		if p := v.s.Param(r.Name); p != nil && p.Type != ParamList {
-			v.at(pos, "%s: foreach over params.%s, which is a %s; foreach needs a list", w, r.Name, p.Type)
-			return
+	up := v.upstream(n, false)
+	for _, r := range refs {
+		if r.Kind == "item" {
+			v.at(pos, "%s: foreach cannot use %s; it is what foreach defines", w, r)
+			continue
 		}
+		if p := v.s.Param(r.Name); r.Kind == "params" && p != nil && p.Type != ParamList && t.single() != nil {
+			v.at(pos, "%s: foreach over params.%s, which is a %s; foreach needs a list", w, r.Name, p.Type)
+			continue
+		}
+		v.ref(n, false, r, pos, up)
 	}
-	v.ref(n, false, *r, pos, v.upstream(n, false))
 }
 
 // itemRef checks a ${item...} reference: only a foreach node may use one.

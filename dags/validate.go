@@ -307,6 +307,10 @@ func (v *validator) ref(n *Node, onFailure bool, r Ref, pos Pos, up *upstreamSet
 		return
 	}
 	v.seen[key] = true
+	if r.Kind == "item" {
+		v.itemRef(n, onFailure, r, pos) // foreach.go
+		return
+	}
 	if r.Kind == "params" {
 		if v.s.Param(r.Name) == nil {
 			names := make([]string, len(v.s.Params))
@@ -333,6 +337,10 @@ func (v *validator) ref(n *Node, onFailure bool, r Ref, pos Pos, up *upstreamSet
 		return
 	case !up.has(r.Name):
 		v.at(pos, "%s references nodes.%s, which is not upstream of it; add it to needs", w, r.Name)
+		return
+	}
+	if target.Foreach != nil {
+		v.foreachOutput(w, target, r, pos) // foreach.go
 		return
 	}
 	if v.reg == nil {

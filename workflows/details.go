@@ -39,7 +39,8 @@ func ReportURL(template, runID string) string {
 // scheduling loop calls it only when the workflow is about to block, so a
 // workflow task that completes a hundred nodes renders the table once.
 func (r *pipelineRun) showDetails(ctx workflow.Context) {
-	workflow.SetCurrentDetails(ctx, renderDetails(&r.result, r.reportURL))
+	res := r.view()
+	workflow.SetCurrentDetails(ctx, renderDetails(&res, r.reportURL))
 }
 
 // renderDetails draws a run's state as markdown: a headline, the report

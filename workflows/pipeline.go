@@ -32,7 +32,7 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 		Status:    runs.StatusRunning,
 		StartedAt: workflow.Now(ctx),
 	}}
-	if err := workflow.SetQueryHandler(ctx, runs.StateQuery, func() (runs.Result, error) { return run.result, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, runs.StateQuery, func() (runs.Result, error) { return run.view(), nil }); err != nil {
 		return nil, err
 	}
 	if err := workflow.SetQueryHandler(ctx, runs.PlanQuery, func() (*dags.Plan, error) { return run.plan, nil }); err != nil {
@@ -86,6 +86,7 @@ type pipelineRun struct {
 	waiting   map[string]int // node id -> needs not yet succeeded
 	outputs   map[string]map[string]any
 	completed []string // succeeded node ids, in completion order
+	instances []runs.NodeState // foreach instances listed in the result (foreach.go)
 }
 
 func (r *pipelineRun) start(plan *dags.Plan) {
@@ -171,6 +172,9 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 					return
 				}
 				r.succeed(state, res)
+				if node.Foreach != nil {
+					trimForeachState(state)
+				}
 				for _, dep := range r.dependents(id) {
 					r.waiting[dep]--
 					if r.waiting[dep] == 0 && r.result.Nodes[r.index[dep]].Status == runs.NodePending {
@@ -207,7 +211,14 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 
 // prepare evaluates a node's `when` and resolves its `with` references.
 func (r *pipelineRun) prepare(node dags.PlanNode) (with map[string]any, run bool, err error) {
-	sc := r.scope()
+	if node.Foreach != nil {
+		return nil, true, nil // each instance is prepared by itself (foreach.go)
+	}
+	return prepareNode(node, r.scope())
+}
+
+// prepareNode evaluates a node's `when` and resolves its `with` against sc.
+func prepareNode(node dags.PlanNode, sc dags.Scope) (with map[string]any, run bool, err error) {
 	if node.When != "" {
 		ok, err := dags.EvalWhen(node.When, sc)
 		if err != nil {
@@ -237,16 +248,26 @@ func (r *pipelineRun) prepare(node dags.PlanNode) (with map[string]any, run bool
 	return with, true, nil
 }
 
-// execute starts a node as an activity or a child workflow.
+// execute starts a node as an activity or a child workflow; a foreach
+// node, as its instances (foreach.go).
 func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map[string]any) workflow.Future {
-	in := nodetype.Input{Pipeline: r.plan.Pipeline, RunID: r.result.ID, Node: node.ID, Type: node.Type, With: with}
+	if node.Foreach != nil {
+		return r.runForeach(ctx, node)
+	}
+	return startNode(ctx, r.plan.Pipeline, r.result.ID, node, node.ID, with)
+}
+
+// startNode starts one node, or one instance of a foreach node (id is
+// then ID[i]), as an activity or a child workflow.
+func startNode(ctx workflow.Context, pipeline, runID string, node dags.PlanNode, id string, with map[string]any) workflow.Future {
+	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with}
 	retry := nodetype.RetryPolicy(node.Retry)
 	if node.Kind == dags.KindWorkflow {
 		// The child schedules activities of its own: they run on the
 		// node's options, as an activity node's one activity does.
 		in.Options = &nodetype.Options{Timeout: node.Timeout, Heartbeat: node.Heartbeat, Retry: node.Retry}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:         r.result.ID + "/" + node.ID,
+			WorkflowID:         runID + "/" + id,
 			TaskQueue:          node.Queue,
 			WorkflowRunTimeout: node.Timeout,
 			// One run: the child's activities already retry under the
@@ -254,13 +275,13 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map
 			// would multiply the attempts (3 x 3 for max_attempts 3).
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 			// User metadata: the UI names the child by its node, not its type.
-			StaticSummary: node.ID,
-			StaticDetails: fmt.Sprintf("node %s (%s) of run %s", node.ID, node.Type, r.result.ID),
+			StaticSummary: id,
+			StaticDetails: fmt.Sprintf("node %s (%s) of run %s", id, node.Type, runID),
 		})
 		return workflow.ExecuteChildWorkflow(cctx, node.Target, in)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		ActivityID:          node.ID,
+		ActivityID:          id,
 		TaskQueue:           node.Queue,
 		StartToCloseTimeout: node.Timeout,
 		HeartbeatTimeout:    node.Heartbeat,
@@ -271,7 +292,7 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map
 		// The UI's timeline shows the summary instead of the activity type,
 		// so five command nodes read as their ids. User metadata only:
 		// replay does not compare it.
-		Summary: node.ID,
+		Summary: id,
 	})
 	return workflow.ExecuteActivity(actx, node.Target, in)
 }
@@ -300,7 +321,7 @@ func applyResult(state *runs.NodeState, res nodetype.Result) {
 // unchecked, so replaying those runs makes the same decisions. A mismatch
 // is not retried: the same program gives the same outputs.
 func checkOutputs(node dags.PlanNode, res nodetype.Result) error {
-	if len(node.Outputs) == 0 {
+	if len(node.Outputs) == 0 || (node.Foreach != nil && res.Outputs[dags.ForeachItems] != nil) {
 		return nil
 	}
 	if err := dags.CheckOutputs(node.Outputs, res.Outputs); err != nil {
@@ -319,15 +340,7 @@ func (r *pipelineRun) rejectOutputs(state *runs.NodeState, res nodetype.Result, 
 }
 
 func (r *pipelineRun) fail(ctx workflow.Context, state *runs.NodeState, attempts int32, err error) {
-	now := workflow.Now(ctx)
-	if state.ScheduledAt == nil {
-		state.ScheduledAt = &now
-	}
-	state.StartedAt, state.EndedAt = state.ScheduledAt, &now
-	state.Status, state.Attempts, state.Error = runs.NodeFailed, attempts, err.Error()
-	if temporal.IsCanceledError(err) {
-		state.Status, state.Error, state.Reason = runs.NodeCancelled, "", "cancelled while running"
-	}
+	failState(ctx, state, attempts, err)
 }
 
 // skip marks a node skipped, and with it every node downstream of it.
@@ -391,6 +404,8 @@ func (r *pipelineRun) finish(ctx workflow.Context, runErr error) (*runs.Result, 
 	defer r.showDetails(ctx)
 	now := workflow.Now(ctx)
 	r.result.EndedAt = &now
+	r.result = r.view()
+	r.instances = nil
 	if runErr == nil {
 		r.result.Status = runs.StatusSucceeded
 		return &r.result, nil

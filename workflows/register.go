@@ -16,4 +16,5 @@ type Registry interface {
 // their own; the worker registers those from the node types.
 func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(Pipeline, workflow.RegisterOptions{Name: runs.PipelineWorkflow})
+	r.RegisterWorkflowWithOptions(ForeachChunk, workflow.RegisterOptions{Name: ForeachChunkWorkflow})
 }

@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// TestForeachScale runs a foreach of noop instances through the real
+// server and measures wall time, the time per instance, and the event
+// count of the largest history (the pipeline's and each chunk's), against
+// a static fan-out of 1,000 noop nodes. -short runs 1,000 instances; the
+// full test 10,000 (Temporal's limits: 51,200 events, 50 MB a history).
+func TestForeachScale(t *testing.T) {
+	queue := newQueue(t)
+	startWorker(t, queue)
+	n := 10000
+	if testing.Short() {
+		n = 1000
+	}
+	const par = 64
+
+	var static strings.Builder
+	fmt.Fprintf(&static, "name: static_fan\nparallelism: %d\nnodes:\n  - {id: start, type: noop}\n", par)
+	for i := range 1000 {
+		fmt.Fprintf(&static, "  - {id: n%04d, type: noop, needs: [start]}\n", i)
+	}
+	t0 := time.Now()
+	res := runRequest(t, runs.Request{Spec: []byte(static.String()), SpecFile: "static.yaml", TaskQueue: queue}, 3*time.Minute)
+	staticWall := time.Since(t0)
+	wantStatus(t, res, runs.StatusSucceeded)
+	staticEvents := historyEvents(t, res.ID)
+
+	items := make([]any, n)
+	for i := range items {
+		items[i] = i
+	}
+	spec := fmt.Sprintf(`name: foreach_scale
+params:
+  items: {type: list}
+parallelism: %d
+nodes:
+  - id: work
+    type: noop
+    foreach: ${params.items}
+  - id: after
+    type: noop
+    needs: [work]
+`, par)
+	t0 = time.Now()
+	res = runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: "foreach.yaml", TaskQueue: queue,
+		Params: map[string]any{"items": items}}, 9*time.Minute)
+	wall := time.Since(t0)
+	wantStatus(t, res, runs.StatusSucceeded)
+	w := node(t, res, "work")
+	if w.Outputs["count"] != float64(n) {
+		t.Fatalf("count = %v, want %d", w.Outputs["count"], n)
+	}
+	largest, largestID := historyEvents(t, res.ID), res.ID
+	for lo := 0; lo < n; lo += 250 {
+		id := fmt.Sprintf("%s/work[%d:%d]", res.ID, lo, min(lo+250, n))
+		if e := historyEvents(t, id); e > largest {
+			largest, largestID = e, id
+		}
+	}
+	t.Logf("static fan-out of 1000 noops: %v (%v a node), %d events", staticWall.Round(time.Millisecond), (staticWall / 1000).Round(time.Microsecond), staticEvents)
+	t.Logf("foreach of %d noops: %v (%v an instance); largest history %s: %d events", n, wall.Round(time.Millisecond),
+		(wall / time.Duration(n)).Round(time.Microsecond), largestID, largest)
+	if largest > 51200/4 {
+		t.Errorf("largest history has %d events", largest)
+	}
+}
+
+func historyEvents(t *testing.T, id string) int {
+	t.Helper()
+	iter := tclient.GetWorkflowHistory(context.Background(), id, "", false, 0)
+	n := 0
+	for iter.HasNext() {
+		if _, err := iter.Next(); err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		n++
+	}
+	return n
+}
