@@ -46,8 +46,9 @@ func Dates(from, to string) ([]string, error) {
 // Backfill asks Temporal to run the actions a schedule would have taken
 // on the dates from..to (both included, in the schedule's time zone), each
 // with its own nominal time and so its own logical date, under the
-// schedule's overlap policy. It returns the time range asked for.
-func Backfill(ctx context.Context, c client.Client, id, from, to string) (client.ScheduleBackfill, error) {
+// schedule's overlap policy, or overlap when not empty. It returns the
+// time range asked for.
+func Backfill(ctx context.Context, c client.Client, id, from, to, overlap string) (client.ScheduleBackfill, error) {
 	if _, err := Dates(from, to); err != nil {
 		return client.ScheduleBackfill{}, err
 	}
@@ -66,9 +67,14 @@ func Backfill(ctx context.Context, c client.Client, id, from, to string) (client
 	}
 	f, _ := time.ParseInLocation(DateLayout, from, loc)
 	t, _ := time.ParseInLocation(DateLayout, to, loc)
-	overlap := enumspb.SCHEDULE_OVERLAP_POLICY_UNSPECIFIED // the schedule's own
+	policy := enumspb.SCHEDULE_OVERLAP_POLICY_UNSPECIFIED // the schedule's own
 	if desc.Schedule.Policy != nil {
-		overlap = desc.Schedule.Policy.Overlap
+		policy = desc.Schedule.Policy.Overlap
+	}
+	if overlap != "" {
+		if policy, err = Overlap(overlap); err != nil {
+			return client.ScheduleBackfill{}, err
+		}
 	}
 	// Temporal takes the actions strictly after Start and up to End: a
 	// second's margin keeps an action at midnight on the first date and
@@ -76,7 +82,7 @@ func Backfill(ctx context.Context, c client.Client, id, from, to string) (client
 	bf := client.ScheduleBackfill{
 		Start:   f.Add(-time.Second),
 		End:     t.AddDate(0, 0, 1).Add(-time.Second),
-		Overlap: overlap,
+		Overlap: policy,
 	}
 	if err := h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{bf}}); err != nil {
 		return bf, fmt.Errorf("backfill schedule %s: %w", id, err)

@@ -225,7 +225,7 @@ func newScheduleSimple(app *App, verb, short string, do func(context.Context, cl
 }
 
 func newScheduleBackfill(app *App) *cobra.Command {
-	var from, to string
+	var from, to, overlap string
 	cmd := &cobra.Command{
 		Use:   "backfill ID --from DATE --to DATE",
 		Short: "Run the actions the schedule would have taken on these dates (in its time zone), each with its own logical date, under its overlap policy",
@@ -236,7 +236,7 @@ func newScheduleBackfill(app *App) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			bf, err := schedules.Backfill(cmd.Context(), c, id, from, to)
+			bf, err := schedules.Backfill(cmd.Context(), c, id, from, to, overlap)
 			if err != nil {
 				return err
 			}
@@ -247,6 +247,7 @@ func newScheduleBackfill(app *App) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&from, "from", "", "first date, YYYY-MM-DD (required)")
 	cmd.Flags().StringVar(&to, "to", "", "last date, YYYY-MM-DD, included (required)")
+	cmd.Flags().StringVar(&overlap, "overlap", "", "overlap policy for these runs: "+strings.Join(dags.Overlaps, ", ")+" (default: the schedule's)")
 	_ = cmd.MarkFlagRequired("from")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd
