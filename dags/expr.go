@@ -15,10 +15,10 @@ import (
 	"github.com/retrain-ml/retrain/internal/number"
 )
 
-// Ref is a reference in a spec value: ${params.NAME} or
-// ${nodes.ID.outputs.KEY}.
+// Ref is a reference in a spec value: ${params.NAME},
+// ${nodes.ID.outputs.KEY}, ${run.NAME}, or one inside a ${...} expression.
 type Ref struct {
-	Kind string // "params", "nodes" or "item" (foreach.go)
+	Kind string // "params", "nodes", "run" (runvalues.go) or "item" (foreach.go)
 	Name string // param name or node id; for "item", "item" or "item_index"
 	Key  string // output key; nodes only. For "item", a key of the item (${item.KEY})
 }
@@ -39,6 +39,7 @@ type Scope struct {
 	Params  map[string]any
 	Outputs map[string]map[string]any // by node id
 	Item    *Item                     // the foreach instance being run (foreach.go); nil outside one
+	Run     *RunValues                // ${run.NAME} (runvalues.go); nil where the run is not known
 }
 
 // lookup returns the value a reference names. The result may share memory
@@ -63,20 +64,23 @@ func (sc Scope) lookup(r Ref) (any, error) {
 		return v, nil
 	case "item":
 		return sc.Item.lookup(r) // foreach.go
+	case "run":
+		return sc.Run.lookup(r) // runvalues.go
 	}
 	return nil, fmt.Errorf("%s: unknown reference kind %q", r, r.Kind)
 }
 
 // segment is a piece of a template string: literal text or a reference.
 type segment struct {
-	lit string
-	ref *Ref
+	lit  string
+	ref  *Ref
+	expr *When // an expression: ${...} that is not a plain reference (valueexpr.go)
 }
 
 // template is a string split into literal text and references.
 type template []segment
 
-var refBodyRe = regexp.MustCompile(`^(?:params\.([A-Za-z_][A-Za-z0-9_-]*)|nodes\.([A-Za-z][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)|(item_index|item)(?:\.([A-Za-z_][A-Za-z0-9_-]*))?)$`)
+var refBodyRe = regexp.MustCompile(`^(?:params\.([A-Za-z_][A-Za-z0-9_-]*)|nodes\.([A-Za-z][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)|(item_index|item)(?:\.([A-Za-z_][A-Za-z0-9_-]*))?|run\.([A-Za-z_][A-Za-z0-9_]*))$`)
 
 // parseTemplate splits s into text and references. "$${" is a literal "${".
 func parseTemplate(s string) (template, error) {
@@ -95,12 +99,12 @@ func parseTemplate(s string) (template, error) {
 			lit.WriteString("${")
 			i += 3
 		case strings.HasPrefix(s[i:], "${"):
-			end := strings.IndexByte(s[i:], '}')
+			end := refEnd(s[i:]) // valueexpr.go
 			if end < 0 {
-				return nil, fmt.Errorf("unterminated reference %q; close it with }", s[i:])
+				return nil, fmt.Errorf("unterminated reference %q; close it with }", truncate(s[i:]))
 			}
 			raw := s[i : i+end+1]
-			r, err := parseRef(raw)
+			seg, err := parseSegment(raw) // valueexpr.go
 			if err != nil {
 				return nil, err
 			}
@@ -108,7 +112,7 @@ func parseTemplate(s string) (template, error) {
 				t = append(t, segment{lit: lit.String()})
 				lit.Reset()
 			}
-			t = append(t, segment{ref: &r})
+			t = append(t, seg)
 			i += end + 1
 		default:
 			lit.WriteByte('$')
@@ -131,6 +135,8 @@ func parseRef(raw string) (Ref, error) {
 		return Ref{Kind: "params", Name: m[1]}, nil
 	case m[4] != "":
 		return itemRef(raw, m[4], m[5]) // foreach.go
+	case m[6] != "":
+		return Ref{Kind: "run", Name: m[6]}, nil
 	default:
 		return Ref{Kind: "nodes", Name: m[2], Key: m[3]}, nil
 	}
@@ -149,17 +155,17 @@ func (t template) single() *Ref {
 func (t template) eval(sc Scope) (string, error) {
 	var b strings.Builder
 	for _, seg := range t {
-		if seg.ref == nil {
+		if seg.ref == nil && seg.expr == nil {
 			b.WriteString(seg.lit)
 			continue
 		}
-		v, err := sc.lookup(*seg.ref)
+		v, err := seg.value(sc)
 		if err != nil {
 			return "", err
 		}
 		s, err := format(v)
 		if err != nil {
-			return "", fmt.Errorf("%s: %v", seg.ref, err)
+			return "", fmt.Errorf("%s: %v", seg.source(), err)
 		}
 		b.WriteString(s)
 	}
@@ -226,8 +232,8 @@ func interpolateString(s string, sc Scope) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r := t.single(); r != nil {
-		v, err := sc.lookup(*r)
+	if len(t) == 1 && (t[0].ref != nil || t[0].expr != nil) {
+		v, err := t[0].value(sc)
 		if err != nil {
 			return nil, err
 		}
@@ -259,6 +265,9 @@ func Refs(v any) ([]Ref, error) {
 			if seg.ref != nil {
 				refs = append(refs, *seg.ref)
 			}
+			if seg.expr != nil {
+				refs = append(refs, seg.expr.refs...)
+			}
 		}
 		return nil
 	})
@@ -281,7 +290,7 @@ func HasRef(v any) bool {
 			return found
 		}
 		for _, seg := range t {
-			if seg.ref != nil {
+			if seg.ref != nil || seg.expr != nil {
 				return found
 			}
 		}

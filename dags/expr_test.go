@@ -145,7 +145,7 @@ func TestRefs(t *testing.T) {
 	if s := want[0].String(); s != "${nodes.n1.outputs.k}" {
 		t.Errorf("String: %s", s)
 	}
-	for _, bad := range []string{"${}", "${params}", "${params.}", "${params.a.b}", "${nodes.a}", "${nodes.a.output.k}", "${nodes.1a.outputs.k}", "${ params.a }", "${env.X}"} {
+	for _, bad := range []string{"${}", "${params}", "${params.}", "${params.a.b}", "${nodes.a}", "${nodes.a.output.k}", "${nodes.1a.outputs.k}", "${env.X}"} {
 		if _, err := Refs(bad); err == nil || !strings.Contains(err.Error(), "unknown reference") {
 			t.Errorf("Refs(%q): got %v, want an unknown reference error", bad, err)
 		}

@@ -311,6 +311,10 @@ func (v *validator) ref(n *Node, onFailure bool, r Ref, pos Pos, up *upstreamSet
 		v.itemRef(n, onFailure, r, pos) // foreach.go
 		return
 	}
+	if r.Kind == "run" {
+		v.runRef(n, onFailure, r, pos) // runvalues.go
+		return
+	}
 	if r.Kind == "params" {
 		if v.s.Param(r.Name) == nil {
 			names := make([]string, len(v.s.Params))

@@ -30,9 +30,9 @@ const (
 // values (JSON shapes); an error fails the evaluation.
 type WhenFunc func(args ...any) (any, error)
 
-// whenFuncs are the functions conditions may call, by name. The language
-// grows by adding entries here; none exist yet.
-func whenFuncs() map[string]WhenFunc { return nil }
+// whenFuncs are the functions conditions and ${...} expressions may call,
+// by name. The language grows by adding entries here.
+func whenFuncs() map[string]WhenFunc { return dateFuncs() }
 
 // When is a parsed `when` condition, compiled with expr
 // (github.com/expr-lang/expr) after references are checked and the
@@ -40,9 +40,10 @@ func whenFuncs() map[string]WhenFunc { return nil }
 // is deterministic (no clock, randomness, goroutines or map order), since
 // it runs inside workflow code that Temporal replays.
 type When struct {
-	src  string
-	prog *vm.Program // nil: the empty condition, always true
-	refs []Ref       // in source order
+	src   string
+	prog  *vm.Program // nil: the empty condition, always true
+	refs  []Ref       // in source order
+	value bool        // an expression in a value (valueexpr.go), not a condition
 
 	// Tables the compiled program's internal calls index into.
 	args  []Ref      // $ref
@@ -62,14 +63,27 @@ func ParseWhen(src string) (*When, error) {
 }
 
 func parseWhen(src string, funcs map[string]WhenFunc) (*When, error) {
-	w := &When{src: src}
+	return compileWhen(src, funcs, false)
+}
+
+// compileWhen compiles a condition, or with value set an expression in a
+// value, whose references are bare and whose result is its value.
+func compileWhen(src string, funcs map[string]WhenFunc, value bool) (*When, error) {
+	w := &When{src: src, value: value}
+	what := "condition"
+	if value {
+		what = "expression"
+	}
 	if strings.TrimSpace(src) == "" {
+		if value {
+			return nil, fmt.Errorf("empty expression")
+		}
 		return w, nil
 	}
 	if len(src) > maxWhenBytes {
-		return nil, fmt.Errorf("condition is %d bytes long; the limit is %d", len(src), maxWhenBytes)
+		return nil, fmt.Errorf("%s is %d bytes long; the limit is %d", what, len(src), maxWhenBytes)
 	}
-	sc, err := scanWhen(src)
+	sc, err := scanWhen(src, value)
 	if err != nil {
 		return nil, err
 	}
@@ -79,16 +93,20 @@ func parseWhen(src string, funcs map[string]WhenFunc) (*When, error) {
 		return nil, sc.syntaxError(err)
 	}
 	b := &whenBuilder{scan: sc, funcs: funcs, w: w}
-	root, _, err := b.truthy(tree.Node)
+	build := b.truthy
+	if value {
+		build = b.value
+	}
+	root, _, err := build(tree.Node)
 	if err != nil {
 		return nil, err
 	}
 	tree.Node = root
 	if _, err := checker.Check(tree, config); err != nil {
-		return nil, fmt.Errorf("compiling condition: %w", err)
+		return nil, fmt.Errorf("compiling %s: %w", what, err)
 	}
 	if w.prog, err = compiler.Compile(tree, config); err != nil {
-		return nil, fmt.Errorf("compiling condition: %w", err)
+		return nil, fmt.Errorf("compiling %s: %w", what, err)
 	}
 	slices.SortStableFunc(b.refs, func(x, y posRef) int { return x.pos - y.pos })
 	for _, r := range b.refs {
@@ -117,13 +135,8 @@ func (w *When) Eval(sc Scope) (bool, error) {
 	if w.prog == nil {
 		return true, nil
 	}
-	v, err := vm.Run(w.prog, map[string]any{scopeVar: sc})
+	v, err := w.run(sc)
 	if err != nil {
-		// expr wraps what a function returned in its own error with a
-		// source snippet; the function's message says it better.
-		if inner := errors.Unwrap(err); inner != nil {
-			return false, inner
-		}
 		return false, err
 	}
 	b, ok := v.(bool)
@@ -131,6 +144,28 @@ func (w *When) Eval(sc Scope) (bool, error) {
 		return false, fmt.Errorf("condition gave %T, not a bool", v)
 	}
 	return b, nil
+}
+
+// evalValue evaluates an expression in a value. The result may share
+// memory with the scope.
+func (w *When) evalValue(sc Scope) (any, error) {
+	if w.prog == nil {
+		return nil, fmt.Errorf("empty expression")
+	}
+	return w.run(sc)
+}
+
+func (w *When) run(sc Scope) (any, error) {
+	v, err := vm.Run(w.prog, map[string]any{scopeVar: sc})
+	if err != nil {
+		// expr wraps what a function returned in its own error with a
+		// source snippet; the function's message says it better.
+		if inner := errors.Unwrap(err); inner != nil {
+			return nil, inner
+		}
+		return nil, err
+	}
+	return v, nil
 }
 
 // whenScan is a condition prepared for expr. References are not expr
@@ -145,6 +180,7 @@ type whenScan struct {
 	refs  map[int]scannedRef // by byte offset of the placeholder identifier
 	open  int                // brackets left open at the end
 	bytes []int              // byte offset of each rune, when src is not ASCII
+	bare  bool               // an expression in a value: references are bare, strings plain
 }
 
 type scannedRef struct {
@@ -158,9 +194,10 @@ func whenErrorf(pos int, format string, args ...any) error {
 }
 
 // scanWhen finds the references, quoted strings and bracket depth in src,
-// in one pass that never recurses.
-func scanWhen(src string) (*whenScan, error) {
-	sc := &whenScan{src: src, refs: map[int]scannedRef{}}
+// in one pass that never recurses. With bare set, references are written
+// without ${} (an expression inside ${...}).
+func scanWhen(src string, bare bool) (*whenScan, error) {
+	sc := &whenScan{src: src, refs: map[int]scannedRef{}, bare: bare}
 	text := []byte(src)
 	depth := 0
 	for i := 0; i < len(src); {
@@ -192,6 +229,18 @@ func scanWhen(src string) (*whenScan, error) {
 			copy(text[i:], " "+strings.Repeat("r", len(raw)-2)+" ")
 			sc.refs[i+1] = scannedRef{raw: raw, pos: i, ref: r}
 			i += len(raw)
+			continue
+		case bare && (c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'):
+			r, err := scanBareRef(src, i)
+			if err != nil {
+				return nil, whenErrorf(i, "%v", err)
+			}
+			if r.raw == "" {
+				break
+			}
+			copy(text[i:], " "+strings.Repeat("r", len(r.raw)-2)+" ")
+			sc.refs[i+1] = r
+			i += len(r.raw)
 			continue
 		case c == '$':
 			return nil, whenErrorf(i, "unexpected %q", "$")

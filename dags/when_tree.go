@@ -125,7 +125,10 @@ func (b *whenBuilder) truthy(n ast.Node) (ast.Node, span, error) {
 	return call(fnTruthy, intArg(len(b.w.texts)-1), x), s, nil
 }
 
-const unknownWord = "unknown word %q; quote strings, and write references as ${params.NAME} or ${nodes.ID.outputs.KEY}"
+const (
+	unknownWord     = "unknown word %q; quote strings, and write references as ${params.NAME} or ${nodes.ID.outputs.KEY}"
+	unknownBareWord = "unknown word %q; quote strings, and write references as params.NAME, nodes.ID.outputs.KEY or run.NAME"
+)
 
 // value rewrites n as a value. It returns the source range of n.
 func (b *whenBuilder) value(n ast.Node) (ast.Node, span, error) {
@@ -141,6 +144,9 @@ func (b *whenBuilder) value(n ast.Node) (ast.Node, span, error) {
 	case *ast.IdentifierNode:
 		if n.Value == "null" {
 			return &ast.NilNode{}, s, nil
+		}
+		if b.scan.bare {
+			return nil, s, whenErrorf(s.from, unknownBareWord, n.Value)
 		}
 		return nil, s, whenErrorf(s.from, unknownWord, n.Value)
 	case *ast.NilNode: // expr's "nil"; this language says null
@@ -168,6 +174,9 @@ func (b *whenBuilder) value(n ast.Node) (ast.Node, span, error) {
 
 // str rewrites a quoted string, which may hold references.
 func (b *whenBuilder) str(n *ast.StringNode, s span) (ast.Node, span, error) {
+	if b.scan.bare { // plain text: expressions do not nest
+		return n, s, nil
+	}
 	t, err := parseTemplate(n.Value)
 	if err != nil {
 		return nil, s, whenErrorf(s.from, "%v", err)
@@ -179,6 +188,12 @@ func (b *whenBuilder) str(n *ast.StringNode, s span) (ast.Node, span, error) {
 			// Order among the condition's references: i is below the
 			// string's length, so this stays inside its source range.
 			b.refs = append(b.refs, posRef{s.from + i, *seg.ref})
+			refs++
+		}
+		if seg.expr != nil {
+			for _, r := range seg.expr.refs {
+				b.refs = append(b.refs, posRef{s.from + i, r})
+			}
 			refs++
 		}
 		lit.WriteString(seg.lit)

@@ -29,6 +29,12 @@ const (
 var (
 	PipelineKey     = temporal.NewSearchAttributeKeyKeyword("RetrainPipeline")
 	ParamsDigestKey = temporal.NewSearchAttributeKeyKeyword("RetrainParamsDigest")
+	// ScheduleKey is the schedule that started the run (the spec schedule's
+	// id, else the Temporal Schedule's); unset for a run started by hand.
+	ScheduleKey = temporal.NewSearchAttributeKeyKeyword("RetrainSchedule")
+	// LogicalDateKey is ${run.logical_date}, YYYY-MM-DD: filters and sorts
+	// runs by the day they are for.
+	LogicalDateKey = temporal.NewSearchAttributeKeyKeyword("RetrainLogicalDate")
 )
 
 // SearchAttributes returns the custom search attributes a namespace needs.
@@ -36,7 +42,16 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 	return map[string]enumspb.IndexedValueType{
 		PipelineKey.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		ParamsDigestKey.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		ScheduleKey.GetName():     enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		LogicalDateKey.GetName():  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
+}
+
+// RunSearchAttributes are the attributes of SearchAttributes that retrain
+// added later (schedule and logical date): a namespace set up before may
+// lack them, and runs then set only the others.
+func RunSearchAttributes() []string {
+	return []string{ScheduleKey.GetName(), LogicalDateKey.GetName()}
 }
 
 // PipelineInput starts a run. It is plain JSON so the Temporal UI's Start
@@ -112,6 +127,7 @@ type Result struct {
 	Error         string         `json:"error,omitempty"`
 	Params        map[string]any `json:"params,omitempty"`
 	ParamsDigest  string         `json:"params_digest,omitempty"`
+	LogicalDate   string         `json:"logical_date,omitempty"` // ${run.logical_date}
 	StartedAt     time.Time      `json:"started_at"`
 	EndedAt       *time.Time     `json:"ended_at,omitempty"`
 	Nodes         []NodeState    `json:"nodes"`

@@ -32,6 +32,12 @@ type Request struct {
 	Parallelism int            // overrides the spec's parallelism when > 0
 	ID          string         // run id; generated from the pipeline name when empty
 	TaskQueue   string         // default DefaultTaskQueue
+
+	// LogicalDate is the date (YYYY-MM-DD) or time (RFC 3339) the run is
+	// for, ${run.logical_date}; empty: its start time. Timezone is the
+	// zone the logical date is taken in (default UTC).
+	LogicalDate string
+	Timezone    string
 }
 
 // Run identifies a started run.
@@ -42,7 +48,8 @@ type Run struct {
 
 // Start starts a run and returns at once.
 func Start(ctx context.Context, c client.Client, req Request) (Run, error) {
-	in := PipelineInput{Pipeline: req.Pipeline, SpecFile: req.SpecFile, Params: req.Params, Parallelism: req.Parallelism}
+	in := PipelineInput{Pipeline: req.Pipeline, SpecFile: req.SpecFile, Params: req.Params, Parallelism: req.Parallelism,
+		LogicalDate: req.LogicalDate, Timezone: req.Timezone}
 	name := req.Pipeline
 	if len(req.Spec) > 0 {
 		spec, err := json.Marshal(string(req.Spec))

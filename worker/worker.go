@@ -160,11 +160,13 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
+	attrs := EnsureSearchAttributes(ctx, c, namespace, logger)
 	resolver := &workflows.Resolver{
-		Library:          lib,
-		Registry:         reg,
-		SearchAttributes: EnsureSearchAttributes(ctx, c, namespace, logger),
-		ReportURL:        cfg.ReportURL,
+		Library:             lib,
+		Registry:            reg,
+		SearchAttributes:    attrs.Pipeline,
+		RunSearchAttributes: attrs.Run,
+		ReportURL:           cfg.ReportURL,
 	}
 
 	main := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{

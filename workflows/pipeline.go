@@ -39,16 +39,20 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 		return nil, err
 	}
 
+	start, err := runValues(ctx, in) // runvalues.go
+	if err != nil {
+		return run.invalid(ctx, in, err)
+	}
 	resolved, err := resolve(ctx, in)
 	if err != nil {
 		return run.invalid(ctx, in, unwrapActivity(err))
 	}
 	run.start(resolved.Plan)
+	run.setRunValues(start)
 	run.reportURL = resolved.ReportURL
 	run.showDetails(ctx)
 	if resolved.SearchAttributes {
-		if err := workflow.UpsertTypedSearchAttributes(ctx,
-			runs.PipelineKey.ValueSet(run.plan.Pipeline), runs.ParamsDigestKey.ValueSet(run.plan.ParamsDigest)); err != nil {
+		if err := workflow.UpsertTypedSearchAttributes(ctx, run.searchAttributes(resolved)...); err != nil {
 			workflow.GetLogger(ctx).Warn("cannot set search attributes", "error", err)
 		}
 	}
@@ -80,6 +84,9 @@ type pipelineRun struct {
 	plan      *dags.Plan
 	result    runs.Result
 	reportURL string // template of the report's URL (see ReportURL); empty for none
+
+	values   dags.RunValues // ${run.NAME} (runvalues.go)
+	schedule string         // the schedule that started the run, if one did
 
 	edges     dags.Edges     // the plan's needs, by position in plan.Nodes and result.Nodes
 	index     map[string]int // node id -> position (edges.Index)
@@ -116,7 +123,7 @@ func (r *pipelineRun) dependents(id string) []string {
 }
 
 func (r *pipelineRun) scope() dags.Scope {
-	return dags.Scope{Params: r.plan.Params, Outputs: r.outputs}
+	return dags.Scope{Params: r.plan.Params, Outputs: r.outputs, Run: &r.values}
 }
 
 // runNodes is the scheduling loop. It returns the first node failure, or

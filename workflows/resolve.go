@@ -30,6 +30,9 @@ type ResolveOutput struct {
 	// SearchAttributes says whether the namespace has retrain's search
 	// attributes; the workflow only upserts them when it does.
 	SearchAttributes bool `json:"search_attributes"`
+	// RunSearchAttributes says whether it also has RetrainSchedule and
+	// RetrainLogicalDate (false in histories recorded before they existed).
+	RunSearchAttributes bool `json:"run_search_attributes,omitempty"`
 	// ReportURL is where the run's HTML report is served, with {run} in
 	// place of the run id; empty when this worker knows no report server.
 	// It comes from the worker's config through here, so it is recorded in
@@ -51,10 +54,11 @@ type ResolveFailure struct {
 // the start of every run, so its result is recorded in history and replay
 // never reads the pipeline files again.
 type Resolver struct {
-	Library          *dags.Library
-	Registry         *dags.Registry
-	SearchAttributes bool
-	ReportURL        string // see ResolveOutput.ReportURL
+	Library             *dags.Library
+	Registry            *dags.Registry
+	SearchAttributes    bool
+	RunSearchAttributes bool   // see ResolveOutput.RunSearchAttributes
+	ReportURL           string // see ResolveOutput.ReportURL
 }
 
 // Resolve loads, validates and compiles the pipeline. A spec or params
@@ -76,7 +80,7 @@ func (r *Resolver) Resolve(ctx context.Context, in ResolveInput) (ResolveOutput,
 	if in.Parallelism > 0 {
 		plan.Parallelism = in.Parallelism
 	}
-	return ResolveOutput{Plan: plan, SearchAttributes: r.SearchAttributes, ReportURL: r.ReportURL}, nil
+	return ResolveOutput{Plan: plan, SearchAttributes: r.SearchAttributes, RunSearchAttributes: r.RunSearchAttributes, ReportURL: r.ReportURL}, nil
 }
 
 // invalid builds the InvalidPipeline error of a spec that did not resolve.
