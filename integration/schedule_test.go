@@ -353,7 +353,9 @@ func TestScheduleOverlapSkipVsAllowAll(t *testing.T) {
 		}
 		if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			running++
-			t.Cleanup(func() { _ = tclient.TerminateWorkflow(context.Background(), a.StartWorkflowResult.WorkflowID, "", "test over") })
+			t.Cleanup(func() {
+				_ = tclient.TerminateWorkflow(context.Background(), a.StartWorkflowResult.WorkflowID, "", "test over")
+			})
 		}
 	}
 	if running != 2 || all.Info.NumActionsSkippedOverlap != 0 {
