@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +144,29 @@ func TestRunsList(t *testing.T) {
 	}
 	out, _ = retrainCLI(t, "runs", "list", "--pipeline", a)
 	t.Logf("retrain runs list --pipeline %s:\n%s", a, out)
+
+	// --logical-date: the run is for that day, whichever day it ran.
+	file := filepath.Join(t.TempDir(), b+".yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(runsListSpec, b)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := retrainCLI(t, "run", file, "--task-queue", queue, "--logical-date", "2026-10-05", "--wait"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		list, err := runs.List(ctx, tclient, runs.ListOptions{Pipeline: b, Namespace: server.Namespace()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) == 2 && list[0].LogicalDate == "2026-10-05" && list[0].Status == runs.StatusSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run with --logical-date 2026-10-05 listed as %+v", list)
+		}
+	}
+	out, _ = retrainCLI(t, "runs", "list", "--pipeline", b)
+	t.Logf("retrain runs list --pipeline %s:\n%s", b, out)
 }
 
 // TestStatusFollow follows a running run to its end through `retrain

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/retrain-ml/retrain/worker"
 
@@ -21,6 +22,7 @@ func NewRunCommand(app *App) *cobra.Command {
 		params       []string
 		wait, asJSON bool
 		id, queue    string
+		logicalDate  string
 		parallelism  int
 	)
 	cmd := &cobra.Command{
@@ -33,7 +35,10 @@ func NewRunCommand(app *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue}
+			if err := checkLogicalDate(logicalDate); err != nil {
+				return err
+			}
+			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue, LogicalDate: logicalDate}
 			if isFile(args[0]) {
 				// Read once: the bytes checked here are the bytes sent.
 				data, err := os.ReadFile(args[0])
@@ -91,7 +96,23 @@ func NewRunCommand(app *App) *cobra.Command {
 	cmd.Flags().StringVar(&id, "id", "", "run id (default: pipeline name, time and a random suffix)")
 	cmd.Flags().StringVar(&queue, "task-queue", runs.DefaultTaskQueue, "task queue the workers poll")
 	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "max nodes at once (default: the spec's)")
+	cmd.Flags().StringVar(&logicalDate, "logical-date", "", "the date (YYYY-MM-DD) or time (RFC 3339) the run is for: ${run.logical_date} (default: now)")
 	return cmd
+}
+
+// checkLogicalDate refuses a --logical-date the workflow would refuse, so
+// the mistake shows before a run starts.
+func checkLogicalDate(s string) error {
+	if s == "" {
+		return nil
+	}
+	if _, err := time.Parse(time.DateOnly, s); err == nil {
+		return nil
+	}
+	if _, err := time.Parse(time.RFC3339, s); err == nil {
+		return nil
+	}
+	return fmt.Errorf("--logical-date %q: want YYYY-MM-DD or an RFC 3339 time", s)
 }
 
 // NewStatusCommand returns `retrain status`.

@@ -138,3 +138,16 @@ func TestRunsListBadStatus(t *testing.T) {
 		t.Errorf("runs list --status done: %v", err)
 	}
 }
+
+func TestCheckLogicalDate(t *testing.T) {
+	for _, ok := range []string{"", "2026-10-05", "2026-10-05T02:00:00-07:00"} {
+		if err := checkLogicalDate(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"2026-10-5", "yesterday", "2026-10-05 02:00"} {
+		if err := checkLogicalDate(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
