@@ -114,8 +114,16 @@ func (s *Spec) BindParams(given map[string]any) (map[string]any, error) {
 				e.at(p.Pos, "param %q: %v", p.Name, err)
 				continue
 			}
+			if err := checkParamRefs(p.Name, c); err != nil {
+				e.at(p.Pos, "%v", err)
+				continue
+			}
 			out[p.Name] = c
 		case p.HasDefault:
+			if err := checkParamRefs(p.Name, p.Default); err != nil {
+				e.at(p.Pos, "%v", err)
+				continue
+			}
 			out[p.Name] = deepCopy(p.Default)
 		default:
 			e.at(p.Pos, "missing required param %q (%s)", p.Name, p.Type)

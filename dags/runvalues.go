@@ -2,6 +2,7 @@ package dags
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -42,4 +43,51 @@ func (v *validator) runRef(n *Node, onFailure bool, r Ref, pos Pos) {
 		v.at(pos, "%s references run.%s, which is not a run value%s; run values are %s",
 			nodeName(n, onFailure), r.Name, didYouMean(r.Name, RunValueNames), strings.Join(RunValueNames, ", "))
 	}
+}
+
+// checkParamRefs reports a param value that holds references other than
+// run values: a param's value is fixed when the run starts, before any
+// node ran, and params cannot refer to one another.
+func checkParamRefs(name string, v any) error {
+	s, ok := v.(string)
+	if !ok || !HasRef(s) {
+		return nil
+	}
+	refs, err := Refs(s)
+	if err != nil {
+		return fmt.Errorf("param %q: %v", name, err)
+	}
+	for _, r := range refs {
+		if r.Kind != "run" {
+			return fmt.Errorf("param %q: %s: a param's value may use run values and date functions (e.g. ${date_add(run.logical_date, -1)}), not %s", name, s, r)
+		}
+	}
+	return nil
+}
+
+// ResolveRunParams evaluates the params whose values hold run values, such
+// as a schedule's `end_date: ${date_add(run.logical_date, -1)}`, now that
+// the run's logical time is known. Other params are returned as they are;
+// params is not changed, and it is returned itself when no param held a
+// run value (changed false).
+func ResolveRunParams(params map[string]any, rv *RunValues) (_ map[string]any, changed bool, _ error) {
+	var out map[string]any
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		s, ok := params[name].(string)
+		if !ok || !HasRef(s) {
+			continue
+		}
+		v, err := Interpolate(s, Scope{Run: rv})
+		if err != nil {
+			return nil, false, fmt.Errorf("param %q: %w", name, err)
+		}
+		if out == nil {
+			out = maps.Clone(params)
+		}
+		out[name] = v
+	}
+	if out == nil {
+		return params, false, nil
+	}
+	return out, true, nil
 }

@@ -221,8 +221,15 @@ func (v *validator) schedules() {
 				v.at(at, "%s sets param %q, which the spec does not declare%s", what, key, didYouMean(key, names))
 				continue
 			}
-			if _, err := coerceParam(prm.Type, sc.Params[key]); err != nil {
+			c, err := coerceParam(prm.Type, sc.Params[key])
+			if err != nil {
 				v.at(at, "%s: param %q: %v", what, key, err)
+				continue
+			}
+			// Each run evaluates run values in the param, e.g.
+			// ${date_add(run.logical_date, -1)}; nothing else is known then.
+			if err := checkParamRefs(key, c); err != nil {
+				v.at(at, "%s: %v", what, err)
 			}
 		}
 	}

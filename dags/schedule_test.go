@@ -1,6 +1,7 @@
 package dags
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -99,5 +100,31 @@ func TestScheduleValidateErrors(t *testing.T) {
 			s := mustParse(t, head+tc.src+tail)
 			checkError(t, s.Validate(testRegistry(t)), tc.want, tc.line)
 		})
+	}
+}
+
+// TestScheduleParamsRunValues: a schedule's param may hold run values and
+// date functions, evaluated by each run; a reference to a param or a node
+// is refused at validation, with its line.
+func TestScheduleParamsRunValues(t *testing.T) {
+	spec := func(end string) string {
+		return `name: p
+params:
+  end_date: {type: string, default: "2026-11-04"}
+schedules:
+  - id: daily
+    cron: "0 3 * * *"
+    params:
+      end_date: ` + end + `
+nodes:
+  - {id: a, type: noop}
+`
+	}
+	if _, err := Load("p.yaml", []byte(spec("${date_add(run.logical_date, -1)}")), testRegistry(t)); err != nil {
+		t.Fatalf("run values in a schedule param: %v", err)
+	}
+	_, err := Load("p.yaml", []byte(spec("${nodes.a.outputs.x}")), testRegistry(t))
+	if err == nil || !strings.Contains(err.Error(), `p.yaml:8:7: schedule "daily": param "end_date": ${nodes.a.outputs.x}: a param's value may use run values`) {
+		t.Errorf("a node output in a schedule param: %v", err)
 	}
 }

@@ -157,21 +157,14 @@ func runDate(ctx context.Context, c client.Client, req DateRequest, date string)
 	return r
 }
 
-// startForDate starts a run whose logical date is date. It sets
-// PipelineInput.LogicalDate itself because runs.Request has no logical
-// date yet; once it has, this is runs.Start with Request.LogicalDate.
+// startForDate starts a run whose logical date is date.
 func startForDate(ctx context.Context, c client.Client, req DateRequest, date string) (string, error) {
-	id := runs.NewID(req.Pipeline + "-for-" + date)
-	in := runs.PipelineInput{Pipeline: req.Pipeline, Params: req.Params, LogicalDate: date}
-	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                cmp.Or(req.TaskQueue, runs.DefaultTaskQueue),
-		StaticSummary:            fmt.Sprintf("pipeline %s (backfill, logical date %s)", req.Pipeline, date),
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-	}, runs.PipelineWorkflow, in)
+	run, err := runs.Start(ctx, c, runs.Request{
+		Pipeline: req.Pipeline, Params: req.Params, LogicalDate: date,
+		ID: runs.NewID(req.Pipeline + "-for-" + date), TaskQueue: req.TaskQueue,
+	})
 	if err != nil {
 		return "", fmt.Errorf("start run of %s for %s: %w", req.Pipeline, date, err)
 	}
-	return we.GetID(), nil
+	return run.ID, nil
 }

@@ -48,7 +48,9 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 		return run.invalid(ctx, in, unwrapActivity(err))
 	}
 	run.start(resolved.Plan)
-	run.setRunValues(start)
+	if err := run.setRunValues(start); err != nil {
+		return run.invalid(ctx, in, err)
+	}
 	run.reportURL = resolved.ReportURL
 	run.showDetails(ctx)
 	if resolved.SearchAttributes {

@@ -111,11 +111,27 @@ func stringAttr(p *commonpb.Payload) string {
 }
 
 // setRunValues completes the run values once the pipeline is resolved.
-func (r *pipelineRun) setRunValues(start runStart) {
+func (r *pipelineRun) setRunValues(start runStart) error {
 	r.values = start.values
 	r.values.Pipeline = r.plan.Pipeline
 	r.schedule = start.schedule
 	r.result.LogicalDate = r.values.LogicalDate
+	// Params whose values hold run values (a schedule's end_date:
+	// ${date_add(run.logical_date, -1)}) take their value now; the run's
+	// result and params digest show what the run used.
+	params, changed, err := dags.ResolveRunParams(r.plan.Params, &r.values)
+	if err != nil {
+		return err
+	}
+	if changed {
+		digest, err := dags.ParamsDigest(params)
+		if err != nil {
+			return err
+		}
+		r.plan.Params, r.plan.ParamsDigest = params, digest
+		r.result.Params, r.result.ParamsDigest = params, digest
+	}
+	return nil
 }
 
 // searchAttributes are the labels a resolved run upserts: its pipeline and

@@ -206,3 +206,52 @@ func TestRunValuesSearchAttributesOnlyWhenThere(t *testing.T) {
 	}
 	env.AssertExpectations(t)
 }
+
+// A param whose value holds run values (what a schedule's params and a
+// daily pipeline's defaults say) takes its value from the run's logical
+// date; the result's params and digest show the values used.
+func TestRunValuesInParams(t *testing.T) {
+	const spec = `name: daily
+params:
+  end_date: {type: string, default: "${date_add(run.logical_date, -1)}"}
+  start_date: {type: string, default: "2026-01-01"}
+nodes:
+  - id: a
+    type: step
+    with: {from: "${params.start_date}", to: "${params.end_date}"}
+`
+	digests := map[string]bool{}
+	for _, tc := range []struct{ day, end, start string }{
+		{"2026-10-05", "2026-10-04", "2026-01-01"},
+		{"2026-10-06", "2026-10-05", "2026-01-01"},
+	} {
+		h := newHarness(t)
+		in := runs.PipelineInput{LogicalDate: tc.day, Params: map[string]any{}}
+		in.Spec, _ = json.Marshal(spec)
+		res, err := h.runWith(in, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOutputs(t, res, map[string]any{"to": tc.end, "from": tc.start})
+		if res.Params["end_date"] != tc.end {
+			t.Errorf("result params %v, want end_date %s", res.Params, tc.end)
+		}
+		digests[res.ParamsDigest] = true
+	}
+	if len(digests) != 2 {
+		t.Errorf("runs for two dates share a params digest: %v", digests)
+	}
+
+	// A param may not refer to another param or a node: it is fixed
+	// before anything runs.
+	h := newHarness(t)
+	in := runs.PipelineInput{Params: map[string]any{"end_date": "${params.start_date}"}}
+	in.Spec, _ = json.Marshal(spec)
+	res, err := h.runWith(in, false, nil)
+	if err == nil && res.Status == runs.StatusSucceeded {
+		t.Fatal("a param referring to another param was accepted")
+	}
+	if err == nil || !strings.Contains(err.Error(), `param "end_date": ${params.start_date}: a param's value may use run values`) {
+		t.Errorf("error %v", err)
+	}
+}
