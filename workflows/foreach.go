@@ -319,4 +319,3 @@ func failState(ctx workflow.Context, state *runs.NodeState, attempts int32, err 
 		state.Status, state.Error, state.Reason = runs.NodeCancelled, "", "cancelled while running"
 	}
 }
-

@@ -94,7 +94,7 @@ type pipelineRun struct {
 	index     map[string]int // node id -> position (edges.Index)
 	waiting   map[string]int // node id -> needs not yet succeeded
 	outputs   map[string]map[string]any
-	completed []string // succeeded node ids, in completion order
+	completed []string         // succeeded node ids, in completion order
 	instances []runs.NodeState // foreach instances listed in the result (foreach.go)
 }
 
