@@ -73,6 +73,7 @@ func (r *pipelineRun) runForeach(ctx workflow.Context, node dags.PlanNode) workf
 		return future
 	}
 	base := chunkScope(node, sc)
+	started := workflow.Now(ctx) // the node's time spans its instances'
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		states, err := r.runChunks(ctx, node, items, base)
 		r.listInstances(states)
@@ -87,7 +88,8 @@ func (r *pipelineRun) runForeach(ctx workflow.Context, node dags.PlanNode) workf
 				outs[i] = s.Outputs
 			}
 		}
-		settable.SetValue(nodetype.Result{Outputs: map[string]any{dags.ForeachItems: outs, dags.ForeachCount: len(items)}, Attempt: 1})
+		settable.SetValue(nodetype.Result{Outputs: map[string]any{dags.ForeachItems: outs, dags.ForeachCount: len(items)}, Attempt: 1,
+			StartedAt: started, EndedAt: workflow.Now(ctx)})
 	})
 	return future
 }

@@ -32,7 +32,11 @@ nodes:
     needs: [train]
     with: {all: "${nodes.train.outputs.items}", n: "${nodes.train.outputs.count}"}
 `, nil, nil)
-	wantNode(t, res, "train", runs.NodeSucceeded, 1)
+	// The node's own time spans its instances' (the report and the UI
+	// show it), not the zero time.
+	if tr := wantNode(t, res, "train", runs.NodeSucceeded, 1); tr.StartedAt == nil || tr.StartedAt.IsZero() || tr.EndedAt.Before(*tr.StartedAt) {
+		t.Errorf("train times %v..%v", tr.StartedAt, tr.EndedAt)
+	}
 	wantNode(t, res, "train[0]", runs.NodeSucceeded, 1)
 	wantNode(t, res, "train[2]", runs.NodeSkipped, 0)
 	if got := wantNode(t, res, "train[3]", runs.NodeSucceeded, 1).Outputs["tag"]; got != "jp-v1" {
