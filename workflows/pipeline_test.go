@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -436,4 +437,15 @@ func TestProgressSurvivesLivenessHeartbeats(t *testing.T) {
 	if got := wantNode(t, &res, "a", runs.NodeSucceeded, 2).Outputs["resumed"]; got != "step-42" {
 		t.Errorf("retry resumed from %q, want step-42", got)
 	}
+}
+
+// NewTestWorkflowEnvironment is the suite's, with the SDK's deadlock
+// detector relaxed from 1 s to a minute: on a loaded 2-core CI machine a
+// workflow task of these tests can be descheduled for over a second, which
+// the detector reports as a deadlock though nothing is blocked. Real
+// workers keep the SDK's default.
+func (h *harness) NewTestWorkflowEnvironment() *testsuite.TestWorkflowEnvironment {
+	env := h.WorkflowTestSuite.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	return env
 }
