@@ -242,7 +242,24 @@ func TestTorchWorkerKilledMidTraining(t *testing.T) {
 		}
 		return last
 	}
-	waitFor(t, 90*time.Second, func() bool { return saved() >= 20 })
+	// Kill once the node has recorded a checkpoint to resume from: its
+	// resume.json is written after the checkpoint's files, so files alone
+	// can be caught mid-copy, with nothing recorded yet.
+	recordedStep := func() int64 {
+		for o, err := range e.store.List(ctx, prefix) {
+			if err != nil || !strings.HasSuffix(o.Key, "/command/resume.json") {
+				continue
+			}
+			var r struct {
+				CheckpointStep int64 `json:"checkpoint_step"`
+			}
+			if b, _, err := e.store.GetBytes(ctx, o.Key); err == nil && json.Unmarshal(b, &r) == nil {
+				return r.CheckpointStep
+			}
+		}
+		return 0
+	}
+	waitFor(t, 90*time.Second, func() bool { return recordedStep() >= 20 })
 	ranks := childProcesses(t, first.Process.Pid, "train.py")
 	if len(ranks) != 2 {
 		t.Errorf("the worker runs %d train.py processes (%v), want 2 ranks", len(ranks), ranks)

@@ -30,7 +30,7 @@ func level(pkg string) int {
 		return 4
 	case strings.HasPrefix(pkg, "nodes/"):
 		return 3
-	case pkg == "nodetype", pkg == "runs":
+	case pkg == "nodetype", pkg == "runs", pkg == "schedules":
 		return 2
 	}
 	return 1
@@ -111,7 +111,7 @@ func TestWorkflowsStayLight(t *testing.T) {
 func TestLevels(t *testing.T) {
 	for pkg, want := range map[string]int{
 		"cmd/retrain": 7, "internal/cli": 6, "worker": 5, "workflows": 4, "internal/report": 4,
-		"nodes/train": 3, "nodes/internal/objects": 3, "nodetype": 2, "runs": 2, "dags": 1, "internal/lake": 1,
+		"nodes/train": 3, "nodes/internal/objects": 3, "nodetype": 2, "runs": 2, "schedules": 2, "dags": 1, "internal/lake": 1,
 	} {
 		if got := level(pkg); got != want {
 			t.Errorf("level(%s) = %d, want %d", pkg, got, want)
