@@ -67,6 +67,9 @@ type Config struct {
 	// place of the run id (`retrain dev` serves them and sets it). Runs
 	// link to it from their details in the Web UI.
 	ReportURL string
+	// MetricsAddr is where the worker serves Prometheus metrics at
+	// /metrics (HOST:PORT); empty serves none.
+	MetricsAddr string
 }
 
 // AddFlags registers the worker flags.
@@ -78,6 +81,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.MaxConcurrentActivities, "max-concurrent-activities", 0, "steps run at once on the default queue (0 = SDK default)")
 	fs.IntVar(&c.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 0, "workflow tasks run at once (0 = SDK default)")
 	fs.StringVar(&c.PipelinesDir, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "folder of pipeline YAML files that runs may name (env RETRAIN_PIPELINES)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", os.Getenv("RETRAIN_METRICS_ADDR"), "serve Prometheus metrics at http://HOST:PORT/metrics (env RETRAIN_METRICS_ADDR)")
 	fs.StringVar(&c.ReportURL, "report-url", os.Getenv("RETRAIN_REPORT_URL"), "URL of a run's HTML report, {run} standing for the run id, linked from the Web UI (env RETRAIN_REPORT_URL)")
 	c.Lake.AddFlags(fs)
 	c.Store.AddFlags(fs) // after the lake's: they share --s3-endpoint and --s3-region
@@ -89,6 +93,7 @@ type Worker struct {
 	logger  *slog.Logger
 	lake    *lake.Lazy
 	gpus    GPUHost // nil without --gpu
+	metrics *workerMetrics
 }
 
 // New registers the Pipeline workflow, the resolver and every node type,
@@ -169,18 +174,25 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		ReportURL:           cfg.ReportURL,
 	}
 
-	main := sdkworker.New(c, cfg.TaskQueue, sdkworker.Options{
+	met, err := newWorkerMetrics(c, namespace, cfg.MetricsAddr, logger, gpus, d.GPUs)
+	if err != nil {
+		closeGPUs(gpus, logger)
+		return nil, err
+	}
+	main := sdkworker.New(met.clientOr(c), cfg.TaskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
+		Interceptors:                           met.interceptors(),
 	})
 	workflows.Register(main)
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	registerTypes(main, types, true)
-	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: d.Lake, gpus: gpus}
+	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
 
 	if cfg.GPU {
-		gw := sdkworker.New(c, cfg.GPUQueue, sdkworker.Options{
+		gw := sdkworker.New(met.clientOr(c), cfg.GPUQueue, sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: gpuSlots,
+			Interceptors:                       met.interceptors(),
 		})
 		registerTypes(gw, types, false)
 		w.workers = append(w.workers, gw)
@@ -241,17 +253,21 @@ func registerTypes(w sdkworker.Worker, types []nodetype.Type, withWorkflows bool
 			}
 			continue
 		}
-		w.RegisterActivityWithOptions(nodetype.Activity(t.Run), activity.RegisterOptions{Name: t.TargetName()})
+		w.RegisterActivityWithOptions(instrumented(t.NodeType.Name, nodetype.Activity(t.Run)), activity.RegisterOptions{Name: t.TargetName()})
 	}
 }
 
 // Start starts polling.
 func (w *Worker) Start() error {
+	if err := w.metrics.start(); err != nil {
+		return err
+	}
 	for i, sw := range w.workers {
 		if err := sw.Start(); err != nil {
 			for _, started := range w.workers[:i] {
 				started.Stop()
 			}
+			w.metrics.stop()
 			return fmt.Errorf("start worker: %w", err)
 		}
 	}
@@ -266,8 +282,13 @@ func (w *Worker) Stop() {
 	if err := w.lake.Close(); err != nil {
 		w.logger.Warn("close lake catalog", "error", err)
 	}
+	w.metrics.stop()
 	closeGPUs(w.gpus, w.logger)
 }
+
+// MetricsAddr is the address metrics are served on once started ("" when
+// MetricsAddr was not configured): with port 0 configured, the port picked.
+func (w *Worker) MetricsAddr() string { return w.metrics.Addr() }
 
 // Run polls until ctx is done.
 func (w *Worker) Run(ctx context.Context) error {
