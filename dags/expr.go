@@ -82,6 +82,11 @@ type template []segment
 
 var refBodyRe = regexp.MustCompile(`^(?:params\.([A-Za-z_][A-Za-z0-9_-]*)|nodes\.([A-Za-z][A-Za-z0-9_-]*)\.outputs\.([A-Za-z_][A-Za-z0-9_-]*)|(item_index|item)(?:\.([A-Za-z_][A-Za-z0-9_-]*))?|run\.([A-Za-z_][A-Za-z0-9_]*))$`)
 
+// secretRefRe matches a secret reference, ${secret.NAME}: text the
+// workflow passes through unchanged for the worker to resolve (see
+// nodes/progenv).
+var secretRefRe = regexp.MustCompile(`^\$\{secret\.[A-Za-z0-9_]+\}$`)
+
 // parseTemplate splits s into text and references. "$${" is a literal "${".
 func parseTemplate(s string) (template, error) {
 	var t template
@@ -104,6 +109,14 @@ func parseTemplate(s string) (template, error) {
 				return nil, fmt.Errorf("unterminated reference %q; close it with }", truncate(s[i:]))
 			}
 			raw := s[i : i+end+1]
+			if secretRefRe.MatchString(raw) {
+				// ${secret.NAME} is resolved by the worker when the step
+				// runs, never in the workflow: it stays literal text here
+				// so its value cannot reach workflow history.
+				lit.WriteString(raw)
+				i += end + 1
+				continue
+			}
 			seg, err := parseSegment(raw) // valueexpr.go
 			if err != nil {
 				return nil, err
