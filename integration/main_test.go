@@ -92,7 +92,7 @@ func runChildWorker(queue string) int {
 	}
 	defer c.Close()
 	w, err := worker.New(ctx, c, conn.Namespace, worker.Config{
-		TaskQueue: queue, Pipelines: examples.FS, Store: storage.FromEnv(),
+		TaskQueue: queue, Pipelines: examples.FS, Store: storage.FromEnv(), AllowInlineSpecs: true,
 		Lake: lake.Config{DataDir: os.Getenv(childLakeEnv)}, // empty: no lake
 	}, log)
 	if err != nil {
@@ -125,6 +125,9 @@ func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) {
 	if cfg.Pipelines == nil && cfg.PipelinesDir == "" {
 		cfg.Pipelines = examples.FS
 	}
+	// Test workers are dev-style: most tests send their spec inline.
+	// policy_test.go starts the refusing kind itself.
+	cfg.AllowInlineSpecs = true
 	w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, quiet, opts...)
 	if err != nil {
 		t.Fatal(err)

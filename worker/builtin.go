@@ -34,6 +34,9 @@ type deps struct {
 	// GPUMonitor samples their utilization; both nil without GPUs.
 	GPUs       *gpu.Allocator
 	GPUMonitor gpu.UtilizationReader
+	// AllowCommands are the programs steps may start (the worker's
+	// --allow-commands); empty allows any.
+	AllowCommands []string
 }
 
 // builtin returns every node type retrain ships, each from its package
@@ -44,13 +47,13 @@ func builtin(d deps) []nodetype.Type {
 		d.Logger = slog.Default()
 	}
 	var types []nodetype.Type
-	types = append(types, command.Type(d.Logger), noop.Type())
+	types = append(types, command.TypeWith(command.Deps{Logger: d.Logger, AllowCommands: d.AllowCommands}), noop.Type())
 	types = append(types, lakenode.Types(lakenode.Deps{Catalog: d.Lake, Logger: d.Logger})...)
-	types = append(types, checkpoint.Type(d.Store, d.Logger))
+	types = append(types, checkpoint.TypeWith(checkpoint.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands}))
 	types = append(types, models.Types(d.Store, d.Logger)...)
 	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger}))
-	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor}))
-	types = append(types, evaluate.Type(d.Store, d.Logger))
+	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands}))
+	types = append(types, evaluate.TypeWith(evaluate.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands}))
 	types = append(types, gate.Types()...)
 	return types
 }

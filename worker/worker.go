@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -70,7 +71,23 @@ type Config struct {
 	// MetricsAddr is where the worker serves Prometheus metrics at
 	// /metrics (HOST:PORT); empty serves none.
 	MetricsAddr string
+	// AllowInlineSpecs lets runs bring their own spec instead of naming a
+	// pipeline from PipelinesDir or Pipelines. Off, a client that may
+	// start workflows can only run the operator's pipelines; the dev
+	// stack turns it on (`retrain run FILE`).
+	AllowInlineSpecs bool
+	// AllowCommands lists the programs command nodes, command trainers
+	// and evaluators and checkpoint commands may start: a bare name
+	// matches that program anywhere, an absolute path only that file.
+	// Empty allows any program.
+	AllowCommands []string
 }
+
+// Environment variables that default the policy flags.
+const (
+	EnvAllowInlineSpecs = "RETRAIN_ALLOW_INLINE_SPECS"
+	EnvAllowCommands    = "RETRAIN_ALLOW_COMMANDS"
+)
 
 // AddFlags registers the worker flags.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
@@ -83,6 +100,15 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PipelinesDir, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "folder of pipeline YAML files that runs may name (env RETRAIN_PIPELINES)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", os.Getenv("RETRAIN_METRICS_ADDR"), "serve Prometheus metrics at http://HOST:PORT/metrics (env RETRAIN_METRICS_ADDR)")
 	fs.StringVar(&c.ReportURL, "report-url", os.Getenv("RETRAIN_REPORT_URL"), "URL of a run's HTML report, {run} standing for the run id, linked from the Web UI (env RETRAIN_REPORT_URL)")
+	allowInline, _ := strconv.ParseBool(os.Getenv(EnvAllowInlineSpecs))
+	fs.BoolVar(&c.AllowInlineSpecs, "allow-inline-specs", allowInline,
+		"accept runs that send their own spec; without it runs may only name a pipeline from --pipelines (env "+EnvAllowInlineSpecs+")")
+	var allowCommands []string
+	if v := os.Getenv(EnvAllowCommands); v != "" {
+		allowCommands = strings.Split(v, ",")
+	}
+	fs.StringSliceVar(&c.AllowCommands, "allow-commands", allowCommands,
+		"programs that command, trainer, evaluator and checkpoint steps may start, by name or absolute path, e.g. sh,python3,/usr/bin/python3; empty: any (env "+EnvAllowCommands+")")
 	c.Lake.AddFlags(fs)
 	c.Store.AddFlags(fs) // after the lake's: they share --s3-endpoint and --s3-region
 }
@@ -152,7 +178,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
-	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store}
+	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store, AllowCommands: cfg.AllowCommands}
 	if gpus != nil {
 		d.GPUs = gpu.NewAllocator(gpus, gpu.ByUUID)
 		d.GPUMonitor = gpus
@@ -172,6 +198,13 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		SearchAttributes:    attrs.Pipeline,
 		RunSearchAttributes: attrs.Run,
 		ReportURL:           cfg.ReportURL,
+		AllowInlineSpecs:    cfg.AllowInlineSpecs,
+	}
+	if !cfg.AllowInlineSpecs {
+		logger.Info("runs may only name a pipeline from this worker's folder; inline specs are refused (--allow-inline-specs accepts them)")
+	}
+	if len(cfg.AllowCommands) > 0 {
+		logger.Info("steps may start only the allowed programs", "allow_commands", strings.Join(cfg.AllowCommands, ","))
 	}
 
 	met, err := newWorkerMetrics(c, namespace, cfg.MetricsAddr, logger, gpus, d.GPUs)

@@ -27,7 +27,7 @@ func runWithChild(t *testing.T, nodeYAML string, child func(workflow.Context, no
 	s.SetLogger(nopLogger{})
 	env := s.NewTestWorkflowEnvironment()
 	Register(env)
-	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	env.RegisterActivityWithOptions((&Resolver{AllowInlineSpecs: true, Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	env.RegisterWorkflowWithOptions(child, workflow.RegisterOptions{Name: "TestFanout"})
 	spec, _ := json.Marshal("name: children\nnodes:\n  - id: fan\n    type: fanout\n" + nodeYAML)
 	env.ExecuteWorkflow(runs.PipelineWorkflow, runs.PipelineInput{Spec: spec, SpecFile: "test.yaml"})

@@ -114,7 +114,7 @@ func TestPipelineCurrentDetails(t *testing.T) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	resolver := &Resolver{Registry: reg, ReportURL: "http://reports.test/runs/{run}"}
+	resolver := &Resolver{AllowInlineSpecs: true, Registry: reg, ReportURL: "http://reports.test/runs/{run}"}
 	env.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: "step"})
 	spec, _ := json.Marshal("name: shown\nnodes:\n  - {id: greet, type: step, with: {msg: hi}}\n  - {id: count, type: step, needs: [greet], with: {n: 3}}\n")
@@ -151,7 +151,7 @@ func TestPipelineInvalidSpecKeepsItsType(t *testing.T) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	env.RegisterActivityWithOptions((&Resolver{Registry: reg, SearchAttributes: true}).Resolve,
+	env.RegisterActivityWithOptions((&Resolver{AllowInlineSpecs: true, Registry: reg, SearchAttributes: true}).Resolve,
 		activity.RegisterOptions{Name: runs.ResolveActivity})
 	var labelled []string
 	env.OnUpsertTypedSearchAttributes(temporal.NewSearchAttributes(runs.PipelineKey.ValueSet("cyclic"))).Run(func(mock.Arguments) {

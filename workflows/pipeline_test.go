@@ -73,7 +73,7 @@ func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*ru
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	resolver := &Resolver{Registry: reg}
+	resolver := &Resolver{AllowInlineSpecs: true, Registry: reg}
 	if lib != nil {
 		resolver.Library = dags.NewLibrary(lib)
 	}
@@ -354,7 +354,7 @@ func TestPipelineStateQueryWhileRunning(t *testing.T) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	env.RegisterActivityWithOptions((&Resolver{AllowInlineSpecs: true, Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	release := make(chan struct{})
 	env.RegisterActivityWithOptions(nodetype.Activity(func(ctx context.Context, in nodetype.Input) (map[string]any, error) {
 		if in.Node == "b" {
@@ -415,7 +415,7 @@ func TestProgressSurvivesLivenessHeartbeats(t *testing.T) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	env.RegisterActivityWithOptions((&Resolver{AllowInlineSpecs: true, Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	env.RegisterActivityWithOptions(nodetype.Activity(func(ctx context.Context, in nodetype.Input) (map[string]any, error) {
 		if activity.GetInfo(ctx).Attempt == 1 {
 			nodetype.RecordProgress(ctx, "step-42")

@@ -58,7 +58,7 @@ func runTyped(t *testing.T, spec string, params map[string]any) (*runs.Result, m
 	}
 	step := func(_ context.Context, in nodetype.Input) (map[string]any, error) { return in.With, nil }
 	Register(env)
-	env.RegisterActivityWithOptions((&Resolver{Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	env.RegisterActivityWithOptions((&Resolver{AllowInlineSpecs: true, Registry: reg}).Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	env.RegisterActivityWithOptions(nodetype.Activity(step), activity.RegisterOptions{Name: "step"})
 	env.RegisterActivityWithOptions(nodetype.Activity(typed), activity.RegisterOptions{Name: "typed"})
 	b, _ := json.Marshal(spec)

@@ -59,7 +59,17 @@ type Resolver struct {
 	SearchAttributes    bool
 	RunSearchAttributes bool   // see ResolveOutput.RunSearchAttributes
 	ReportURL           string // see ResolveOutput.ReportURL
+	// AllowInlineSpecs accepts a ResolveInput.Spec; without it a run may
+	// only name a pipeline from Library, so that whoever may start a
+	// workflow cannot make the worker run arbitrary nodes. It is read only
+	// here, in the recorded resolve step, so runs resolved before it
+	// existed replay the same.
+	AllowInlineSpecs bool
 }
+
+// InlineSpecsRefused is the start of the message of a run whose inline
+// spec a worker refused.
+const InlineSpecsRefused = "this worker does not accept inline specs"
 
 // Resolve loads, validates and compiles the pipeline. A spec or params
 // that do not validate fail with errtype.InvalidPipeline, never retried, with a
@@ -109,16 +119,13 @@ func (r *Resolver) source(in ResolveInput) (file string, data []byte, err error)
 	switch {
 	case len(in.Spec) > 0 && in.Pipeline != "":
 		return "", nil, errors.New(`give either "pipeline" or "spec", not both`)
+	case len(in.Spec) > 0 && !r.AllowInlineSpecs:
+		_, data, _ := inlineSpec(in) // for the run's name only
+		return "", data, fmt.Errorf("%s: it runs only the pipelines in its pipeline folder; "+
+			`start the run with {"pipeline": "NAME"}, or start the worker with --allow-inline-specs (env RETRAIN_ALLOW_INLINE_SPECS=true) to accept them`,
+			InlineSpecsRefused)
 	case len(in.Spec) > 0:
-		file = in.SpecFile
-		if file == "" {
-			file = "spec"
-		}
-		var text string
-		if json.Unmarshal(in.Spec, &text) == nil {
-			return file, []byte(text), nil // YAML text
-		}
-		return file, in.Spec, nil // a JSON object is YAML too
+		return inlineSpec(in)
 	case in.Pipeline != "":
 		if r.Library == nil {
 			return "", nil, fmt.Errorf("pipeline %q: this worker has no pipeline folder", in.Pipeline)
@@ -127,4 +134,17 @@ func (r *Resolver) source(in ResolveInput) (file string, data []byte, err error)
 	default:
 		return "", nil, errors.New(`input names no pipeline: give {"pipeline": "NAME"} or {"spec": ...}`)
 	}
+}
+
+// inlineSpec returns a run's own spec and the file name its messages use.
+func inlineSpec(in ResolveInput) (file string, data []byte, err error) {
+	file = in.SpecFile
+	if file == "" {
+		file = "spec"
+	}
+	var text string
+	if json.Unmarshal(in.Spec, &text) == nil {
+		return file, []byte(text), nil // YAML text
+	}
+	return file, in.Spec, nil // a JSON object is YAML too
 }

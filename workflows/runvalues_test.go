@@ -42,7 +42,7 @@ func (h *harness) runWith(in runs.PipelineInput, attrs bool, setup func(env *tes
 		h.t.Fatal(err)
 	}
 	Register(env)
-	env.RegisterActivityWithOptions((&Resolver{Registry: reg, SearchAttributes: attrs, RunSearchAttributes: attrs}).Resolve,
+	env.RegisterActivityWithOptions((&Resolver{AllowInlineSpecs: true, Registry: reg, SearchAttributes: attrs, RunSearchAttributes: attrs}).Resolve,
 		activity.RegisterOptions{Name: runs.ResolveActivity})
 	env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: "step"})
 	if setup != nil {
@@ -190,7 +190,7 @@ func TestRunValuesSearchAttributesOnlyWhenThere(t *testing.T) {
 	env := h.NewTestWorkflowEnvironment()
 	reg, _ := dags.NewRegistry(stepType)
 	Register(env)
-	env.RegisterActivityWithOptions((&Resolver{Registry: reg, SearchAttributes: true}).Resolve,
+	env.RegisterActivityWithOptions((&Resolver{AllowInlineSpecs: true, Registry: reg, SearchAttributes: true}).Resolve,
 		activity.RegisterOptions{Name: runs.ResolveActivity})
 	env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: "step"})
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil).Run(func(args mock.Arguments) {

@@ -27,7 +27,7 @@ func newBenchCommand(app *cli.App) *cobra.Command {
 			}
 			defer os.RemoveAll(dir)
 			log := app.Logger()
-			s, err := startLocal(ctx, app, devstack.Options{DataDir: dir, Headless: true}, 0, worker.Config{}, log)
+			s, err := startLocal(ctx, app, devstack.Options{DataDir: dir, Headless: true}, 0, worker.Config{AllowInlineSpecs: true}, log)
 			if err != nil {
 				return err
 			}

@@ -49,7 +49,7 @@ is temporary). --pipeline hello runs the fan-out/join example instead.`,
 					defer removeAllBut(dir, "reports")
 				}
 			}
-			s, err := startLocal(ctx, app, devstack.Options{DataDir: dataDir, Headless: true}, 0, worker.Config{}, log)
+			s, err := startLocal(ctx, app, devstack.Options{DataDir: dataDir, Headless: true}, 0, worker.Config{AllowInlineSpecs: true}, log)
 			if err != nil {
 				return err
 			}

@@ -83,5 +83,9 @@ func newDevCommand(app *cli.App) *cobra.Command {
 	f.IntVar(&s3Port, "s3-port", 7070, "S3 server port (checkpoints and models; 0 picks a free one)")
 	f.IntVar(&reportPort, "report-port", 8234, "HTTP port serving run reports at /runs/RUN (0 picks a free one)")
 	cfg.AddFlags(f)
+	// The dev stack is one person's: running a spec file (`retrain run
+	// FILE`) is what it is for, so its worker accepts inline specs.
+	cfg.AllowInlineSpecs = true
+	f.Lookup("allow-inline-specs").DefValue = "true"
 	return cmd
 }

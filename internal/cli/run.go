@@ -71,8 +71,20 @@ func NewRunCommand(app *App) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The worker resolves the pipeline (a name it must know, params
+			// its spec must accept, an inline spec it must allow): wait for
+			// that, so a run that can never start fails here, not later in
+			// `status`.
+			outcome, err := awaitResolve(ctx, c, run.ID, resolveWait)
+			if err != nil {
+				return err
+			}
 			app.useNamespaceUI(ctx, cmd, c)
-			fmt.Fprintf(app.Err, "run %s started\n", run.ID)
+			if outcome == resolvePending {
+				fmt.Fprintf(app.Err, "run %s submitted, but no worker has resolved its pipeline yet (is one polling task queue %s?)\n", run.ID, queue)
+			} else {
+				fmt.Fprintf(app.Err, "run %s started\n", run.ID)
+			}
 			if app.UIAddress != "" {
 				fmt.Fprintf(app.Err, "  %s\n", app.RunLink(run.ID, run.RunID))
 			}

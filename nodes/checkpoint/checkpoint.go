@@ -100,6 +100,16 @@ func check(with map[string]any) error {
 type Checkpoints struct {
 	Store  *s3store.Store // nil: no object store configured
 	Logger *slog.Logger
+	// AllowCommands are the programs this worker's operator lets a
+	// checkpoint's command start (its --allow-commands); empty allows any.
+	AllowCommands []string
+}
+
+// Deps are what the checkpoint node type needs from its worker.
+type Deps struct {
+	Store         *s3store.Store // nil: no object store configured
+	Logger        *slog.Logger
+	AllowCommands []string // see Checkpoints.AllowCommands
 }
 
 // rowBatch is how many rows move from a source to the encoder at once.
@@ -509,6 +519,9 @@ func fromParquet(cw *checkpoint.Writer, name string, files []string, opts checkp
 // file first, since types are inferred from all of it.
 func (c *Checkpoints) fromCommand(ctx context.Context, cw *checkpoint.Writer, in nodetype.Input, w With,
 	columns []tabular.Column, opts checkpoint.Options, log *slog.Logger) (checkpoint.Ref, error) {
+	if err := process.CheckProgram(c.AllowCommands, w.Command); err != nil {
+		return checkpoint.Ref{}, err
+	}
 	cmd := process.Command(in, w.Command, w.Dir, w.Env)
 	stderr := process.NewTailWriter(process.OutputTail, log, "stderr")
 	cmd.Stderr = stderr
@@ -634,7 +647,12 @@ func schemaColumns(schema string) []string {
 // Type returns the checkpoint node type; store is nil on a worker without
 // an object store (its nodes then fail as bad input).
 func Type(store *s3store.Store, logger *slog.Logger) nodetype.Type {
-	c := &Checkpoints{Store: store, Logger: logger}
+	return TypeWith(Deps{Store: store, Logger: logger})
+}
+
+// TypeWith returns the checkpoint node type with a worker's deps.
+func TypeWith(d Deps) nodetype.Type {
+	c := &Checkpoints{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands}
 	return nodetype.New(dags.NodeType{
 		Name: Name,
 		Doc: "Materialise a table as Parquet in the object store, under checkpoints/<pipeline>/<run>/<node>/, " +

@@ -74,6 +74,15 @@ func check(with map[string]any) error {
 // Command runs `command` nodes.
 type Command struct {
 	Logger *slog.Logger
+	// AllowCommands are the programs this worker's operator lets nodes
+	// start (its --allow-commands); empty allows any.
+	AllowCommands []string
+}
+
+// Deps are what the command node type needs from its worker.
+type Deps struct {
+	Logger        *slog.Logger
+	AllowCommands []string // see Command.AllowCommands
 }
 
 // Run starts the program in its own process group, streams its output to the
@@ -87,6 +96,9 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 	// every run however the program exits.
 	if len(spec.OKExitCodes) == 0 {
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "ok_exit_codes is empty: no exit code would count as success")
+	}
+	if err := process.CheckProgram(c.AllowCommands, spec.Argv); err != nil {
+		return Outputs{}, err
 	}
 	log := c.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
 
@@ -145,9 +157,14 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 	return Outputs{}, fmt.Errorf("%s exited with code %d; stderr: %s", spec.Argv[0], code, process.LastLines(stderr.Tail(), 5))
 }
 
-// Type returns the command node type.
+// Type returns the command node type, allowed to start any program.
 func Type(logger *slog.Logger) nodetype.Type {
-	c := &Command{Logger: logger}
+	return TypeWith(Deps{Logger: logger})
+}
+
+// TypeWith returns the command node type with a worker's deps.
+func TypeWith(d Deps) nodetype.Type {
+	c := &Command{Logger: d.Logger, AllowCommands: d.AllowCommands}
 	return nodetype.New(dags.NodeType{
 		Name: Name,
 		Doc: "Runs argv directly (no shell unless argv names one) and captures its exit code and output tails. " +

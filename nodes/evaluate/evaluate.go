@@ -18,6 +18,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/trainer"
+	"github.com/retrain-ml/retrain/nodes/internal/process"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -159,6 +160,16 @@ func checkEvaluate(with map[string]any) error {
 type evaluator struct {
 	store  *s3store.Store
 	logger *slog.Logger
+	// allowCommands are the programs this worker's operator lets an
+	// evaluator start (its --allow-commands); empty allows any.
+	allowCommands []string
+}
+
+// Deps are what the evaluate node type needs from its worker.
+type Deps struct {
+	Store         *s3store.Store
+	Logger        *slog.Logger
+	AllowCommands []string // programs an evaluator may start; empty: any
 }
 
 // ModelMetrics is one model's figures on the held-out data, as written to
@@ -197,6 +208,11 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 	}
 	if e.store == nil {
 		return Outputs{}, objects.NoStore()
+	}
+	if len(w.Argv) > 0 { // before any data moves
+		if err := process.CheckProgram(e.allowCommands, w.Argv); err != nil {
+			return Outputs{}, err
+		}
 	}
 	log := e.logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
 	sd, err := split.Open(ctx, e.store, w.Data)
@@ -291,7 +307,12 @@ func evalSummary(scope EvalScope, auc float64, baselineVersion string, base *sco
 
 // Type returns the evaluate node type.
 func Type(store *s3store.Store, logger *slog.Logger) nodetype.Type {
-	e := &evaluator{store: store, logger: logger}
+	return TypeWith(Deps{Store: store, Logger: logger})
+}
+
+// TypeWith returns the evaluate node type with a worker's deps.
+func TypeWith(d Deps) nodetype.Type {
+	e := &evaluator{store: d.Store, logger: d.Logger, allowCommands: d.AllowCommands}
 	return nodetype.New(dags.NodeType{
 		Name: Name,
 		Doc: "Score a candidate model and the model behind an alias of the registry (production: the baseline) on the held-out split: " +

@@ -27,7 +27,7 @@ func runPipeline(t *testing.T, spec string) (*runs.Result, error) {
 	s.SetLogger(log.NewStructuredLogger(nodetest.Quiet))
 	env := s.NewTestWorkflowEnvironment()
 	workflows.Register(env)
-	env.RegisterActivityWithOptions((&workflows.Resolver{Registry: nodetest.Registry(t, types...)}).Resolve,
+	env.RegisterActivityWithOptions((&workflows.Resolver{AllowInlineSpecs: true, Registry: nodetest.Registry(t, types...)}).Resolve,
 		activity.RegisterOptions{Name: runs.ResolveActivity})
 	for _, typ := range types {
 		if typ.Workflow != nil {

@@ -27,6 +27,10 @@ func (r *trainRun) resumeKey() string { return r.prefix + "command/resume.json" 
 // command runs the user's trainer program.
 func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 	w := r.w
+	// Before any data moves: a program the worker refuses never starts.
+	if err := process.CheckProgram(r.t.AllowCommands, w.Argv); err != nil {
+		return Outputs{}, err
+	}
 	store := r.t.Store
 	sd, err := split.Open(ctx, store, w.Data)
 	if err != nil {

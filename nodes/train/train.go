@@ -221,6 +221,9 @@ type Trainers struct {
 	Monitor gpu.UtilizationReader
 	// SamplerConfig tunes the utilization sampler (tests shorten it).
 	SamplerConfig gpu.SamplerConfig
+	// AllowCommands are the programs this worker's operator lets command
+	// trainers start (its --allow-commands); empty allows any.
+	AllowCommands []string
 }
 
 // Type is the train node type, run by t.
@@ -533,10 +536,12 @@ type Deps struct {
 	Logger  *slog.Logger
 	GPUs    *gpu.Allocator
 	Monitor gpu.UtilizationReader
+	// AllowCommands: see Trainers.AllowCommands.
+	AllowCommands []string
 }
 
 // Type returns the train node type.
 func Type(d Deps) nodetype.Type {
-	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor}
+	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands}
 	return t.Type()
 }

@@ -1,0 +1,56 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
+)
+
+const resolveSpec = `name: inline
+nodes:
+  - {id: a, type: step}
+`
+
+// TestResolveInlineSpecPolicy: a resolver refuses a run's own spec unless
+// its worker allows them, saying why and how to allow them, while a
+// pipeline from its folder resolves either way.
+func TestResolveInlineSpecPolicy(t *testing.T) {
+	reg, err := dags.NewRegistry(stepType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := dags.NewLibrary(fstest.MapFS{"inline.yaml": {Data: []byte(resolveSpec)}})
+	spec, _ := json.Marshal(resolveSpec)
+
+	refusing := &Resolver{Registry: reg, Library: lib}
+	_, err = refusing.Resolve(context.Background(), ResolveInput{Spec: spec})
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) || app.Type() != errtype.InvalidPipeline || !app.NonRetryable() {
+		t.Fatalf("refused spec: err = %v, want a non-retryable InvalidPipeline", err)
+	}
+	for _, want := range []string{InlineSpecsRefused, "--allow-inline-specs", "RETRAIN_ALLOW_INLINE_SPECS", `{"pipeline": "NAME"}`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q does not say %q", err, want)
+		}
+	}
+	var failure ResolveFailure
+	if err := app.Details(&failure); err != nil || failure.Pipeline != "inline" {
+		t.Errorf("details = %+v (%v), want the spec's name so the refused run is labelled", failure, err)
+	}
+	if out, err := refusing.Resolve(context.Background(), ResolveInput{Pipeline: "inline"}); err != nil || out.Plan == nil {
+		t.Errorf("named pipeline on a refusing worker: %v", err)
+	}
+
+	allowing := &Resolver{Registry: reg, AllowInlineSpecs: true}
+	if out, err := allowing.Resolve(context.Background(), ResolveInput{Spec: spec}); err != nil || out.Plan == nil {
+		t.Errorf("inline spec on an allowing worker: %v", err)
+	}
+}
