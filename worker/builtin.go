@@ -15,6 +15,7 @@ import (
 	lakenode "github.com/retrain-ml/retrain/nodes/lake"
 	"github.com/retrain-ml/retrain/nodes/models"
 	"github.com/retrain-ml/retrain/nodes/noop"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodes/split"
 	"github.com/retrain-ml/retrain/nodes/train"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -37,6 +38,9 @@ type deps struct {
 	// AllowCommands are the programs steps may start (the worker's
 	// --allow-commands); empty allows any.
 	AllowCommands []string
+	// Env is what programs see of the worker and where local paths may
+	// lie (the worker's --pass-env, --secrets-dir and --allow-paths).
+	Env progenv.Policy
 }
 
 // builtin returns every node type retrain ships, each from its package
@@ -47,13 +51,13 @@ func builtin(d deps) []nodetype.Type {
 		d.Logger = slog.Default()
 	}
 	var types []nodetype.Type
-	types = append(types, command.TypeWith(command.Deps{Logger: d.Logger, AllowCommands: d.AllowCommands}), noop.Type())
+	types = append(types, command.TypeWith(command.Deps{Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}), noop.Type())
 	types = append(types, lakenode.Types(lakenode.Deps{Catalog: d.Lake, Logger: d.Logger})...)
-	types = append(types, checkpoint.TypeWith(checkpoint.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands}))
-	types = append(types, models.Types(d.Store, d.Logger)...)
+	types = append(types, checkpoint.TypeWith(checkpoint.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
+	types = append(types, models.TypesWith(models.Deps{Store: d.Store, Logger: d.Logger, Env: d.Env})...)
 	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger}))
-	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands}))
-	types = append(types, evaluate.TypeWith(evaluate.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands}))
+	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands, Env: d.Env}))
+	types = append(types, evaluate.TypeWith(evaluate.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, gate.Types()...)
 	return types
 }

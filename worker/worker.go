@@ -26,6 +26,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/storage"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/workflows"
@@ -81,6 +82,10 @@ type Config struct {
 	// matches that program anywhere, an absolute path only that file.
 	// Empty allows any program.
 	AllowCommands []string
+	// Env is what programs that steps start see of the worker (the
+	// variables passed on, secrets) and where local paths may lie
+	// (env.go).
+	Env progenv.Policy
 }
 
 // Environment variables that default the policy flags.
@@ -109,6 +114,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.StringSliceVar(&c.AllowCommands, "allow-commands", allowCommands,
 		"programs that command, trainer, evaluator and checkpoint steps may start, by name or absolute path, e.g. sh,python3,/usr/bin/python3; empty: any (env "+EnvAllowCommands+")")
+	addEnvFlags(fs, &c.Env)
 	c.Lake.AddFlags(fs)
 	c.Store.AddFlags(fs) // after the lake's: they share --s3-endpoint and --s3-region
 }
@@ -178,7 +184,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
-	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store, AllowCommands: cfg.AllowCommands}
+	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store, AllowCommands: cfg.AllowCommands, Env: cfg.Env}
 	if gpus != nil {
 		d.GPUs = gpu.NewAllocator(gpus, gpu.ByUUID)
 		d.GPUMonitor = gpus

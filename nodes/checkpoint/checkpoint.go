@@ -17,6 +17,7 @@ import (
 
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
 	"github.com/retrain-ml/retrain/nodes/internal/process"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -45,7 +46,7 @@ type With struct {
 	Dataset string            `json:"dataset" default:"data" doc:"dataset name within the checkpoint"`
 	// MaxFileRows 0 leaves the file size to package checkpoint.
 	MaxFileRows int64             `json:"max_file_rows" doc:"start a new Parquet file after this many rows (default: files of about 128 MiB)"`
-	Env         map[string]string `json:"env" doc:"extra environment of the command"`
+	Env         map[string]string `json:"env" doc:"extra environment of the command (the worker's own is not inherited beyond PATH, HOME, locale and --pass-env); values may hold ${secret.NAME}"`
 	Dir         string            `json:"dir" doc:"working directory of the command"`
 }
 
@@ -103,13 +104,17 @@ type Checkpoints struct {
 	// AllowCommands are the programs this worker's operator lets a
 	// checkpoint's command start (its --allow-commands); empty allows any.
 	AllowCommands []string
+	// Env is what a checkpoint's command sees of the worker (its
+	// environment and secrets) and where a source may lie (AllowPaths).
+	Env progenv.Policy
 }
 
 // Deps are what the checkpoint node type needs from its worker.
 type Deps struct {
 	Store         *s3store.Store // nil: no object store configured
 	Logger        *slog.Logger
-	AllowCommands []string // see Checkpoints.AllowCommands
+	AllowCommands []string       // see Checkpoints.AllowCommands
+	Env           progenv.Policy // see Checkpoints.Env
 }
 
 // rowBatch is how many rows move from a source to the encoder at once.
@@ -130,8 +135,18 @@ func (c *Checkpoints) Run(ctx context.Context, in nodetype.Input, w With) (Outpu
 	}
 	var files []string
 	if w.Source != "" {
+		// Before any file is read: a starter must not copy what it likes
+		// off the worker into the store.
+		if err := c.Env.CheckPath("source", w.Source); err != nil {
+			return Outputs{}, err
+		}
 		if files, err = sourceFiles(w.Source); err != nil {
 			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+		}
+		for _, f := range files { // a link inside an allowed folder may lead out of it
+			if err := c.Env.CheckPath("source", f); err != nil {
+				return Outputs{}, err
+			}
 		}
 	}
 	format, err := sourceFormat(w.Format, files)
@@ -522,8 +537,11 @@ func (c *Checkpoints) fromCommand(ctx context.Context, cw *checkpoint.Writer, in
 	if err := process.CheckProgram(c.AllowCommands, w.Command); err != nil {
 		return checkpoint.Ref{}, err
 	}
-	cmd := process.Command(in, w.Command, w.Dir, w.Env)
-	stderr := process.NewTailWriter(process.OutputTail, log, "stderr")
+	cmd, secrets, err := process.CommandEnv(in, w.Command, w.Dir, c.Env, w.Env)
+	if err != nil {
+		return checkpoint.Ref{}, err
+	}
+	stderr := process.NewTailWriter(process.OutputTail, log, "stderr").Mask(secrets)
 	cmd.Stderr = stderr
 	// A pipe of our own rather than StdoutPipe: Wait closes that one as
 	// soon as the command exits, possibly before its output is read, and
@@ -652,7 +670,7 @@ func Type(store *s3store.Store, logger *slog.Logger) nodetype.Type {
 
 // TypeWith returns the checkpoint node type with a worker's deps.
 func TypeWith(d Deps) nodetype.Type {
-	c := &Checkpoints{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands}
+	c := &Checkpoints{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}
 	return nodetype.New(dags.NodeType{
 		Name: Name,
 		Doc: "Materialise a table as Parquet in the object store, under checkpoints/<pipeline>/<run>/<node>/, " +

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/retrain-ml/retrain/nodes/internal/process"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
@@ -27,7 +28,7 @@ var CommandType = Type(nil).NodeType
 // With is a command node's `with` block.
 type With struct {
 	Argv        []string          `json:"argv" required:"true" doc:"program and arguments"`
-	Env         map[string]string `json:"env" doc:"extra environment; the worker's environment is inherited"`
+	Env         map[string]string `json:"env" doc:"environment of the program, on top of PATH, HOME, locale, TMPDIR, TZ and the names the worker passes on (--pass-env); values may hold ${secret.NAME}, resolved on the worker"`
 	Dir         string            `json:"dir" doc:"working directory"`
 	OKExitCodes []int             `json:"ok_exit_codes" default:"[0]" doc:"exit codes that count as success"`
 }
@@ -77,12 +78,15 @@ type Command struct {
 	// AllowCommands are the programs this worker's operator lets nodes
 	// start (its --allow-commands); empty allows any.
 	AllowCommands []string
+	// Env is what programs see of the worker: its environment and secrets.
+	Env progenv.Policy
 }
 
 // Deps are what the command node type needs from its worker.
 type Deps struct {
 	Logger        *slog.Logger
-	AllowCommands []string // see Command.AllowCommands
+	AllowCommands []string       // see Command.AllowCommands
+	Env           progenv.Policy // see Command.Env
 }
 
 // Run starts the program in its own process group, streams its output to the
@@ -114,12 +118,15 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 		return Outputs{}, fmt.Errorf("outputs folder: %w", err)
 	}
 
-	cmd := process.Command(in, spec.Argv, spec.Dir, spec.Env)
+	cmd, secrets, err := process.CommandEnv(in, spec.Argv, spec.Dir, c.Env, spec.Env)
+	if err != nil {
+		return Outputs{}, err
+	}
 	// Last, so it wins over an env entry of the same name (exec keeps the
 	// last of duplicates); Check refuses one before the run.
 	cmd.Env = append(cmd.Env, OutputsEnv+"="+outputsFile)
-	stdout := process.NewTailWriter(process.OutputTail, log, "stdout")
-	stderr := process.NewTailWriter(process.OutputTail, log, "stderr")
+	stdout := process.NewTailWriter(process.OutputTail, log, "stdout").Mask(secrets)
+	stderr := process.NewTailWriter(process.OutputTail, log, "stderr").Mask(secrets)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 
 	log.Info("command starting", "argv", spec.Argv)
@@ -146,6 +153,10 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 			if err != nil {
 				return Outputs{}, err
 			}
+			// A program may write a secret it was given to its outputs too.
+			if len(secrets) > 0 {
+				extra, _ = progenv.MaskValue(extra, secrets).(map[string]any)
+			}
 			outputs.Extra = extra
 			log.Info("command finished", "exit_code", code, "outputs", len(extra))
 			return outputs, nil
@@ -164,7 +175,7 @@ func Type(logger *slog.Logger) nodetype.Type {
 
 // TypeWith returns the command node type with a worker's deps.
 func TypeWith(d Deps) nodetype.Type {
-	c := &Command{Logger: d.Logger, AllowCommands: d.AllowCommands}
+	c := &Command{Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}
 	return nodetype.New(dags.NodeType{
 		Name: Name,
 		Doc: "Runs argv directly (no shell unless argv names one) and captures its exit code and output tails. " +

@@ -49,7 +49,14 @@ func (a *attempt) runEvaluator(ctx context.Context, role, what, modelDir string)
 
 	// The node's env is appended last, after the contract's, so it
 	// overrides them.
-	cmd := process.Command(a.in, a.w.Argv, a.w.Dir, nil)
+	nodeEnv, err := a.e.env.Resolve(a.w.Env)
+	if err != nil {
+		return scored{}, err
+	}
+	cmd, _, err := process.CommandEnv(a.in, a.w.Argv, a.w.Dir, a.e.env, nil)
+	if err != nil {
+		return scored{}, err
+	}
 	cmd.Env = append(cmd.Env,
 		trainer.EnvModelDir+"="+modelDir,
 		trainer.EnvEvalData+"="+dataDir,
@@ -57,12 +64,10 @@ func (a *attempt) runEvaluator(ctx context.Context, role, what, modelDir string)
 		trainer.EnvPredictionsOut+"="+predsPath,
 		trainer.EnvModelRole+"="+role,
 	)
-	for k, v := range a.w.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = append(cmd.Env, nodeEnv.Vars...)
 	log := a.log.With("role", role)
-	stdout := process.NewTailWriter(process.OutputTail, log, "stdout")
-	stderr := process.NewTailWriter(process.OutputTail, log, "stderr")
+	stdout := process.NewTailWriter(process.OutputTail, log, "stdout").Mask(nodeEnv.Secrets)
+	stderr := process.NewTailWriter(process.OutputTail, log, "stderr").Mask(nodeEnv.Secrets)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	log.Info("evaluator starting", "model", what, "argv", a.w.Argv)
 	if err := cmd.Start(); err != nil {

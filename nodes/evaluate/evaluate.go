@@ -8,6 +8,7 @@ import (
 
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
 	modelsnode "github.com/retrain-ml/retrain/nodes/models"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodes/split"
 	"github.com/retrain-ml/retrain/nodes/train"
 
@@ -43,7 +44,7 @@ type With struct {
 	// evaluator contract: internal/trainer's Env* names).
 	Evaluator  string            `json:"evaluator" default:"builtin" doc:"builtin or command; command says the candidate is another trainer's model and needs argv. Under both, a model folder holding the builtin trainer's model.bin is scored by the builtin scorer and any other model (candidate or baseline) by argv"`
 	Argv       []string          `json:"argv" doc:"the evaluator program and its arguments (no shell unless argv names one), run once per model that is not the builtin trainer's, with RETRAIN_MODEL_DIR, RETRAIN_EVAL_DATA, RETRAIN_METRICS_OUT, RETRAIN_PREDICTIONS_OUT and RETRAIN_MODEL_ROLE (candidate or baseline); taken with evaluator builtin too, to score a baseline of another trainer"`
-	Env        map[string]string `json:"env" doc:"extra environment of the evaluator program"`
+	Env        map[string]string `json:"env" doc:"extra environment of the evaluator program (the worker's own is not inherited beyond PATH, HOME, locale and --pass-env); values may hold ${secret.NAME}"`
 	Dir        string            `json:"dir" doc:"working directory of the evaluator program"`
 	DataFormat string            `json:"data_format" default:"parquet" doc:"how RETRAIN_EVAL_DATA holds the rows to score: parquet (the split's files; predictions follow their rows in file-name order) or npy (NumPy arrays and schema.json; predictions follow the arrays' rows)"`
 }
@@ -163,13 +164,17 @@ type evaluator struct {
 	// allowCommands are the programs this worker's operator lets an
 	// evaluator start (its --allow-commands); empty allows any.
 	allowCommands []string
+	// env is what evaluator programs see of the worker: its environment
+	// and secrets.
+	env progenv.Policy
 }
 
 // Deps are what the evaluate node type needs from its worker.
 type Deps struct {
 	Store         *s3store.Store
 	Logger        *slog.Logger
-	AllowCommands []string // programs an evaluator may start; empty: any
+	AllowCommands []string       // programs an evaluator may start; empty: any
+	Env           progenv.Policy // what evaluator programs see of the worker
 }
 
 // ModelMetrics is one model's figures on the held-out data, as written to
@@ -312,7 +317,7 @@ func Type(store *s3store.Store, logger *slog.Logger) nodetype.Type {
 
 // TypeWith returns the evaluate node type with a worker's deps.
 func TypeWith(d Deps) nodetype.Type {
-	e := &evaluator{store: d.Store, logger: d.Logger, allowCommands: d.AllowCommands}
+	e := &evaluator{store: d.Store, logger: d.Logger, allowCommands: d.AllowCommands, env: d.Env}
 	return nodetype.New(dags.NodeType{
 		Name: Name,
 		Doc: "Score a candidate model and the model behind an alias of the registry (production: the baseline) on the held-out split: " +

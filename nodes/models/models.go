@@ -14,10 +14,12 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 
 	"go.temporal.io/sdk/activity"
 
@@ -57,7 +59,7 @@ type DeployWith struct {
 	DataSnapshots   []string          `json:"data_snapshots" doc:"ids of the training data (checkpoint or table snapshots), recorded with a new version"`
 	Labels          map[string]string `json:"labels" doc:"labels recorded with a new version"`
 	Reason          string            `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that deployed)"`
-	Webhooks        []string          `json:"webhooks" doc:"URLs to POST the new alias to (JSON) after the move"`
+	Webhooks        []string          `json:"webhooks" doc:"URLs to POST the new alias to (JSON) after the move; they may hold ${secret.NAME} (not in the host), resolved on the worker"`
 	WebhookAttempts int               `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
 }
 
@@ -173,6 +175,9 @@ type Models struct {
 	Logger *slog.Logger
 	// HTTP sends webhooks; nil means a client with a 10s timeout.
 	HTTP *http.Client
+	// Env resolves ${secret.NAME} in webhook URLs and says where a local
+	// dir may lie (AllowPaths).
+	Env progenv.Policy
 
 	// webhookBackoff is the wait before a webhook's second attempt,
 	// doubled for each further one; tests shorten it.
@@ -217,6 +222,12 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 	log := m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "model", w.Model)
 
 	var v models.Version
+	if w.Dir != "" && !strings.HasPrefix(w.Dir, "s3://") {
+		// A starter must not copy what it likes off the worker into the store.
+		if err := m.Env.CheckPath("dir", w.Dir); err != nil {
+			return DeployOutputs{}, err
+		}
+	}
 	if w.Dir != "" {
 		dir, cleanup, err := objects.LocalDir(ctx, m.Store, w.Dir)
 		if err != nil {
@@ -473,8 +484,16 @@ func (m *Models) notify(ctx context.Context, w DeployWith, ev webhookEvent, log 
 
 // post sends body to hook, retrying transport errors, 5xx and 429 with
 // exponential backoff.
-func (m *Models) post(ctx context.Context, hook string, body []byte, attempts int) WebhookResult {
-	res := WebhookResult{URL: displayURL(hook)}
+func (m *Models) post(ctx context.Context, hook string, body []byte, attempts int) (res WebhookResult) {
+	// The result shows the URL as written, ${secret.NAME} and all; only
+	// the request gets the values, and errors have them masked.
+	res = WebhookResult{URL: displayURL(hook)}
+	hook, secrets, err := m.Env.ResolveString(hook)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer func() { res.Error = progenv.MaskString(res.Error, secrets) }()
 	client := m.HTTP
 	if client == nil {
 		client = &http.Client{Timeout: webhookTimeout}
@@ -533,7 +552,7 @@ func postOnce(ctx context.Context, client *http.Client, hook string, body []byte
 }
 
 func checkWebhook(s string) error {
-	u, err := url.Parse(s)
+	u, err := url.Parse(progenv.Placeholders(s)) // a secret's value is known only on the worker
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("webhook %q is not an http(s) URL", displayURL(s))
 	}
@@ -558,6 +577,20 @@ func displayURL(s string) string {
 // Types returns the deploy and rollback_model node types; store is nil on a
 // worker without an object store (their nodes then fail as bad input).
 func Types(store *s3store.Store, logger *slog.Logger) []nodetype.Type {
-	m := &Models{Store: store, Logger: logger}
+	return TypesWith(Deps{Store: store, Logger: logger})
+}
+
+// Deps are what the deploy and rollback_model node types need from their
+// worker.
+type Deps struct {
+	Store  *s3store.Store // nil: no object store configured
+	Logger *slog.Logger
+	Env    progenv.Policy // see Models.Env
+}
+
+// TypesWith returns the deploy and rollback_model node types with a
+// worker's deps.
+func TypesWith(d Deps) []nodetype.Type {
+	m := &Models{Store: d.Store, Logger: d.Logger, Env: d.Env}
 	return []nodetype.Type{m.deployType(), m.rollbackModelType()}
 }

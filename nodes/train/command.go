@@ -82,7 +82,15 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 
 	// The node's env is appended last, after the trainer's and the GPU lease's, so
 	// it overrides them.
-	cmd := process.Command(r.in, w.Argv, w.Dir, nil)
+	nodeEnv, err := r.t.Env.Resolve(w.Env)
+	if err != nil {
+		return Outputs{}, err
+	}
+	r.secrets = nodeEnv.Secrets
+	cmd, _, err := process.CommandEnv(r.in, w.Argv, w.Dir, r.t.Env, nil)
+	if err != nil {
+		return Outputs{}, err
+	}
 	cmd.Env = append(cmd.Env, env.Environ()...)
 
 	if w.GPUs > 0 {
@@ -115,9 +123,7 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES=")
 	}
 	cmd.Env = append(cmd.Env, EnvGPUs+"="+strconv.Itoa(w.GPUs))
-	for k, v := range w.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = append(cmd.Env, nodeEnv.Vars...)
 
 	res, err := r.runProgram(ctx, cmd, processCount(w))
 	if err != nil {
@@ -242,7 +248,7 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int) (progra
 // stdout, and returns what waits for it: the error names its exit code
 // or signal and its stderr's tail.
 func (r *trainRun) startOne(cmd *exec.Cmd, stdout *os.File) (func(context.Context) error, error) {
-	stderr := process.NewTailWriter(process.OutputTail, r.log, "stderr")
+	stderr := process.NewTailWriter(process.OutputTail, r.log, "stderr").Mask(r.secrets)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	process.SetProcessGroup(cmd)
 	r.log.Info("trainer starting", "argv", r.w.Argv)
@@ -272,7 +278,7 @@ func (r *trainRun) startRanks(cmd *exec.Cmd, n int, stdout *os.File) (func(conte
 		return nil, err
 	}
 	r.log.Info("trainer starting", "argv", r.w.Argv, "ranks", n)
-	g, err := startRanks(cmd, n, port, stdout, r.log)
+	g, err := startRanks(cmd, n, port, stdout, r.log, r.secrets...)
 	if err != nil {
 		return nil, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
 	}

@@ -103,8 +103,8 @@ type rankGroup struct {
 // exec copies to: exec's Wait would wait for the copy to end, which a child
 // the rank left running (a data loader) can delay until it is killed, and
 // it is killed only once Wait returned. A rank's failure must stop the
-// others at once.
-func startRanks(base *exec.Cmd, n, port int, stdout0 *os.File, log *slog.Logger) (*rankGroup, error) {
+// others at once. The secrets' values are masked in every logged stream.
+func startRanks(base *exec.Cmd, n, port int, stdout0 *os.File, log *slog.Logger, secrets ...string) (*rankGroup, error) {
 	g := &rankGroup{log: log}
 	for rank := range n {
 		cmd := exec.Command(base.Path, base.Args[1:]...)
@@ -112,10 +112,10 @@ func startRanks(base *exec.Cmd, n, port int, stdout0 *os.File, log *slog.Logger)
 		cmd.Dir = base.Dir
 		cmd.Env = append(append([]string(nil), base.Env...), rankEnv(rank, n, port)...)
 		rlog := log.With("rank", rank)
-		stderr := process.NewTailWriter(process.OutputTail, rlog, "stderr")
+		stderr := process.NewTailWriter(process.OutputTail, rlog, "stderr").Mask(secrets)
 		writers := []io.Writer{stderr}
 		if rank > 0 {
-			writers = append(writers, process.NewTailWriter(process.OutputTail, rlog, "stdout"))
+			writers = append(writers, process.NewTailWriter(process.OutputTail, rlog, "stdout").Mask(secrets))
 		}
 		ends, drained, abandon, err := readPipes(writers)
 		if err != nil {

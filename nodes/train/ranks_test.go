@@ -17,6 +17,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodes/split/splittest"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -189,7 +190,8 @@ func TestCommandRanks(t *testing.T) {
 		return nodetype.Input{Pipeline: "test", RunID: run, Node: "train", Type: "train",
 			With: map[string]any{"trainer": "command", "data": split, "argv": []any{"sh", "-c", progressRanks}, "gpus": 2}}
 	}
-	tr := &Trainers{Store: st, Logger: quiet, GPUs: gpu.NewAllocator(fakeGPUs{2}, gpu.ByUUID)}
+	tr := &Trainers{Store: st, Logger: quiet, GPUs: gpu.NewAllocator(fakeGPUs{2}, gpu.ByUUID),
+		Env: progenv.Policy{PassEnv: []string{"FAIL_RANK1"}}} // the fake trainer's knob
 	out, err := nodetest.Run(t, tr.Run, node("k1"), nil)
 	if err != nil {
 		t.Fatal(err)

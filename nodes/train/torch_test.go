@@ -26,6 +26,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodes/split"
 	"github.com/retrain-ml/retrain/nodes/split/splittest"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -117,7 +118,8 @@ func newTorchSetup(t *testing.T, run string) *torchSetup {
 	srv := s3test.Start(t)
 	st := srv.Open(t, "")
 	s := &torchSetup{st: st, split: splittest.Write(t, st, run, 2000, 500), py: py, log: &logBuffer{}}
-	s.tr = &Trainers{Store: st, Logger: slog.New(slog.NewTextHandler(s.log, nil))}
+	s.tr = &Trainers{Store: st, Logger: slog.New(slog.NewTextHandler(s.log, nil)),
+		Env: progenv.Policy{PassEnv: []string{"PYTHONDONTWRITEBYTECODE", "TRAIN_PY_EXIT_AT"}}} // train.py's knobs
 	return s
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodes/split"
 
 	"go.temporal.io/sdk/activity"
@@ -75,7 +76,7 @@ type With struct {
 	CheckpointEvery int64             `json:"checkpoint_every" trainer:"builtin" default:"50" doc:"builtin: steps between checkpoints"`
 
 	Argv []string          `json:"argv" trainer:"command" doc:"command: the trainer program and its arguments (no shell unless argv names one)"`
-	Env  map[string]string `json:"env" trainer:"command" doc:"command: extra environment"`
+	Env  map[string]string `json:"env" trainer:"command" doc:"command: extra environment (the worker's own is not inherited beyond PATH, HOME, locale and --pass-env); values may hold ${secret.NAME}"`
 	Dir  string            `json:"dir" trainer:"command" doc:"command: working directory"`
 	GPUs int               `json:"gpus" trainer:"command" doc:"command: GPUs to lease on the worker (CUDA_VISIBLE_DEVICES, RETRAIN_GPUS); run the node on the GPU queue"`
 	// Processes has no default tag: its default depends on gpus and argv.
@@ -224,6 +225,9 @@ type Trainers struct {
 	// AllowCommands are the programs this worker's operator lets command
 	// trainers start (its --allow-commands); empty allows any.
 	AllowCommands []string
+	// Env is what command trainers see of the worker: its environment
+	// and secrets.
+	Env progenv.Policy
 }
 
 // Type is the train node type, run by t.
@@ -260,6 +264,9 @@ type trainRun struct {
 	log    *slog.Logger
 	prefix string // checkpoints/P/R/N/F/: this node's folder for its inputs
 	guard  trainer.Guard
+	// secrets are the values of the secrets the trainer's env holds,
+	// masked in its logged output and stderr tail.
+	secrets []string
 
 	mu    sync.Mutex
 	curve []CurvePoint
@@ -538,10 +545,11 @@ type Deps struct {
 	Monitor gpu.UtilizationReader
 	// AllowCommands: see Trainers.AllowCommands.
 	AllowCommands []string
+	Env           progenv.Policy // see Trainers.Env
 }
 
 // Type returns the train node type.
 func Type(d Deps) nodetype.Type {
-	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands}
+	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands, Env: d.Env}
 	return t.Type()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodes/split/splittest"
 	"github.com/retrain-ml/retrain/nodetype"
 
@@ -129,7 +130,9 @@ func TestCommandTrainer(t *testing.T) {
 	})
 
 	t.Run("a retry resumes from the last checkpoint", func(t *testing.T) {
-		tr := &Trainers{Store: st, Logger: quiet}
+		// The fake trainer's knobs come from the worker's environment,
+		// which programs get only what --pass-env names of.
+		tr := &Trainers{Store: st, Logger: quiet, Env: progenv.Policy{PassEnv: []string{"FAIL_AT"}}}
 		t.Setenv("FAIL_AT", "5")
 		_, err := nodetest.Run(t, tr.Run, node("c2", nil), nil)
 		if err == nil || !strings.Contains(err.Error(), "crash at 5") {
@@ -153,7 +156,7 @@ func TestCommandTrainer(t *testing.T) {
 	})
 
 	t.Run("divergence kills the trainer and fails for good", func(t *testing.T) {
-		tr := &Trainers{Store: st, Logger: quiet}
+		tr := &Trainers{Store: st, Logger: quiet, Env: progenv.Policy{PassEnv: []string{"NAN_AT"}}}
 		t.Setenv("NAN_AT", "3")
 		_, err := nodetest.Run(t, tr.Run, node("c3", nil), nil)
 		if nodetest.ErrType(err) != errtype.Diverged || !strings.Contains(err.Error(), "step 3") {

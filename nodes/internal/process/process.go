@@ -7,12 +7,12 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -24,13 +24,14 @@ const OutputTail = 4 << 10
 const KillGrace = 5 * time.Second
 
 // Command builds the process a node runs: argv in dir, in its own
-// process group (so WaitOrKill can end all of it), with the worker's
-// environment plus env and the RETRAIN_PIPELINE, RETRAIN_RUN_ID and
-// RETRAIN_NODE variables naming the node.
+// process group (so WaitOrKill can end all of it), with the base of the
+// worker's environment (progenv.BaseVars, not the whole of it: see
+// CommandEnv) plus env, taken literally, and the RETRAIN_PIPELINE,
+// RETRAIN_RUN_ID and RETRAIN_NODE variables naming the node.
 func Command(in nodetype.Input, argv []string, dir string, env map[string]string) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(progenv.Policy{}.Base(),
 		"RETRAIN_PIPELINE="+in.Pipeline, "RETRAIN_RUN_ID="+in.RunID, "RETRAIN_NODE="+in.Node)
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -70,6 +71,10 @@ type TailWriter struct {
 	line   bytes.Buffer
 	log    *slog.Logger
 	stream string
+	// mask hides secret values in logged lines and the tail (env.go).
+	mask    *strings.Replacer
+	maskLen int  // the longest secret's length
+	trimmed bool // buf lost its start
 }
 
 // NewTailWriter returns a TailWriter keeping n bytes, logging lines of
@@ -83,8 +88,9 @@ func (w *TailWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	written := len(p)
 	w.buf = append(w.buf, p...)
-	if len(w.buf) > 2*w.n { // trim rarely, keep appends cheap
-		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.n:]...)
+	if keep := w.n + w.maskLen; len(w.buf) > 2*keep { // trim rarely, keep appends cheap
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-keep:]...)
+		w.trimmed = true
 	}
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
@@ -100,7 +106,11 @@ func (w *TailWriter) Write(p []byte) (int, error) {
 }
 
 func (w *TailWriter) emit() {
-	w.log.Info("output", "stream", w.stream, "line", w.line.String())
+	line := w.line.String()
+	if w.mask != nil {
+		line = w.mask.Replace(line)
+	}
+	w.log.Info("output", "stream", w.stream, "line", line)
 	w.line.Reset()
 }
 
@@ -115,6 +125,9 @@ func (w *TailWriter) Flush() {
 func (w *TailWriter) Tail() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.mask != nil {
+		return w.maskedTail() // env.go
+	}
 	b := w.buf
 	if len(b) > w.n {
 		b = b[len(b)-w.n:]

@@ -1,0 +1,147 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/internal/cli"
+	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/worker"
+)
+
+func randomValue(t *testing.T, prefix string) string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return prefix + hex.EncodeToString(b)
+}
+
+// TestPlantedSecretLeavesNoTrace: a secret planted on the worker
+// (RETRAIN_SECRET_IT_TOKEN) reaches the command through ${secret.IT_TOKEN},
+// and the command prints it, dumps its environment and writes it to its
+// outputs file; the worker's AWS key is not in its environment at all.
+// Neither value is then anywhere in the Temporal server's database files,
+// the worker's log or the run's HTML report, while a marker the command
+// prints next to them is (so the greps do look where the outputs went).
+func TestPlantedSecretLeavesNoTrace(t *testing.T) {
+	secret, awsKey, marker := randomValue(t, "sec-"), randomValue(t, "aws-"), randomValue(t, "marker-")
+	t.Setenv("RETRAIN_SECRET_IT_TOKEN", secret)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", awsKey)
+
+	queue := newQueue(t)
+	logPath := filepath.Join(t.TempDir(), "worker.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w, err := worker.New(context.Background(), tclient, server.Namespace(),
+		worker.Config{TaskQueue: queue, Pipelines: examples.FS, AllowInlineSpecs: true}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			w.Stop()
+		}
+	}()
+
+	res := runSpec(t, queue, `
+name: secrets
+nodes:
+  - id: leak
+    type: command
+    with:
+      argv: ["sh", "-c", "echo \"`+marker+` token=$TOKEN auth=$AUTH\"; env; echo \"token=$TOKEN\" >&2; printf '{\"t\": \"%s\", \"m\": \"`+marker+`\"}' \"$TOKEN\" > \"$RETRAIN_OUTPUTS\""]
+      env: {TOKEN: "${secret.IT_TOKEN}", AUTH: "Bearer ${secret.IT_TOKEN}"}
+  - id: aws
+    type: command
+    needs: [leak]
+    with: {argv: ["sh", "-c", "echo \"aws=$AWS_SECRET_ACCESS_KEY\""]}
+`, nil)
+	wantStatus(t, res, runs.StatusSucceeded)
+	leak := node(t, res, "leak")
+	if got := leak.Outputs["t"]; got != "***" {
+		t.Errorf("leak outputs t = %v, want ***", got)
+	}
+	if out, _ := leak.Outputs["stdout"].(string); !strings.Contains(out, marker+" token=*** auth=Bearer ***") || !strings.Contains(out, "TOKEN=***") {
+		t.Errorf("leak stdout %q", out)
+	}
+	if got := node(t, res, "aws").Outputs["stdout"]; got != "aws=" {
+		t.Errorf("aws stdout = %q: the worker's AWS key reached the command", got)
+	}
+
+	reportPath := filepath.Join(t.TempDir(), "report.html")
+	if err := cli.WriteRunReport(context.Background(), tclient, nil, res, reportPath, cli.ReportLinks{}); err != nil {
+		t.Fatal(err)
+	}
+	w.Stop() // the log is complete
+	stopped = true
+	logFile.Sync()
+
+	files := []string{logPath, reportPath}
+	dbFiles, _ := filepath.Glob(server.DatabasePath() + "*") // the database, its -wal and -shm
+	if len(dbFiles) == 0 {
+		t.Fatalf("no database files at %s", server.DatabasePath())
+	}
+	files = append(files, dbFiles...)
+	// The history reaches the files once the server wrote it: wait for the
+	// marker there, which also proves the grep looks in the right place.
+	var dbHasMarker bool
+	for deadline := time.Now().Add(30 * time.Second); !dbHasMarker && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		for _, f := range dbFiles {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(marker)) {
+				dbHasMarker = true
+			}
+		}
+	}
+	if !dbHasMarker {
+		t.Errorf("the marker the command printed is in none of %v: the grep would prove nothing", dbFiles)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range map[string]string{"the planted secret": secret, "the worker's AWS key": awsKey} {
+			if n := bytes.Count(b, []byte(v)); n > 0 {
+				t.Errorf("%s: %d occurrences of %s", f, n, name)
+			}
+		}
+		t.Logf("%s (%d bytes): neither value found; marker found: %v", filepath.Base(f), len(b), bytes.Contains(b, []byte(marker)))
+	}
+}
+
+// TestMissingSecretFailsNode: a secret the worker does not have fails
+// the node at once (bad input, not retried), naming the secret.
+func TestMissingSecretFailsNode(t *testing.T) {
+	queue := newQueue(t)
+	startWorker(t, queue)
+	res := runSpec(t, queue, `
+name: nosecret
+nodes:
+  - id: n
+    type: command
+    with: {argv: ["true"], env: {K: "${secret.IT_NOT_SET}"}}
+`, nil)
+	wantStatus(t, res, runs.StatusFailed)
+	n := node(t, res, "n")
+	if n.Attempts != 1 || !strings.Contains(n.Error, "IT_NOT_SET") {
+		t.Errorf("n: %s attempts %d: %s", n.Status, n.Attempts, n.Error)
+	}
+}
