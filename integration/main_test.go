@@ -22,6 +22,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/devstack"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/storage"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/temporalconn"
 	"github.com/retrain-ml/retrain/worker"
@@ -94,6 +95,7 @@ func runChildWorker(queue string) int {
 	w, err := worker.New(ctx, c, conn.Namespace, worker.Config{
 		TaskQueue: queue, Pipelines: examples.FS, Store: storage.FromEnv(), AllowInlineSpecs: true,
 		Lake: lake.Config{DataDir: os.Getenv(childLakeEnv)}, // empty: no lake
+		Env:  progenv.Policy{PassEnv: testPassEnv},
 	}, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -105,6 +107,11 @@ func runChildWorker(queue string) int {
 	}
 	return 0
 }
+
+// testPassEnv are the test process's variables that test workers pass on
+// to the programs steps start (--pass-env): PYTHONDONTWRITEBYTECODE keeps
+// __pycache__ out of examples/torch.
+var testPassEnv = []string{"PYTHONDONTWRITEBYTECODE"}
 
 // newQueue returns a task queue no other test uses.
 func newQueue(t *testing.T) string {
@@ -128,6 +135,7 @@ func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) {
 	// Test workers are dev-style: most tests send their spec inline.
 	// policy_test.go starts the refusing kind itself.
 	cfg.AllowInlineSpecs = true
+	cfg.Env.PassEnv = append(cfg.Env.PassEnv, testPassEnv...)
 	w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, quiet, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func torchPython(t *testing.T) string {
 			py, err, bytes.TrimSpace(out))
 	}
 	// Keep __pycache__ out of examples/torch; workers (in this process or
-	// children) pass the environment on to the programs.
+	// children) pass it on to the programs (testPassEnv).
 	t.Setenv("PYTHONDONTWRITEBYTECODE", "1")
 	return py
 }
