@@ -16,6 +16,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
 	"github.com/retrain-ml/retrain/nodes/internal/process"
+	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodes/split"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -201,7 +202,7 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int) (progra
 		defer close(done)
 		eventErr = trainer.ReadEvents(pr, func(e trainer.Event) error {
 			if e.Kind != trainer.ProgressEvent {
-				r.log.Info("output", "stream", "stdout", "line", e.Line)
+				r.log.Info("output", "stream", "stdout", "line", progenv.MaskString(e.Line, r.secrets))
 				return nil
 			}
 			if err := r.guard.CheckEvent(e); err != nil {
