@@ -8,8 +8,9 @@ import (
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
-// CommandEnv is Command under the worker's policy: the program gets the
-// policy's base environment (progenv.BaseVars and the --pass-env names),
+// CommandEnv builds the process a node runs: argv in dir, in its own
+// process group (so WaitOrKill can end all of it), under the worker's
+// policy: the program gets the policy's base environment (progenv.BaseVars and the --pass-env names),
 // the RETRAIN_* variables naming the node, and env with its
 // ${secret.NAME} references resolved. It returns the secret values used,
 // for the node's TailWriters to mask (TailWriter.Mask); a missing secret

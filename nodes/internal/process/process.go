@@ -11,9 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/retrain-ml/retrain/nodes/progenv"
-	"github.com/retrain-ml/retrain/nodetype"
 )
 
 // OutputTail is how much of stdout and stderr a command node keeps as
@@ -22,23 +19,6 @@ const OutputTail = 4 << 10
 
 // KillGrace is how long a cancelled command gets between SIGTERM and SIGKILL.
 const KillGrace = 5 * time.Second
-
-// Command builds the process a node runs: argv in dir, in its own
-// process group (so WaitOrKill can end all of it), with the base of the
-// worker's environment (progenv.BaseVars, not the whole of it: see
-// CommandEnv) plus env, taken literally, and the RETRAIN_PIPELINE,
-// RETRAIN_RUN_ID and RETRAIN_NODE variables naming the node.
-func Command(in nodetype.Input, argv []string, dir string, env map[string]string) *exec.Cmd {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(progenv.Policy{}.Base(),
-		"RETRAIN_PIPELINE="+in.Pipeline, "RETRAIN_RUN_ID="+in.RunID, "RETRAIN_NODE="+in.Node)
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	SetProcessGroup(cmd)
-	return cmd
-}
 
 // WaitOrKill waits for the command; on cancellation it sends SIGTERM to the
 // process group, then SIGKILL after a grace period. Whatever is left of the
