@@ -239,18 +239,7 @@ func TestCTRRetrainScenarios(t *testing.T) {
 		if d := node(t, res, "deploy"); d.Status == runs.NodeSucceeded {
 			t.Fatalf("deploy ran: %+v", d)
 		}
-		var rolledBack bool
-		for _, c := range res.Compensations {
-			if c.ID == "rollback_table" && c.Status == runs.NodeSucceeded {
-				rolledBack = true
-			}
-		}
-		if !rolledBack {
-			t.Fatalf("table not rolled back: %+v", res.Compensations)
-		}
-		if after := e.checksum(t); after.Digest != before.Digest || after.Rows != before.Rows || len(after.Columns) != len(before.Columns) {
-			t.Fatalf("training table changed: before %+v, after %+v", before, after)
-		}
+		e.wantTableRolledBack(t, res, before)
 		if got := e.production(t); got != "v2" {
 			t.Fatalf("production = %q, want v2 still", got)
 		}
@@ -415,5 +404,23 @@ nodes:
 	// Nothing waits any more.
 	if _, err := retrain("approve", run.ID, "--force", "--reason", "again", "--user", "bob"); err == nil {
 		t.Fatal("a finished gate accepted an approval")
+	}
+}
+
+// wantTableRolledBack checks that a failed run's on_failure rolled the
+// training table back and that it holds exactly what it held before.
+func (e *retrainEnv) wantTableRolledBack(t *testing.T, res *runs.Result, before lake.Checksum) {
+	t.Helper()
+	var rolledBack bool
+	for _, c := range res.Compensations {
+		if c.ID == "rollback_table" && c.Status == runs.NodeSucceeded {
+			rolledBack = true
+		}
+	}
+	if !rolledBack {
+		t.Fatalf("table not rolled back: %+v", res.Compensations)
+	}
+	if after := e.checksum(t); after.Digest != before.Digest || after.Rows != before.Rows || len(after.Columns) != len(before.Columns) {
+		t.Fatalf("training table changed: before %+v, after %+v", before, after)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retrain-ml/retrain/internal/torchtest"
 
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/demodata"
@@ -28,29 +29,6 @@ import (
 // starts examples/torch/train.py as 2 DDP ranks (gloo on the CPU) and whose
 // evaluate node scores models with examples/torch/evaluate.py, with the
 // real PyTorch, on the demo data of the retrain tests.
-
-// torchPython returns the Python that imports torch and numpy:
-// $RETRAIN_PYTHON, else /usr/bin/python3 (Debian's python3-torch installs
-// there; the first python3 on PATH may be another one). It skips the test
-// when that Python lacks them.
-func torchPython(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("trains with PyTorch: not in -short")
-	}
-	py := os.Getenv("RETRAIN_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import torch, numpy").CombinedOutput(); err != nil {
-		t.Skipf("%s cannot import torch and numpy (%v: %s): apt-get install python3-torch python3-numpy, or set RETRAIN_PYTHON to a Python that has them",
-			py, err, bytes.TrimSpace(out))
-	}
-	// Keep __pycache__ out of examples/torch; workers (in this process or
-	// children) pass it on to the programs (testPassEnv).
-	t.Setenv("PYTHONDONTWRITEBYTECODE", "1")
-	return py
-}
 
 // torchScripts is the absolute path of examples/torch: the pipeline's
 // scripts param is relative to the worker's working directory otherwise.
@@ -71,7 +49,7 @@ type torchEnv struct {
 
 func newTorchEnv(t *testing.T, inProcessWorker bool) *torchEnv {
 	t.Helper()
-	py := torchPython(t)
+	py := torchtest.Python(t)
 	return &torchEnv{retrainEnv: newRetrainEnv(t, inProcessWorker), py: py, scripts: torchScripts(t)}
 }
 
@@ -391,18 +369,7 @@ func TestTorchDivergence(t *testing.T) {
 			t.Errorf("%s %s after %d attempts: it ran after the divergence", id, n.Status, n.Attempts)
 		}
 	}
-	var rolledBack bool
-	for _, c := range res.Compensations {
-		if c.ID == "rollback_table" && c.Status == runs.NodeSucceeded {
-			rolledBack = true
-		}
-	}
-	if !rolledBack {
-		t.Fatalf("table not rolled back: %+v", res.Compensations)
-	}
-	if after := e.checksum(t); after.Digest != before.Digest || after.Rows != before.Rows || len(after.Columns) != len(before.Columns) {
-		t.Fatalf("training table changed: before %+v, after %+v", before, after)
-	}
+	e.wantTableRolledBack(t, res, before)
 	if got := e.modelVersions(t, "ctr_torch"); len(got) != 0 {
 		t.Fatalf("versions %v after a diverged run", got)
 	}

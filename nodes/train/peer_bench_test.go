@@ -18,9 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/testsuite"
+	"github.com/retrain-ml/retrain/internal/torchtest"
 
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/demodata"
@@ -30,6 +28,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/internal/trainer"
+	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
 	"github.com/retrain-ml/retrain/nodes/internal/objects"
 	"github.com/retrain-ml/retrain/nodes/split"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -50,7 +49,7 @@ import (
 // RETRAIN_PEER_ROWS sets the demo rows (default 500,000 over 5 days, the
 // last day held out); RETRAIN_PYTHON the Python that has torch.
 func BenchmarkPeer(b *testing.B) {
-	py := peerPython(b)
+	py := torchtest.Python(b)
 	ctx := context.Background()
 	rows := int64(500_000)
 	if v, err := strconv.ParseInt(os.Getenv("RETRAIN_PEER_ROWS"), 10, 64); err == nil && v > 0 {
@@ -142,21 +141,6 @@ func torchArgv(b *testing.B, py string) []any {
 		"--transforms", strings.Join(tr, ",")}
 }
 
-// peerPython is torchPython for a benchmark: $RETRAIN_PYTHON, else
-// /usr/bin/python3, skipping when it lacks torch or numpy.
-func peerPython(b *testing.B) string {
-	py := os.Getenv("RETRAIN_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import torch, numpy").CombinedOutput(); err != nil {
-		b.Skipf("%s cannot import torch and numpy (%v: %s): apt-get install python3-torch python3-numpy, or set RETRAIN_PYTHON",
-			py, err, bytes.TrimSpace(out))
-	}
-	b.Setenv("PYTHONDONTWRITEBYTECODE", "1")
-	return py
-}
-
 // demoSplit writes the demo data set into a local lake, stages and
 // promotes ctr-retrain's user and ad features, and splits it as
 // ctr-retrain does (the last day held out); it returns the split's URI.
@@ -206,23 +190,15 @@ func toAny(s []string) []any {
 	return out
 }
 
-// runNode runs a node function in the activity wrapper, as nodetest.Run
-// does for a *testing.T.
+// runNode runs a node function in the activity wrapper (nodetest.Run) and
+// stops the benchmark if it fails.
 func runNode(b *testing.B, fn nodetype.Func, in nodetype.Input) map[string]any {
 	b.Helper()
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(quiet))
-	env := s.NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(nodetype.Activity(fn), activity.RegisterOptions{Name: in.Type})
-	v, err := env.ExecuteActivity(in.Type, in)
+	out, err := nodetest.Run(b, fn, in, nil)
 	if err != nil {
 		b.Fatalf("node %s: %v", in.Node, err)
 	}
-	var res nodetype.Result
-	if err := v.Get(&res); err != nil {
-		b.Fatal(err)
-	}
-	return res.Outputs
+	return out
 }
 
 // peerResult is one trainer's figures.

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrain-ml/retrain/internal/torchtest"
+
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/npy"
@@ -34,27 +36,6 @@ import (
 
 // The tests below run examples/torch/train.py and evaluate.py with the
 // real PyTorch, as 2 ranks over gloo on the CPU.
-
-// torchPython returns the Python that has torch and numpy: $RETRAIN_PYTHON,
-// else /usr/bin/python3 (Debian's python3-torch installs there, and the
-// first python3 on PATH may be another one).
-func torchPython(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("trains with PyTorch: not in -short")
-	}
-	py := os.Getenv("RETRAIN_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import torch, numpy").CombinedOutput(); err != nil {
-		t.Skipf("%s cannot import torch and numpy (%v: %s): apt-get install python3-torch python3-numpy, or set RETRAIN_PYTHON to a Python that has them",
-			py, err, bytes.TrimSpace(out))
-	}
-	// Keep __pycache__ out of examples/torch.
-	t.Setenv("PYTHONDONTWRITEBYTECODE", "1")
-	return py
-}
 
 func example(t *testing.T, name string) string {
 	t.Helper()
@@ -114,7 +95,7 @@ type torchSetup struct {
 }
 
 func newTorchSetup(t *testing.T, run string) *torchSetup {
-	py := torchPython(t)
+	py := torchtest.Python(t)
 	srv := s3test.Start(t)
 	st := srv.Open(t, "")
 	s := &torchSetup{st: st, split: splittest.Write(t, st, run, 2000, 500), py: py, log: &logBuffer{}}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -15,9 +16,10 @@ import (
 // Run runs a node function as a Temporal activity, in the activity wrapper
 // every node runs in, with heartbeat details of an earlier attempt when
 // given.
-func Run(t *testing.T, fn nodetype.Func, in nodetype.Input, heartbeat any) (map[string]any, error) {
+func Run(t testing.TB, fn nodetype.Func, in nodetype.Input, heartbeat any) (map[string]any, error) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(Quiet)) // the SDK's test logger prints every heartbeat
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivityWithOptions(nodetype.Activity(fn), activity.RegisterOptions{Name: in.Type})
 	if heartbeat != nil {

@@ -1,0 +1,35 @@
+// Package torchtest finds the Python that the PyTorch tests and benchmarks
+// run examples/torch with, and skips them, saying how to install it, where
+// there is none.
+package torchtest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Python returns the Python that imports torch and numpy: $RETRAIN_PYTHON,
+// else /usr/bin/python3 (Debian's python3-torch installs there; the first
+// python3 on PATH may be another interpreter). It skips tb under -short
+// (these train models) and when that Python lacks torch or numpy. It sets
+// PYTHONDONTWRITEBYTECODE so runs leave no __pycache__ in examples/torch;
+// workers pass it on to the programs they start only where a test's
+// --pass-env lists it.
+func Python(tb testing.TB) string {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("trains with PyTorch: not in -short")
+	}
+	py := os.Getenv("RETRAIN_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, "-c", "import torch, numpy").CombinedOutput(); err != nil {
+		tb.Skipf("%s cannot import torch and numpy (%v: %s): apt-get install python3-torch python3-numpy, or set RETRAIN_PYTHON to a Python that has them",
+			py, err, bytes.TrimSpace(out))
+	}
+	tb.Setenv("PYTHONDONTWRITEBYTECODE", "1")
+	return py
+}
