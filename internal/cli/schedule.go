@@ -166,14 +166,28 @@ func resolveScheduleID(ctx context.Context, c client.Client, arg string) (string
 	if strings.Contains(arg, "/") {
 		return schedules.Prefix + arg, nil
 	}
-	ids, err := schedules.ListIDs(ctx, c)
-	if err != nil {
-		return "", err
-	}
+	// The list reads visibility, which lags a just-applied schedule by a
+	// moment; a short name that is not there yet is looked for again
+	// for a few seconds before it is reported missing.
 	var match []string
-	for _, id := range ids {
-		if _, sc, ok := schedules.Split(id); ok && sc == arg {
-			match = append(match, id)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		ids, err := schedules.ListIDs(ctx, c)
+		if err != nil {
+			return "", err
+		}
+		match = match[:0]
+		for _, id := range ids {
+			if _, sc, ok := schedules.Split(id); ok && sc == arg {
+				match = append(match, id)
+			}
+		}
+		if len(match) > 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 	switch len(match) {
