@@ -28,7 +28,7 @@ func level(pkg string) int {
 		return 5
 	case pkg == "workflows", pkg == "internal/report":
 		return 4
-	case strings.HasPrefix(pkg, "nodes/"):
+	case strings.HasPrefix(pkg, "nodes/"), pkg == "internal/tracing": // tracing reads runs' and nodetype's inputs
 		return 3
 	case pkg == "nodetype", pkg == "runs", pkg == "schedules":
 		return 2
