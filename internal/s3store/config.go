@@ -45,7 +45,20 @@ type Config struct {
 	// OpenTimeout bounds Open's reachability check. Default 15s.
 	OpenTimeout time.Duration
 
-	// Logger receives debug logs of each operation. Default slog.Default().
+	// MaxAttempts bounds the attempts of one S3 request, the first one
+	// included, and MaxBackoff the wait between two. Defaults: 10 and
+	// 10s, which outlive an endpoint that is down for 30 s (retry.go).
+	// Open's own reachability check keeps the SDK's 3 attempts.
+	MaxAttempts int
+	MaxBackoff  time.Duration
+
+	// OnRetry, when set, is told of every request sent again after a
+	// retryable failure (after the Store has logged it at Warn), for
+	// example to count it in a metric. It must not block.
+	OnRetry func(RetryEvent)
+
+	// Logger receives debug logs of each operation and a warning for
+	// each retried request. Default slog.Default().
 	Logger *slog.Logger
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -26,6 +27,8 @@ type Store struct {
 	endpoint string // for messages, without user information
 	log      *slog.Logger
 	redact   redactor
+	onRetry  func(RetryEvent)
+	retries  atomic.Int64
 }
 
 // Open connects to the bucket named by cfg.URI and checks that it is
@@ -39,10 +42,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.AccessKeyID != "" && cfg.SecretAccessKey == "" {
 		return nil, newError(opOpen, "", nil, "AccessKeyID is set but SecretAccessKey is empty")
 	}
+	if cfg.MaxAttempts < 0 || cfg.MaxBackoff < 0 {
+		return nil, newError(opOpen, "", nil, fmt.Sprintf("MaxAttempts %d and MaxBackoff %v must not be negative (0 takes the default)", cfg.MaxAttempts, cfg.MaxBackoff))
+	}
 	s := &Store{
-		bucket: root.Bucket,
-		prefix: strings.TrimSuffix(root.Key, "/"),
-		log:    cmp.Or(cfg.Logger, slog.Default()),
+		bucket:  root.Bucket,
+		prefix:  strings.TrimSuffix(root.Key, "/"),
+		log:     cmp.Or(cfg.Logger, slog.Default()),
+		onRetry: cfg.OnRetry,
 		// Until the credentials are known, redact whatever the caller gave.
 		redact: newRedactor(cfg.SecretAccessKey, cfg.SessionToken, cfg.AccessKeyID),
 	}
@@ -84,6 +91,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// Objects written by other tools may have no checksum; that is not
 		// worth a warning on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true
+		o.Retryer = retryer(cfg)
+		o.APIOptions = append(o.APIOptions, s.countRetries)
 	})
 	s.endpoint = displayEndpoint(aws.ToString(s.client.Options().BaseEndpoint))
 	if s.endpoint == "" {
@@ -105,7 +114,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 // checkBucket sends HeadBucket and turns its failure into advice.
 func (s *Store) checkBucket(ctx context.Context) error {
-	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)})
+	_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)}, openAttempts)
 	if err == nil {
 		return nil
 	}
@@ -114,7 +123,7 @@ func (s *Store) checkBucket(ctx context.Context) error {
 		// A HEAD response has no body to say what was not found: some
 		// servers (versitygw) answer an unknown access key with 404 too.
 		// A GET-style request of the same bucket brings the error code.
-		_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), MaxKeys: aws.Int32(1)})
+		_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), MaxKeys: aws.Int32(1)}, openAttempts)
 		if err == nil {
 			return nil
 		}
