@@ -501,6 +501,20 @@ func (d *Data) Len() int { return len(d.Label) }
 
 // Load builds Data from rows as parquet-go reads them into map[string]any.
 func Load(s Schema, rows []any) (*Data, error) {
+	d, err := LoadBatch(s, rows)
+	if err != nil {
+		return nil, err
+	}
+	if d.RequestID != nil {
+		d.sortByRequest()
+	}
+	return d, nil
+}
+
+// LoadBatch is Load without the sort: one batch of a dataset streamed in
+// file order, for code that must not hold the whole dataset (a
+// [SpillSource] restores the request id order chunk by chunk).
+func LoadBatch(s Schema, rows []any) (*Data, error) {
 	d := &Data{dense: map[string][]float32{}, ids: map[string][][]uint64{}}
 	n := len(rows)
 	if s.RequestID != "" {
@@ -555,9 +569,6 @@ func Load(s Schema, rows []any) (*Data, error) {
 				d.ids[c.Name][i] = anyInts(v)
 			}
 		}
-	}
-	if d.RequestID != nil {
-		d.sortByRequest()
 	}
 	return d, nil
 }

@@ -3,7 +3,9 @@ package split
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"path"
 	"path/filepath"
 
@@ -60,6 +62,47 @@ func (s *Data) Load(ctx context.Context, store *s3store.Store, name string) (*da
 		return nil, nodetype.Permanent(errtype.BadInput, "%s data: %v", name, err)
 	}
 	return d, nil
+}
+
+// BatchRows is how many rows Batches hands over at once.
+const BatchRows = 8192
+
+// Batches streams one dataset of the split in file order, BatchRows rows
+// at a time, each batch as dataset.LoadBatch builds it: what train and
+// evaluate read instead of Load, so that their memory does not grow with
+// the table.
+func (s *Data) Batches(ctx context.Context, store *s3store.Store, name string, fn func(*dataset.Data) error) error {
+	r, err := checkpoint.Open[any](ctx, store, checkpoint.Ref{Manifest: s.ManifestKey, Dataset: name})
+	if err != nil {
+		return fmt.Errorf("read the %s data: %w", name, err)
+	}
+	defer r.Close()
+	buf := make([]any, BatchRows)
+	for {
+		n, rerr := r.Read(buf)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("read the %s data: %w", name, rerr)
+		}
+		if n > 0 {
+			d, err := dataset.LoadBatch(s.Record.Schema, buf[:n])
+			if err != nil {
+				return nodetype.Permanent(errtype.BadInput, "%s data: %v", name, err)
+			}
+			if err := fn(d); err != nil {
+				return err
+			}
+		}
+		if rerr != nil {
+			return nil
+		}
+		clear(buf[:n]) // let the batch's rows go before the next is read
+	}
+}
+
+// Rows returns the row count of one dataset, as the manifest records it.
+func (s *Data) Rows(name string) int64 {
+	ds, _ := s.Manifest.Dataset(name)
+	return ds.Rows
 }
 
 // Download copies one dataset's Parquet files into dir, for a trainer

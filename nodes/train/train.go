@@ -21,6 +21,7 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -424,12 +425,7 @@ func (r *trainRun) builtin(ctx context.Context) (Outputs, error) {
 			return Outputs{}, nodetype.Permanent(errtype.BadInput, "transforms: %s: %v", name, err)
 		}
 	}
-	data, err := sd.Load(ctx, store, split.TrainDataset)
-	if err != nil {
-		return Outputs{}, err
-	}
-	examples, err := data.Examples(dense, sparse)
-	if err != nil {
+	if err := schema.HasFeatures(dense, sparse); err != nil {
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 
@@ -455,7 +451,15 @@ func (r *trainRun) builtin(ctx context.Context) (Outputs, error) {
 	if hb, ok := earlier(ctx); ok {
 		r.log.Info("retried attempt; resuming from the latest checkpoint", "heartbeat_step", hb.Step, "heartbeat_checkpoint", hb.Checkpoint)
 	}
-	src := trainer.NewMemorySource(examples, cfg.Seed, w.Epochs)
+	// The split is streamed once into chunk files on local disk, and the
+	// epochs read them a chunk at a time: memory stays bounded by the
+	// chunk, not the table (see dataset.SpillSource for the order).
+	src, err := spillSplit(ctx, sd, store, dense, sparse, cfg.Seed, w.Epochs)
+	if err != nil {
+		return Outputs{}, err
+	}
+	defer src.Close()
+	r.log.Info("split spilled to local chunks", "rows", src.Rows(), "chunks", src.Chunks())
 	// An earlier attempt's curve, continued from the step training
 	// resumes at (known only once Run has restored its checkpoint).
 	prior := r.storedCurve(ctx)
@@ -507,8 +511,23 @@ func (r *trainRun) builtin(ctx context.Context) (Outputs, error) {
 		Loss:         finite(res.Loss),
 		LossCurveURI: curveURI,
 		Checkpoint:   res.Checkpoint,
-		TrainRows:    int64(len(examples)),
+		TrainRows:    src.Rows(),
 	}, nil
+}
+
+// spillSplit streams the split's training rows into a spill and returns
+// the source over it.
+func spillSplit(ctx context.Context, sd *split.Data, store *s3store.Store, dense, sparse []string, seed uint64, epochs int64) (*dataset.SpillSource, error) {
+	sp, err := dataset.NewSpill(dataset.SpillConfig{Dense: dense, Sparse: sparse, Rows: sd.Rows(split.TrainDataset)})
+	if err != nil {
+		return nil, err
+	}
+	err = sd.Batches(ctx, store, split.TrainDataset, sp.Add)
+	if err != nil {
+		sp.Close()
+		return nil, err
+	}
+	return sp.Source(seed, epochs, sd.Record.Schema.RequestID != "")
 }
 
 func indexOf(names []string, name string) int {
