@@ -13,6 +13,7 @@ import (
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -62,7 +63,7 @@ type PromoteOutputs struct {
 func (l *Lake) promoteType() nodetype.Type {
 	return nodetype.NewWorkflow[PromoteWith, PromoteOutputs](dags.NodeType{
 		Name:  "promote_features",
-		Doc:   "Stage 2 of a feature backfill: join staging tables into the training table bucket by bucket (one activity per bucket group) and commit one snapshot replacing the affected partitions; redone if another commit lands first.",
+		Doc:   "Stage 2 of a feature backfill: join staging tables into the training table bucket by bucket (one activity per bucket group, on any worker of the queue; a dead worker's group moves to another after at most 10 s without a heartbeat) and commit, exactly once, one snapshot replacing the affected partitions; redone if another commit lands first.",
 		Check: CheckDates,
 	}, PromoteWorkflow, PromoteFeatures, map[string]any{
 		PromotePlanActivity:    l.PromotePlan,
@@ -163,7 +164,27 @@ func promoteActivityOptions(o *nodetype.Options) workflow.ActivityOptions {
 	}
 	retry := nodetype.RetryPolicy(o.Retry)
 	retry.NonRetryableErrorTypes = append(slices.Clone(retry.NonRetryableErrorTypes), never...)
-	return workflow.ActivityOptions{StartToCloseTimeout: o.Timeout, HeartbeatTimeout: o.Heartbeat, RetryPolicy: retry}
+	return workflow.ActivityOptions{StartToCloseTimeout: o.Timeout, HeartbeatTimeout: promoteHeartbeat(o.Heartbeat), RetryPolicy: retry}
+}
+
+// PromoteHeartbeat is the longest heartbeat timeout of a promotion's
+// activities: how long a group whose worker died (SIGKILL, OOM, a lost
+// host) waits before Temporal hands it to another worker of the queue.
+const PromoteHeartbeat = 10 * time.Second
+
+// promoteHeartbeat caps the node's heartbeat timeout at PromoteHeartbeat,
+// and turns a disabled one (0) into PromoteHeartbeat. The activities
+// heartbeat from a keep-alive goroutine (nodetype.StartKeepAlive), not
+// from their progress: a heartbeat proves only that the worker process is
+// alive, so a long timeout buys no tolerance for slow groups and only
+// delays the retry of a dead worker's group, by up to the node's default
+// 30 s; and with none at all such a group would wait out the node's
+// whole timeout. A shorter timeout the node sets is kept.
+func promoteHeartbeat(node time.Duration) time.Duration {
+	if node <= 0 || node > PromoteHeartbeat {
+		return PromoteHeartbeat
+	}
+	return node
 }
 
 // summarized names an activity in the Web UI's timeline (user metadata,
@@ -230,8 +251,37 @@ func (l *Lake) PromoteBuckets(ctx context.Context, in PromoteBucketsInput) (feat
 	}
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
+	if err := checkPlanLake(ctx, cat, in.Plan); err != nil {
+		return features.BucketResult{}, err
+	}
 	res, err := features.PromoteBuckets(ctx, cat, in.Plan, in.Buckets, l.Logger)
 	return res, Error(err)
+}
+
+// checkPlanLake checks that this worker's lake is the one the plan was
+// made on: its training table knows the plan's base snapshot. Bucket
+// groups and the commit run on whichever worker of the queue polls them
+// first, and each opens the lake its own flags name. A worker configured
+// with another lake would otherwise fail the node for good (its table is
+// missing: bad input) or, holding a table of the same name (two dev
+// stacks with the demo data), see it "moved" and make the promotion
+// replan until it gives up as contended. The error is retryable: a retry
+// may reach a worker that is configured right, and it names this worker's
+// lake so the operator can see which one is not.
+func checkPlanLake(ctx context.Context, cat *lake.Catalog, plan *features.PromotionPlan) error {
+	if plan == nil {
+		return nodetype.Permanent(errtype.BadInput, "no promotion plan given")
+	}
+	tbl, err := cat.Load(ctx, plan.Spec.Training)
+	switch {
+	case errors.Is(err, lake.ErrNoSuchTable):
+		return fmt.Errorf("training table %s, on which the promotion was planned, is not in this worker's lake (%s): every worker of the task queue must use the same catalog and warehouse", plan.Spec.Training, cat.Config())
+	case err != nil:
+		return err
+	case tbl.Metadata().SnapshotByID(plan.BaseSnapshot) == nil:
+		return fmt.Errorf("training table %s in this worker's lake (%s) has no snapshot %d, on which the promotion was planned: every worker of the task queue must use the same catalog and warehouse", plan.Spec.Training, cat.Config(), plan.BaseSnapshot)
+	}
+	return nil
 }
 
 // PromoteCommit lands a round, or reports that it lost a race.
@@ -242,6 +292,9 @@ func (l *Lake) PromoteCommit(ctx context.Context, in PromoteCommitInput) (featur
 	}
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
+	if err := checkPlanLake(ctx, cat, in.Plan); err != nil {
+		return features.CommitResult{}, err
+	}
 	res, err := features.CommitPromotion(ctx, cat, in.Plan, in.Results, l.Logger)
 	return res, Error(err)
 }

@@ -17,7 +17,9 @@ import (
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/demodata"
 	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/lake"
 )
 
 // promoteFakes stands in for the lake: the first commit loses a race, so
@@ -169,8 +171,9 @@ func TestPromoteRunsOnTheNodesOptions(t *testing.T) {
 		if info.Attempt != 1 {
 			t.Errorf("bucket activity attempt %d: max_attempts 1 allows no retry", info.Attempt)
 		}
-		if info.StartToCloseTimeout != 7*time.Minute || info.HeartbeatTimeout != 20*time.Second {
-			t.Errorf("bucket activity timeouts %v / heartbeat %v, want the node's 7m / 20s", info.StartToCloseTimeout, info.HeartbeatTimeout)
+		// The node's 20 s heartbeat is capped (promoteHeartbeat).
+		if info.StartToCloseTimeout != 7*time.Minute || info.HeartbeatTimeout != PromoteHeartbeat {
+			t.Errorf("bucket activity timeouts %v / heartbeat %v, want the node's 7m / the cap %v", info.StartToCloseTimeout, info.HeartbeatTimeout, PromoteHeartbeat)
 		}
 		if info.RetryPolicy != nil && info.RetryPolicy.MaximumAttempts != 1 {
 			t.Errorf("bucket activity retry policy %+v, want max attempts 1", info.RetryPolicy)
@@ -191,5 +194,81 @@ func TestPromoteRunsOnTheNodesOptions(t *testing.T) {
 	}
 	if !retried || f.commits != 1 {
 		t.Errorf("without node options: retried %v, commits %d", retried, f.commits)
+	}
+}
+
+// TestPromoteHeartbeat: a promotion's activities heartbeat from a
+// keep-alive, so their timeout only decides how soon a dead worker's group
+// moves to another worker: the node's timeout is capped, a disabled one
+// gets the cap, and a shorter one is kept.
+func TestPromoteHeartbeat(t *testing.T) {
+	for _, c := range []struct{ node, want time.Duration }{
+		{0, PromoteHeartbeat},
+		{-time.Second, PromoteHeartbeat},
+		{30 * time.Second, PromoteHeartbeat},
+		{PromoteHeartbeat, PromoteHeartbeat},
+		{3 * time.Second, 3 * time.Second},
+	} {
+		if got := promoteHeartbeat(c.node); got != c.want {
+			t.Errorf("node heartbeat %v: activities get %v, want %v", c.node, got, c.want)
+		}
+		opts := promoteActivityOptions(&nodetype.Options{Timeout: time.Hour, Heartbeat: c.node, Retry: dags.DefaultRetry()})
+		if opts.HeartbeatTimeout != c.want {
+			t.Errorf("node heartbeat %v: activity options say %v, want %v", c.node, opts.HeartbeatTimeout, c.want)
+		}
+	}
+}
+
+// TestPromoteGroupOnAnotherLake: a bucket group or commit that reaches a
+// worker whose lake is not the one the plan was made on fails retryably,
+// naming that worker's lake, instead of failing the node as bad input
+// (no such table) or making the promotion replan as if it had lost a race
+// (a table of the same name at other snapshots, as two dev stacks with
+// the demo data have).
+func TestPromoteGroupOnAnotherLake(t *testing.T) {
+	ctx := context.Background()
+	open := func(demo bool) *lake.Catalog {
+		cat, err := lake.Open(ctx, lake.Config{DataDir: t.TempDir()}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cat.Close() })
+		if demo {
+			cfg := demodata.Config{Rows: 300, Days: 2, Seed: 3, Users: 30, Ads: 10}
+			if _, err := demodata.Write(ctx, cat, cfg, demodata.DefaultTables, false, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cat
+	}
+	planned, other, empty := open(true), open(true), open(false)
+	tbl, err := planned.Load(ctx, "ml.training")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := &features.PromotionPlan{Spec: features.PromoteSpec{Training: "ml.training"}, BaseSnapshot: tbl.CurrentSnapshot().SnapshotID}
+	if err := checkPlanLake(ctx, planned, plan); err != nil {
+		t.Fatalf("the planner's own lake: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		cat  *lake.Catalog
+		want string
+	}{
+		{"same table name, other snapshots", other, "has no snapshot"},
+		{"no such table", empty, "is not in this worker's lake"},
+	} {
+		err := checkPlanLake(ctx, c.cat, plan)
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.NonRetryable() {
+			t.Errorf("%s: %v is not retryable; another worker may be configured right", c.name, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, c.want) || !strings.Contains(msg, c.cat.Config().String()) {
+			t.Errorf("%s: %q, want %q and the worker's lake %q", c.name, msg, c.want, c.cat.Config())
+		}
 	}
 }
