@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 )
 
@@ -29,6 +30,9 @@ type Options struct {
 	TLSServerName string
 	TLS           bool   // TLS with the system roots, no client certificate
 	APIKey        string // Temporal Cloud API key; implies TLS
+	// Interceptors go into every client dialled with these options (and
+	// the workers made from it): tracing, when a command turns it on.
+	Interceptors []interceptor.ClientInterceptor
 }
 
 // AddFlags registers the connection flags. Defaults come from RETRAIN_*
@@ -53,7 +57,7 @@ func envOr(key, def string) string {
 
 // ClientOptions builds the SDK client options.
 func (o Options) ClientOptions(logger *slog.Logger) (client.Options, error) {
-	opts := client.Options{HostPort: o.Address, Namespace: o.Namespace}
+	opts := client.Options{HostPort: o.Address, Namespace: o.Namespace, Interceptors: o.Interceptors}
 	if logger != nil {
 		opts.Logger = sdklog.NewStructuredLogger(logger)
 	}

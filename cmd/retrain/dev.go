@@ -11,6 +11,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/datadir"
 	"github.com/retrain-ml/retrain/internal/devstack"
 	"github.com/retrain-ml/retrain/internal/storage"
+	"github.com/retrain-ml/retrain/internal/tracing"
 	"github.com/retrain-ml/retrain/worker"
 )
 
@@ -20,6 +21,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 		cfg        worker.Config
 		s3Port     int
 		reportPort int
+		otel       tracing.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -38,6 +40,11 @@ func newDevCommand(app *cli.App) *cobra.Command {
 			if cfg.ReportURL == "" {
 				cfg.ReportURL = cli.ReportURLTemplate(reportLn.Addr().String())
 			}
+			stopTracing, err := app.StartTracing(ctx, otel, log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			s, err := startLocal(ctx, app, opts, s3Port, cfg, log)
 			if err != nil {
 				return err
@@ -83,6 +90,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 	f.IntVar(&s3Port, "s3-port", 7070, "S3 server port (checkpoints and models; 0 picks a free one)")
 	f.IntVar(&reportPort, "report-port", 8234, "HTTP port serving run reports at /runs/RUN (0 picks a free one)")
 	cfg.AddFlags(f)
+	otel.AddFlags(f, "retrain-dev")
 	// The dev stack is one person's: running a spec file (`retrain run
 	// FILE`) is what it is for, so its worker accepts inline specs.
 	cfg.AllowInlineSpecs = true

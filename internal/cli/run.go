@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/internal/tracing"
 	"github.com/retrain-ml/retrain/runs"
 )
 
@@ -24,6 +25,7 @@ func NewRunCommand(app *App) *cobra.Command {
 		id, queue    string
 		logicalDate  string
 		parallelism  int
+		otel         tracing.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "run FILE|PIPELINE",
@@ -62,6 +64,11 @@ func NewRunCommand(app *App) *cobra.Command {
 				req.Pipeline = args[0]
 			}
 
+			stopTracing, err := app.StartTracing(ctx, otel, app.Logger())
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			c, err := app.Conn.Dial(ctx, app.Logger())
 			if err != nil {
 				return err
@@ -109,6 +116,7 @@ func NewRunCommand(app *App) *cobra.Command {
 	cmd.Flags().StringVar(&queue, "task-queue", runs.DefaultTaskQueue, "task queue the workers poll")
 	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "max nodes at once (default: the spec's)")
 	cmd.Flags().StringVar(&logicalDate, "logical-date", "", "the date (YYYY-MM-DD) or time (RFC 3339) the run is for: ${run.logical_date} (default: now)")
+	otel.AddFlags(cmd.Flags(), "retrain")
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrain-ml/retrain/internal/tracing"
 	"github.com/retrain-ml/retrain/worker"
 )
 
@@ -20,7 +21,10 @@ func NewWorkerRoot(app *App, use string) *cobra.Command {
 
 // NewWorkerCommand returns `retrain worker`: poll Temporal and run pipelines.
 func NewWorkerCommand(app *App) *cobra.Command {
-	var cfg worker.Config
+	var (
+		cfg  worker.Config
+		otel tracing.Options
+	)
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker: the Pipeline workflow and every step type",
@@ -31,6 +35,11 @@ func NewWorkerCommand(app *App) *cobra.Command {
 			if err := worker.CheckGPU(cfg, log); err != nil {
 				return err // before connecting: a GPU worker without a GPU must not start
 			}
+			stopTracing, err := app.StartTracing(ctx, otel, log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			c, err := app.Conn.Dial(ctx, log)
 			if err != nil {
 				return err
@@ -47,5 +56,6 @@ func NewWorkerCommand(app *App) *cobra.Command {
 	cfg.AddFlags(cmd.Flags())
 	cfg.Lake.AddDataDirFlag(cmd.Flags())
 	cfg.Store.AddDataDirFlag(cmd.Flags()) // shares the lake's --data-dir
+	otel.AddFlags(cmd.Flags(), "retrain-worker")
 	return cmd
 }

@@ -97,6 +97,7 @@ func (o Options) validate() (*url.URL, error) {
 type Tracing struct {
 	provider     *sdktrace.TracerProvider
 	interceptors []interceptor.ClientInterceptor
+	target       string
 }
 
 // Start sets up the exporter named by o. It returns nil and no error when o
@@ -123,7 +124,7 @@ func Start(ctx context.Context, o Options) (*Tracing, error) {
 	if err != nil {
 		return nil, errors.Join(err, tp.Shutdown(ctx))
 	}
-	return &Tracing{provider: tp, interceptors: icpts}, nil
+	return &Tracing{provider: tp, interceptors: icpts, target: o.Protocol + " " + u.Redacted()}, nil
 }
 
 // newExporter makes the OTLP exporter. Neither protocol connects here:
@@ -165,6 +166,15 @@ func (t *Tracing) Interceptors() []interceptor.ClientInterceptor {
 		return nil
 	}
 	return t.interceptors
+}
+
+// Target says where the spans go, for a log line: the protocol and the
+// endpoint with any password in it masked.
+func (t *Tracing) Target() string {
+	if t == nil {
+		return ""
+	}
+	return t.target
 }
 
 // Shutdown sends the spans still buffered and stops the exporter. Call it
