@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/metrics"
 	"github.com/retrain-ml/retrain/nodes/gate"
 	"github.com/retrain-ml/retrain/nodes/models"
@@ -51,6 +52,7 @@ var metricsHelp = map[string]string{
 	MetricRollbacks:                 "rollback_model node attempts, by status.",
 	MetricGPUUtilization:            "GPU utilization in percent from NVML, by GPU UUID (GPU workers only).",
 	MetricGPUsLeased:                "GPUs currently leased to running steps (GPU workers only).",
+	metrics.S3Retries:               metrics.S3RetriesHelp,
 }
 
 // ExportedMetrics lists retrain's metric names as scraped (timers with
@@ -97,6 +99,21 @@ func newWorkerMetrics(c client.Client, namespace, addr string, logger *slog.Logg
 		return nil, fmt.Errorf("client with metrics: %w", err)
 	}
 	return &workerMetrics{addr: addr, reg: reg, client: mc, gpus: gpus, leases: leases, logger: logger}, nil
+}
+
+// countS3Retries returns the object store's retry hook: next (the
+// caller's, may be nil) and, when metrics are served, one more in
+// retrain_s3_retries_total.
+func (m *workerMetrics) countS3Retries(next func(s3store.RetryEvent)) func(s3store.RetryEvent) {
+	if m == nil {
+		return next
+	}
+	return func(ev s3store.RetryEvent) {
+		m.reg.CountS3Retry(ev.Operation, ev.Reason)
+		if next != nil {
+			next(ev)
+		}
+	}
 }
 
 // clientOr is the client workers are built on.

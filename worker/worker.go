@@ -179,14 +179,26 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		}
 	}
 
+	var leases *gpu.Allocator
+	if gpus != nil {
+		leases = gpu.NewAllocator(gpus, gpu.ByUUID)
+	}
+	// Metrics before the store, which counts its S3 retries into them.
+	met, err := newWorkerMetrics(c, namespace, cfg.MetricsAddr, logger, gpus, leases)
+	if err != nil {
+		closeGPUs(gpus, logger)
+		return nil, err
+	}
+	cfg.Store.S3.OnRetry = met.countS3Retries(cfg.Store.S3.OnRetry)
 	store, err := openStore(ctx, cfg.Store, logger)
 	if err != nil {
+		met.stop()
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
 	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store, AllowCommands: cfg.AllowCommands, Env: cfg.Env}
 	if gpus != nil {
-		d.GPUs = gpu.NewAllocator(gpus, gpu.ByUUID)
+		d.GPUs = leases
 		d.GPUMonitor = gpus
 	}
 	types := append(builtin(d), custom...)
@@ -194,6 +206,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	// is accepted exactly when every node has an activity here.
 	reg, err := registryOf(types)
 	if err != nil {
+		met.stop()
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
@@ -213,11 +226,6 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		logger.Info("steps may start only the allowed programs", "allow_commands", strings.Join(cfg.AllowCommands, ","))
 	}
 
-	met, err := newWorkerMetrics(c, namespace, cfg.MetricsAddr, logger, gpus, d.GPUs)
-	if err != nil {
-		closeGPUs(gpus, logger)
-		return nil, err
-	}
 	main := sdkworker.New(met.clientOr(c), cfg.TaskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,

@@ -120,6 +120,7 @@ func (c Config) Resolve() (cfg s3store.Config, ok bool, err error) {
 		}
 		dev.Logger = cfg.Logger
 		dev.OpenTimeout = cfg.OpenTimeout
+		dev.MaxAttempts, dev.MaxBackoff, dev.OnRetry = cfg.MaxAttempts, cfg.MaxBackoff, cfg.OnRetry
 		return dev, true, nil
 	}
 	switch {
