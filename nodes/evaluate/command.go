@@ -107,6 +107,13 @@ func (a *attempt) evalData(ctx context.Context) (string, error) {
 		return "", err
 	}
 	dir := filepath.Join(scratch, "data", a.w.Dataset)
+	if a.data == nil {
+		// An evaluator program's predictions are matched to the rows in
+		// memory: this path still holds the whole dataset.
+		if a.data, err = a.sd.Load(ctx, a.e.store, a.w.Dataset); err != nil {
+			return "", err
+		}
+	}
 	if a.w.DataFormat == split.FormatNPY {
 		// What Localize writes, from the rows already in memory rather
 		// than from a second read of the split.

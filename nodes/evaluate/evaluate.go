@@ -224,11 +224,10 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 	if err != nil {
 		return Outputs{}, err
 	}
-	data, err := sd.Load(ctx, e.store, w.Dataset)
-	if err != nil {
-		return Outputs{}, err
-	}
-	scope, err := evalScope(sd, w.Data, w.Dataset, data.Len())
+	// The rows are streamed, per model, by the builtin scorer; only an
+	// evaluator program's path loads them (see attempt.evalData).
+	rows := int(sd.Rows(w.Dataset))
+	scope, err := evalScope(sd, w.Data, w.Dataset, rows)
 	if err != nil {
 		return Outputs{}, err
 	}
@@ -240,7 +239,7 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 		sliceCol = sd.Record.Schema.Slice
 	}
 
-	a := &attempt{e: e, in: in, w: w, log: log, sd: sd, data: data}
+	a := &attempt{e: e, in: in, w: w, log: log, sd: sd}
 	defer a.cleanup()
 
 	// The candidate.
@@ -249,7 +248,7 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 		return Outputs{}, err
 	}
 	report := EvaluationReport{
-		Data: w.Data, Dataset: w.Dataset, Rows: data.Len(), Window: scope.Window, Dates: scope.Dates, RunWindow: sd.Record.Window,
+		Data: w.Data, Dataset: w.Dataset, Rows: rows, Window: scope.Window, Dates: scope.Dates, RunWindow: sd.Record.Window,
 		CandidateID: candidateID, SliceColumn: sliceCol, Candidate: c.modelMetrics(),
 	}
 
@@ -288,7 +287,7 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 			Candidate: candMetrics, BaselineVersion: baselineVersion, CandidateID: candidateID, CandidateData: &scope,
 		},
 		Candidate: candMetrics, BaselineVersion: baselineVersion, CandidateID: candidateID, HasBaseline: base != nil,
-		MetricsURI: objects.KeyURI(e.store, metricsKey), Rows: data.Len(), Window: scope.Window, Dates: scope.Dates,
+		MetricsURI: objects.KeyURI(e.store, metricsKey), Rows: rows, Window: scope.Window, Dates: scope.Dates,
 		Summary: evalSummary(scope, c.metrics[MetricAUC], baselineVersion, base),
 		AUC:     train.FiniteOrNil(c.metrics[MetricAUC]), LogLoss: train.FiniteOrNil(c.metrics[MetricLogLoss]),
 		Accuracy: train.FiniteOrNil(c.metrics[MetricAccuracy]), Calibration: train.FiniteOrNil(c.metrics[MetricCalibration]),
@@ -297,7 +296,7 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 		out.Baseline = outputMetrics(base.metrics)
 		out.Evaluation.Baseline, out.Evaluation.BaselineData = out.Baseline, &scope
 	}
-	log.Info("evaluated", "window", scope.Window.String(), "rows", data.Len(), "candidate_auc", c.metrics[MetricAUC], "baseline", baselineVersion)
+	log.Info("evaluated", "window", scope.Window.String(), "rows", rows, "candidate_auc", c.metrics[MetricAUC], "baseline", baselineVersion)
 	return out, nil
 }
 

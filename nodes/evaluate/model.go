@@ -36,11 +36,13 @@ const (
 // local files an evaluator program gets, made on first use and removed
 // when the attempt ends.
 type attempt struct {
-	e    *evaluator
-	in   nodetype.Input
-	w    With
-	log  *slog.Logger
-	sd   *split.Data
+	e   *evaluator
+	in  nodetype.Input
+	w   With
+	log *slog.Logger
+	sd  *split.Data
+	// data is the dataset in memory, loaded only for an evaluator program
+	// (evalData); the builtin scorer streams it.
 	data *dataset.Data
 
 	dir      string // scratch folder; "" until needed
@@ -96,9 +98,9 @@ func (a *attempt) scoreCandidate(ctx context.Context) (scored, string, error) {
 			a.log.Info("the candidate is a model of the builtin trainer: scored by the builtin scorer, not argv", "candidate", uri)
 		}
 		sum := sha256.Sum256(raw)
-		s, err := score(m, a.data, a.w.Slices, a.w.MaxSlices)
+		s, err := a.score(ctx, m, "candidate")
 		if err != nil {
-			return scored{}, "", nodetype.Permanent(errtype.BadInput, "candidate: %v", err)
+			return scored{}, "", err
 		}
 		return s, "sha256:" + hex.EncodeToString(sum[:8]), nil
 	case !errors.Is(err, s3store.ErrNotFound):
@@ -135,9 +137,9 @@ func (a *attempt) scoreBaseline(ctx context.Context, reg *models.Registry, v mod
 		if err != nil {
 			return scored{}, err
 		}
-		s, err := score(m, a.data, a.w.Slices, a.w.MaxSlices)
+		s, err := a.score(ctx, m, "baseline "+v.Ref())
 		if err != nil {
-			return scored{}, nodetype.Permanent(errtype.BadInput, "baseline %s cannot score this data: %v", v.Ref(), err)
+			return scored{}, err
 		}
 		return s, nil
 	}

@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"strings"
@@ -9,6 +10,9 @@ import (
 	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodes/train"
+	"github.com/retrain-ml/retrain/nodetype"
+
+	"github.com/retrain-ml/retrain/errtype"
 )
 
 // Headline metric names, as the gate reads them.
@@ -70,41 +74,76 @@ func (s scored) modelMetrics() ModelMetrics {
 	return ModelMetrics{Overall: numbers(s.metrics), Slices: sliceNumbers(s.slices), ROC: s.roc, CalibrationBins: s.calibration}
 }
 
-// score computes a builtin model's metrics on the data, overall and per
-// slice (the maxSlices largest).
-func score(m *trainer.Model, d *dataset.Data, perSlice bool, maxSlices int) (scored, error) {
+// score computes a builtin model's metrics on the node's dataset, overall
+// and per slice (the maxSlices largest), streaming the rows a batch at a
+// time: memory stays bounded by a batch and the metric stream's run
+// (trainer.MetricStream), whatever the dataset's size. what names the model
+// in errors.
+func (a *attempt) score(ctx context.Context, m *trainer.Model, what string) (scored, error) {
 	cfg := m.Config()
-	exs, err := d.Examples(cfg.Dense, cfg.Sparse)
+	if err := a.sd.Record.Schema.HasFeatures(cfg.Dense, cfg.Sparse); err != nil {
+		return scored{}, nodetype.Permanent(errtype.BadInput, "%s cannot score this data: %v", what, err)
+	}
+	perSlice := a.w.Slices && a.sd.Record.Schema.Slice != ""
+	ms := trainer.NewMetricStream(0, trainer.DefaultCalibrationBins)
+	defer ms.Close()
+	var preds []float64
+	var bad error
+	err := a.sd.Batches(ctx, a.e.store, a.w.Dataset, func(d *dataset.Data) error {
+		exs, err := d.Examples(cfg.Dense, cfg.Sparse)
+		if err == nil {
+			preds = m.PredictBatch(exs, preds)
+			var keys []string
+			if perSlice {
+				keys = d.Slice
+			}
+			err = ms.Add(preds, d.Label, keys)
+		}
+		if err != nil {
+			bad = nodetype.Permanent(errtype.BadInput, "%s cannot score this data: %v", what, err)
+		}
+		return bad
+	})
 	if err != nil {
 		return scored{}, err
 	}
-	return fromPredictions(m.PredictBatch(exs, nil), d, perSlice, maxSlices)
+	return finish(ms, perSlice, a.w.MaxSlices)
+}
+
+// finish computes a scored model from its metric stream: the maxSlices
+// largest slices when perSlice.
+func finish(ms *trainer.MetricStream, perSlice bool, maxSlices int) (scored, error) {
+	res, err := ms.Finish(trainer.DefaultROCPoints)
+	if err != nil {
+		return scored{}, err
+	}
+	s := scored{metrics: metricMap(res.Overall), roc: res.ROC, calibration: res.Calibration}
+	if perSlice && res.Slices != nil {
+		s.slices = map[string]map[string]float64{}
+		for _, k := range largest(res.Slices, func(m trainer.Metrics) int { return m.Count }, maxSlices) {
+			s.slices[k] = metricMap(res.Slices[k])
+		}
+	}
+	return s, nil
 }
 
 // fromPredictions computes the metrics, ROC curve, calibration bins and
 // (perSlice) the metrics of the maxSlices largest slices of predictions of
 // the data's rows, in its order. The builtin scorer and an evaluator
-// program that writes predictions both go through here, so that a gate
-// compares figures computed the same way.
+// program that writes predictions both go through a MetricStream, so that
+// a gate compares figures computed the same way.
 func fromPredictions(preds []float64, d *dataset.Data, perSlice bool, maxSlices int) (scored, error) {
-	overall, err := trainer.Evaluate(preds, d.Label)
-	if err != nil {
+	perSlice = perSlice && d.Slice != nil
+	var keys []string
+	if perSlice {
+		keys = d.Slice
+	}
+	ms := trainer.NewMetricStream(0, trainer.DefaultCalibrationBins)
+	defer ms.Close()
+	if err := ms.Add(preds, d.Label, keys); err != nil {
 		return scored{}, err
 	}
-	s := scored{metrics: metricMap(overall),
-		roc:         trainer.ROC(preds, d.Label, trainer.DefaultROCPoints),
-		calibration: trainer.CalibrationBins(preds, d.Label, trainer.DefaultCalibrationBins)}
-	if perSlice && d.Slice != nil {
-		bySlice, err := trainer.EvaluateSlices(preds, d.Label, d.Slice)
-		if err != nil {
-			return scored{}, err
-		}
-		s.slices = map[string]map[string]float64{}
-		for _, k := range largest(bySlice, func(m trainer.Metrics) int { return m.Count }, maxSlices) {
-			s.slices[k] = metricMap(bySlice[k])
-		}
-	}
-	return s, nil
+	return finish(ms, perSlice, maxSlices)
 }
 
 // largest returns the keys of the n largest entries of m by size, the
