@@ -1,0 +1,244 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/internal/s3fault"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/storage"
+	"github.com/retrain-ml/retrain/metrics"
+	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/worker"
+)
+
+// The fault suites of issue 12: ctr-retrain on the demo data with the
+// worker's object store behind s3fault's proxy, while the test itself
+// reads the store directly. Loopback only, and every wait is bounded.
+
+// retryLog collects the store's retry events of a fault suite's worker.
+type retryLog struct {
+	mu       sync.Mutex
+	byReason map[string]int
+	byOp     map[string]int
+}
+
+func (l *retryLog) add(ev s3store.RetryEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byReason == nil {
+		l.byReason, l.byOp = map[string]int{}, map[string]int{}
+	}
+	l.byReason[ev.Reason]++
+	l.byOp[ev.Operation]++
+}
+
+func (l *retryLog) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.byReason {
+		n += c
+	}
+	return n
+}
+
+func (l *retryLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprintf("by reason %v, by operation %v", l.byReason, l.byOp)
+}
+
+// faultWorker starts, on e's queue, a worker whose object store is reached
+// through p, serving metrics on a free port; it logs its warnings (the
+// store's retries among them) to the test's output.
+func faultWorker(t *testing.T, e *retrainEnv, p *s3fault.Proxy, retries *retryLog) *worker.Worker {
+	t.Helper()
+	s3cfg := e.srv.Config("")
+	s3cfg.Endpoint = p.URL()
+	s3cfg.OnRetry = retries.add
+	w, err := worker.New(context.Background(), tclient, server.Namespace(), worker.Config{
+		TaskQueue: e.queue, Pipelines: examples.FS, Lake: e.lakeCfg,
+		Store: storage.Config{S3: s3cfg}, MetricsAddr: "127.0.0.1:0",
+	}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// startProxy starts a fault proxy in front of e's S3 server.
+func startProxy(t *testing.T, e *retrainEnv, cfg s3fault.Config) *s3fault.Proxy {
+	t.Helper()
+	cfg.Target = e.srv.Endpoint
+	p, err := s3fault.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// retrainOutcome is what a ctr-retrain run must reproduce under faults.
+type retrainOutcome struct {
+	model string // the deployed version's artifact checksum
+	table string // ml.training's data checksum after the promotion
+	rows  int64
+}
+
+func outcomeOf(t *testing.T, e *retrainEnv, res *runs.Result) retrainOutcome {
+	t.Helper()
+	wantStatus(t, res, runs.StatusSucceeded)
+	d := node(t, res, "deploy")
+	sum, _ := d.Outputs["checksum"].(string)
+	if d.Status != runs.NodeSucceeded || sum == "" {
+		t.Fatalf("deploy %s, outputs %v", d.Status, d.Outputs)
+	}
+	c := e.checksum(t)
+	return retrainOutcome{model: sum, table: c.Digest, rows: c.Rows}
+}
+
+// attempts lists the nodes that took more than one activity attempt, and
+// the total of attempts.
+func attempts(res *runs.Result) (int32, string) {
+	var total int32
+	var extra []string
+	for _, n := range res.Nodes {
+		total += n.Attempts
+		if n.Attempts > 1 {
+			extra = append(extra, fmt.Sprintf("%s:%d", n.ID, n.Attempts))
+		}
+	}
+	sort.Strings(extra)
+	return total, strings.Join(extra, " ")
+}
+
+// scrapedRetries is retrain_s3_retries_total as the worker exports it.
+func scrapedRetries(t *testing.T, w *worker.Worker) float64 {
+	t.Helper()
+	fams, _ := scrape(t, "http://"+w.MetricsAddr()+"/metrics")
+	return sum(fams, metrics.S3Retries, nil)
+}
+
+// TestCTRRetrainUnderS3Faults is fault suite (1): ctr-retrain with the
+// worker's S3 endpoint behind a proxy that answers 10% of requests 503
+// SlowDown and resets 2% of connections succeeds, and deploys a model
+// with the same checksum, from a training table with the same checksum,
+// as a fault-free run with the same seed on a fresh stack. Every
+// SlowDown is a counted SDK retry, in the store and in the worker's
+// metrics.
+func TestCTRRetrainUnderS3Faults(t *testing.T) {
+	clean := newRetrainEnv(t, true)
+	cleanRes := clean.run(t, nil)
+	want := outcomeOf(t, clean, cleanRes)
+	t.Logf("fault-free run: model %s, ml.training %s (%d rows)", want.model, want.table, want.rows)
+
+	e := newRetrainEnv(t, false)
+	p := startProxy(t, e, s3fault.Config{Seed: 12, SlowDownRate: 0.10, ResetRate: 0.02})
+	retries := &retryLog{}
+	w := faultWorker(t, e, p, retries)
+	res := e.run(t, nil)
+	got := outcomeOf(t, e, res)
+
+	stats := p.Stats()
+	total, extra := attempts(res)
+	exported := scrapedRetries(t, w)
+	t.Logf("proxy: %v", stats)
+	t.Logf("SDK retries counted: %d (%v); retrain_s3_retries_total %v", retries.total(), retries, exported)
+	t.Logf("activity attempts: %d over %d nodes; more than one: [%s]", total, len(res.Nodes), extra)
+	t.Logf("model checksum %s (fault-free %s); ml.training %s, %d rows (fault-free %s, %d rows)", got.model, want.model, got.table, got.rows, want.table, want.rows)
+
+	if got != want {
+		t.Fatalf("under faults the run produced %+v, fault-free %+v", got, want)
+	}
+	if stats.SlowDowns == 0 || stats.Resets == 0 {
+		t.Fatalf("the proxy injected too little to test anything: %v", stats)
+	}
+	// A 503 always reaches the SDK; a reset of a read on a reused
+	// connection may be resent by net/http itself (s3fault.Stats).
+	n := int64(retries.total())
+	if n < stats.SlowDowns+stats.Resets-stats.ResetReads || n > stats.SlowDowns+stats.Resets {
+		t.Errorf("%d SDK retries for %d SlowDowns and %d resets (%d of reads)", n, stats.SlowDowns, stats.Resets, stats.ResetReads)
+	}
+	if exported != float64(n) {
+		t.Errorf("retrain_s3_retries_total = %v, store counted %d", exported, n)
+	}
+}
+
+// TestCTRRetrainSurvivesS3Outage is fault suite (3): the worker's S3
+// endpoint refuses connections for 30 s once training has written its
+// first checkpoint; the store's requests are retried through the outage
+// and the run succeeds, deploying the model a fault-free run deploys.
+func TestCTRRetrainSurvivesS3Outage(t *testing.T) {
+	const outage = 30 * time.Second
+	e := newRetrainEnv(t, false)
+	p := startProxy(t, e, s3fault.Config{})
+	retries := &retryLog{}
+	w := faultWorker(t, e, p, retries)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run, err := runs.Start(ctx, tclient, runs.Request{Pipeline: "ctr-retrain", TaskQueue: e.queue,
+		Params: map[string]any{"start_date": retrainStart, "end_date": retrainEnd}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Training has begun once its first checkpoint is in the store.
+	prefix := "checkpoints/ctr-retrain/" + run.ID + "/train/"
+	waitFor(t, 2*time.Minute, func() bool {
+		for range e.store.List(ctx, prefix) {
+			return true
+		}
+		return false
+	})
+	if err := p.Outage(outage); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	desc, err := tclient.DescribeWorkflowExecution(ctx, run.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := desc.GetWorkflowExecutionInfo().GetStatus().String(); st != "Running" {
+		t.Fatalf("the run was %s before the outage began", st)
+	}
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := time.Since(began)
+	got := outcomeOf(t, e, res)
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	stats := p.Stats()
+	total, extra := attempts(res)
+	exported := scrapedRetries(t, w)
+	t.Logf("outage of %v began with training under way; the run ended %v later", outage, ended.Round(time.Millisecond))
+	t.Logf("proxy: %v", stats)
+	t.Logf("SDK retries counted: %d (%v); retrain_s3_retries_total %v", retries.total(), retries, exported)
+	t.Logf("activity attempts: %d over %d nodes; more than one: [%s]", total, len(res.Nodes), extra)
+	t.Logf("deployed model checksum %s, ml.training %s (%d rows)", got.model, got.table, got.rows)
+
+	if ended < outage {
+		t.Errorf("the run ended %v into a %v outage: it did not need the store during it", ended, outage)
+	}
+	retries.mu.Lock()
+	refused := retries.byReason[s3store.RetryConnection]
+	retries.mu.Unlock()
+	if refused == 0 || exported != float64(retries.total()) {
+		t.Errorf("%d retries of refused connections, %d retries counted, %v exported; want some, and the same exported", refused, retries.total(), exported)
+	}
+}
