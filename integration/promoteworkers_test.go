@@ -1,0 +1,548 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/s3test"
+	lakenodes "github.com/retrain-ml/retrain/nodes/lake"
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// The promotion the workers share: enough rows that a bucket group lasts
+// long enough to be caught running and killed (seconds, not
+// milliseconds), split into more groups than the two workers have slots.
+const (
+	pwRows   = 240_000
+	pwGroups = 8
+	pwSlots  = 2 // --max-concurrent-activities of each worker: a 2-core host each
+)
+
+// TestPromoteAcrossWorkers promotes the same staged features into three
+// identical copies of the training table, each through a real pipeline
+// run on separate `retrain-worker` processes that share the lake: one
+// SQLite catalog file and a warehouse on the S3 server (versitygw).
+//
+//  1. single: one worker process runs every bucket group; its snapshot's
+//     checksum is the reference.
+//  2. two workers: a second process joins the queue; the history shows
+//     groups completed by both, and the checksum is the reference's.
+//  3. one killed: the worker that has just started a group is SIGKILLed;
+//     that group times out on its heartbeat and is redone by the other
+//     worker, and the table gets exactly one new snapshot, whose checksum
+//     is the reference's.
+//
+// It logs the figures docs/scaling.md models throughput with: groups per
+// worker, per-group time, rows and join time, plan and commit time, and
+// how long the killed group took to move.
+func TestPromoteAcrossWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds retrain-worker and starts an S3 server and two worker processes")
+	}
+	e := newSharedLake(t)
+	bin := buildRetrainWorker(t)
+	a := e.startWorker(t, bin, "A")
+
+	// 1. One worker: the reference.
+	single := e.promote(t, "ml.training", nil)
+	for _, g := range single.groups {
+		if g.identity != a.identity {
+			t.Fatalf("single: group %v completed by %s, want worker A (%s)", g.buckets, g.identity, a.identity)
+		}
+	}
+	want := e.checksum(t, "ml.training")
+	t.Logf("single: checksum %s (%d rows, %d columns)", want.Digest, want.Rows, len(want.Columns))
+
+	// 2. Two workers on the queue.
+	b := e.startWorker(t, bin, "B")
+	two := e.promote(t, "ml.training_two", nil)
+	per := two.perWorker()
+	if per[a.identity] == 0 || per[b.identity] == 0 {
+		t.Errorf("two workers: groups per worker %v: want both A (%s) and B (%s) to take groups", per, a.identity, b.identity)
+	}
+	if got := e.checksum(t, "ml.training_two"); !sameChecksum(got, want) {
+		t.Errorf("two workers: checksum %s (%d rows), want the single worker's %s (%d rows)", got.Digest, got.Rows, want.Digest, want.Rows)
+	} else {
+		t.Logf("two workers: checksum %s equals the single worker's", got.Digest)
+	}
+
+	// 3. Kill the worker that has just started a group.
+	var killed killRecord
+	three := e.promote(t, "ml.training_kill", func(ctx context.Context, childID string) {
+		killed = e.killOnStartedGroup(t, ctx, childID, a, b)
+	})
+	survivor := a
+	if killed.worker == a {
+		survivor = b
+	}
+	g := three.group(killed.activityID)
+	switch {
+	case g == nil:
+		t.Fatalf("killed: no group with activity id %s in the history", killed.activityID)
+	case g.attempt < 2 || g.identity != survivor.identity:
+		t.Errorf("killed: group %v finished on attempt %d by %s; want a later attempt by the survivor %s", g.buckets, g.attempt, g.identity, survivor.identity)
+	default:
+		t.Logf("killed: worker %s (pid %d) SIGKILLed in group %v; the group finished on attempt %d by %s, started %.1f s after the kill (heartbeat timeout %v + retry backoff)",
+			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), lakenodes.PromoteHeartbeat)
+	}
+	if got := e.checksum(t, "ml.training_kill"); !sameChecksum(got, want) {
+		t.Errorf("killed: checksum %s (%d rows), want the single worker's %s (%d rows)", got.Digest, got.Rows, want.Digest, want.Rows)
+	} else {
+		t.Logf("killed: checksum %s equals the single worker's", got.Digest)
+	}
+	t.Logf("killed: %d Parquet objects under the table written by no committed snapshot (the killed attempt's files, left for a cleanup)", e.orphans(t, "ml.training_kill"))
+
+	for _, r := range []struct {
+		name string
+		h    *promotionRun
+	}{{"single", single}, {"two workers", two}, {"one killed", three}} {
+		r.h.log(t, r.name, map[string]string{a.identity: "A", b.identity: "B"})
+	}
+}
+
+// sharedLake is the lake the worker processes share: a SQLite catalog file
+// (one host) and a warehouse on a real S3 server, with the demo tables,
+// two copies of the training table and its two staging tables.
+type sharedLake struct {
+	srv     *s3test.Server
+	cfg     lake.Config
+	cat     *lake.Catalog
+	queue   string
+	staging []string
+}
+
+func newSharedLake(t *testing.T) *sharedLake {
+	t.Helper()
+	ctx := context.Background()
+	e := &sharedLake{srv: s3test.Start(t), queue: newQueue(t)}
+	e.cfg = lake.Config{
+		URI: "file:" + filepath.Join(t.TempDir(), "catalog.db"), Warehouse: e.srv.URI("warehouse"),
+		S3: lake.S3Config{Endpoint: e.srv.Endpoint, Region: e.srv.Region, AccessKeyID: e.srv.AccessKey, SecretAccessKey: e.srv.SecretKey},
+	}
+	cat, err := lake.Open(ctx, e.cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	e.cat = cat
+	started := time.Now()
+	if _, err := demodata.Write(ctx, cat, demodata.Config{Rows: pwRows, Days: demoDays, Seed: 13}, demodata.DefaultTables, false, quiet); err != nil {
+		t.Fatal(err)
+	}
+	// The copies hold the very same data files: a promotion replaces
+	// files in its own table's snapshot and deletes none, so they share
+	// them safely, and the same staging tables fit all three.
+	src, err := cat.Load(ctx, "ml.training")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := lake.FilesOf(ctx, src.Scan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, order := src.Spec(), src.SortOrder()
+	for _, name := range []string{"ml.training_two", "ml.training_kill"} {
+		if _, err := cat.CreateTable(ctx, name, src.Schema(), lake.TableSpec{Partition: &spec, SortOrder: &order}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cat.AddFiles(ctx, name, files, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := e.checksum(t, "ml.training")
+	for _, name := range []string{"ml.training_two", "ml.training_kill"} {
+		if got := e.checksum(t, name); !sameChecksum(got, base) {
+			t.Fatalf("copy %s: checksum %s, want ml.training's %s", name, got.Digest, base.Digest)
+		}
+	}
+	for _, s := range []features.StageSpec{
+		{Feature: "features.user_daily", Keys: []string{"user_id"}, Alignment: "previous_day", Prefix: "u_"},
+		{Feature: "features.ad_daily", Keys: []string{"ad_id"}, Alignment: "as_of", Prefix: "a_"},
+	} {
+		s.Training, s.StartDate, s.EndDate = "ml.training", demoStart, demoEnd
+		s.DateColumn, s.EventTimeColumn, s.FeatureTimeColumn, s.LookbackDays = "date", "event_ts", "ts", 7
+		res, err := features.Stage(ctx, cat, s, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.staging = append(e.staging, res.Staging)
+	}
+	t.Logf("lake: %d training rows over %d days, 3 copies, 2 staging tables, on %s (%.1f s to set up)", pwRows, demoDays, e.cfg.Warehouse, time.Since(started).Seconds())
+	return e
+}
+
+func (e *sharedLake) checksum(t *testing.T, name string) lake.Checksum {
+	t.Helper()
+	tbl, err := e.cat.Load(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := lake.TableChecksum(context.Background(), tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func sameChecksum(a, b lake.Checksum) bool {
+	return a.Digest == b.Digest && a.Rows == b.Rows && slices.Equal(a.Columns, b.Columns)
+}
+
+// orphans counts the Parquet objects under a table's location that its
+// current snapshot does not reference.
+func (e *sharedLake) orphans(t *testing.T, name string) int {
+	t.Helper()
+	tbl, err := e.cat.Load(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := lake.FilesOf(context.Background(), tbl.Scan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{}
+	for _, f := range files {
+		live[f.FilePath()] = true
+	}
+	prefix := strings.TrimPrefix(tbl.Location(), "s3://"+e.srv.Bucket+"/")
+	n := 0
+	for _, k := range e.srv.Keys(t) {
+		if strings.HasPrefix(k, prefix+"/") && strings.HasSuffix(k, ".parquet") && !live["s3://"+e.srv.Bucket+"/"+k] {
+			n++
+		}
+	}
+	return n
+}
+
+// buildRetrainWorker builds the production worker binary.
+func buildRetrainWorker(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "retrain-worker")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/retrain-worker")
+	cmd.Dir = ".." // the module root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/retrain-worker: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// workerProc is a retrain-worker process on the lake's queue.
+type workerProc struct {
+	name     string
+	cmd      *exec.Cmd
+	identity string // its Temporal identity, as histories record it
+	out      lockedBuffer
+	mu       sync.Mutex
+	killed   bool
+}
+
+func (w *workerProc) pid() int { return w.cmd.Process.Pid }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startWorker starts retrain-worker as a separately deployed worker would
+// be: Temporal's frontend, the queue, the shared catalog and the S3
+// warehouse by flags, the S3 credentials from the AWS environment.
+func (e *sharedLake) startWorker(t *testing.T, bin, name string) *workerProc {
+	t.Helper()
+	w := &workerProc{name: name}
+	w.cmd = exec.Command(bin,
+		"--address", server.FrontendAddress(), "--namespace", server.Namespace(),
+		"--task-queue", e.queue, "--allow-inline-specs",
+		"--max-concurrent-activities", fmt.Sprint(pwSlots),
+		"--catalog-uri", e.cfg.URI, "--warehouse", e.cfg.Warehouse,
+		"--s3-endpoint", e.srv.Endpoint, "--s3-region", e.srv.Region,
+		"--log-level", "warn")
+	w.cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + t.TempDir(),
+		"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey,
+	}
+	w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.out
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		killed := w.killed
+		w.mu.Unlock()
+		if !killed {
+			_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		_ = w.cmd.Wait()
+		if t.Failed() {
+			t.Logf("worker %s output:\n%s", w.name, w.out.String())
+		}
+	})
+	// The SDK's default identity is "PID@HOST@"; wait for this process to
+	// poll the queue before handing it work.
+	prefix := fmt.Sprintf("%d@", w.pid())
+	deadline := time.Now().Add(time.Minute)
+	for w.identity == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %s (pid %d) did not poll %s within a minute; output:\n%s", name, w.pid(), e.queue, w.out.String())
+		}
+		resp, err := tclient.DescribeTaskQueue(context.Background(), e.queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		if err == nil {
+			for _, p := range resp.GetPollers() {
+				if strings.HasPrefix(p.GetIdentity(), prefix) {
+					w.identity = p.GetIdentity()
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return w
+}
+
+func (w *workerProc) kill(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	w.killed = true
+}
+
+// killRecord says which worker was killed, in which group, when.
+type killRecord struct {
+	worker     *workerProc
+	activityID string
+	at         time.Time
+}
+
+// killOnStartedGroup SIGKILLs the first of the workers seen running a
+// bucket group of the promotion childID, choosing the group started last
+// (the one with the most work left, so it cannot finish before the kill).
+func (e *sharedLake) killOnStartedGroup(t *testing.T, ctx context.Context, childID string, workers ...*workerProc) killRecord {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		desc, err := tclient.DescribeWorkflowExecution(ctx, childID, "")
+		if err == nil {
+			var pick killRecord
+			var latest time.Time
+			for _, pa := range desc.GetPendingActivities() {
+				if pa.GetActivityType().GetName() != lakenodes.PromoteBucketsActivity || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
+					continue
+				}
+				for _, w := range workers {
+					if w.identity == pa.GetLastWorkerIdentity() && pa.GetLastStartedTime().AsTime().After(latest) {
+						latest = pa.GetLastStartedTime().AsTime()
+						pick = killRecord{worker: w, activityID: pa.GetActivityId()}
+					}
+				}
+			}
+			if pick.worker != nil {
+				pick.worker.kill(t)
+				pick.at = time.Now()
+				return pick
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no worker was seen running a bucket group of %s within 2 minutes", childID)
+	return killRecord{}
+}
+
+// promote runs a promotion of the staged features into training through a
+// pipeline run on the lake's queue and returns what its history says.
+// during, if set, runs while the run does, given the promotion's child
+// workflow id. It checks the run succeeded and the table got exactly one
+// new snapshot, the promotion's.
+func (e *sharedLake) promote(t *testing.T, training string, during func(ctx context.Context, childID string)) *promotionRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	before, err := e.cat.Load(ctx, training)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := fmt.Sprintf(`name: promote_across_workers
+nodes:
+  - id: promote
+    type: promote_features
+    with: {training_table: %s, staging_tables: [%s], start_date: %q, end_date: %q, bucket_groups: %d}
+`, training, strings.Join(e.staging, ", "), demoStart, demoEnd, pwGroups)
+	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), SpecFile: "promote_across_workers.yaml", TaskQueue: e.queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Pipeline workflow starts each node's child workflow under the
+	// run id and the node id.
+	childID := run.ID + "/promote"
+	if during != nil {
+		during(ctx, childID)
+	}
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, runs.StatusSucceeded)
+	n := node(t, res, "promote")
+	p := promotionHistory(t, ctx, childID)
+	p.wall = n.EndedAt.Sub(*n.StartedAt)
+	if len(p.groups) != pwGroups {
+		t.Fatalf("%s: %d bucket groups completed, want %d", training, len(p.groups), pwGroups)
+	}
+	if n.Outputs["rows"] != float64(pwRows) {
+		t.Errorf("%s: promoted %v rows, want %d", training, n.Outputs["rows"], pwRows)
+	}
+
+	after, err := e.cat.Load(ctx, training)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, prev := lake.Snapshots(after), lake.Snapshots(before)
+	var mine []lake.SnapshotInfo
+	for _, s := range snaps {
+		if strings.HasPrefix(s.Summary[features.PropPromotionID], run.ID+"/") {
+			mine = append(mine, s)
+		}
+	}
+	if len(snaps) != len(prev)+1 || len(mine) != 1 || !mine[0].Current || fmt.Sprint(mine[0].ID) != n.Outputs["snapshot_id"] {
+		t.Errorf("%s: %d snapshots before, %d after, %d of them this run's promotion (%v), node says %v: want exactly one new snapshot, current, the promotion's",
+			training, len(prev), len(snaps), len(mine), mine, n.Outputs["snapshot_id"])
+	}
+	return p
+}
+
+// groupRun is one bucket group as the promotion's history records it.
+type groupRun struct {
+	activityID string
+	buckets    []int
+	identity   string // of the worker whose attempt completed it
+	attempt    int32
+	started    time.Time // of that attempt
+	took       time.Duration
+	res        features.BucketResult
+}
+
+// promotionRun is a promotion's child workflow history, digested.
+type promotionRun struct {
+	groups       []groupRun
+	plan, commit time.Duration
+	wall         time.Duration // the node, start to end
+}
+
+func (p *promotionRun) group(activityID string) *groupRun {
+	for i := range p.groups {
+		if p.groups[i].activityID == activityID {
+			return &p.groups[i]
+		}
+	}
+	return nil
+}
+
+func (p *promotionRun) perWorker() map[string]int {
+	m := map[string]int{}
+	for _, g := range p.groups {
+		m[g.identity]++
+	}
+	return m
+}
+
+// promotionHistory reads a promotion's activities from its history: the
+// worker, attempt, time and result of each bucket group, and the time of
+// the plan and the commit.
+func promotionHistory(t *testing.T, ctx context.Context, childID string) *promotionRun {
+	t.Helper()
+	type scheduled struct {
+		typ, id string
+		started time.Time
+		ident   string
+		attempt int32
+	}
+	acts := map[int64]*scheduled{}
+	p := &promotionRun{}
+	it := tclient.GetWorkflowHistory(ctx, childID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := ev.GetActivityTaskScheduledEventAttributes()
+			acts[ev.GetEventId()] = &scheduled{typ: a.GetActivityType().GetName(), id: a.GetActivityId()}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			a := ev.GetActivityTaskStartedEventAttributes()
+			s := acts[a.GetScheduledEventId()]
+			s.started, s.ident, s.attempt = ev.GetEventTime().AsTime(), a.GetIdentity(), a.GetAttempt()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			a := ev.GetActivityTaskCompletedEventAttributes()
+			s := acts[a.GetScheduledEventId()]
+			took := ev.GetEventTime().AsTime().Sub(s.started)
+			switch s.typ {
+			case lakenodes.PromotePlanActivity:
+				p.plan += took
+			case lakenodes.PromoteCommitActivity:
+				p.commit += took
+			case lakenodes.PromoteBucketsActivity:
+				g := groupRun{activityID: s.id, identity: s.ident, attempt: s.attempt, started: s.started, took: took}
+				if err := converter.GetDefaultDataConverter().FromPayloads(a.GetResult(), &g.res); err != nil {
+					t.Fatalf("bucket group result: %v", err)
+				}
+				g.buckets = g.res.Buckets
+				p.groups = append(p.groups, g)
+			}
+		}
+	}
+	sort.Slice(p.groups, func(i, j int) bool { return p.groups[i].buckets[0] < p.groups[j].buckets[0] })
+	return p
+}
+
+// log prints a promotion's figures: per group its worker, attempt, rows,
+// partitions, time and the part of it spent joining; per worker its
+// groups; plan, commit and the node's wall time.
+func (p *promotionRun) log(t *testing.T, name string, names map[string]string) {
+	t.Helper()
+	var rows int64
+	var took, join time.Duration
+	for _, g := range p.groups {
+		t.Logf("%s: group %v on %s attempt %d: %d rows, %d partitions, %d files, %.2f s (join %.2f s)",
+			name, g.buckets, names[g.identity], g.attempt, g.res.Rows, g.res.Partitions, g.res.Files, g.took.Seconds(), g.res.JoinTime.Seconds())
+		rows += g.res.Rows
+		took += g.took
+		join += g.res.JoinTime
+	}
+	per := map[string]int{}
+	for id, n := range p.perWorker() {
+		per[names[id]] = n
+	}
+	n := time.Duration(len(p.groups))
+	t.Logf("%s: groups per worker %v; per group %.2f s mean (join %.2f s, read+write+overhead %.2f s), %.0f rows/s per group; plan %.2f s, commit %.2f s, node %.2f s",
+		name, per, (took / n).Seconds(), (join / n).Seconds(), ((took - join) / n).Seconds(), float64(rows)/took.Seconds(), p.plan.Seconds(), p.commit.Seconds(), p.wall.Seconds())
+}
