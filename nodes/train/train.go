@@ -46,6 +46,7 @@ const maxCurvePoints = 2000
 // doc is the train node type's description.
 const doc = "Train a candidate model on a split (${nodes.split.outputs.uri}): the builtin pure-Go CTR trainer (hashed factorization machine, " +
 	"synchronous data-parallel Adagrad), or a command (your trainer program, e.g. examples/torch/train.py) that follows retrain's trainer contract, run once or as `processes` ranks that the node starts and supervises (torch.distributed's env://), reading the split as Parquet or npy. " +
+	"The builtin trainer streams the split once into chunk files on the worker's local disk (its temp folder; about 100 bytes a row with ten features) and trains a chunk of at most 512Ki rows at a time, so its memory does not grow with the split. " +
 	"Checkpoints go to the object store; a retried attempt resumes from the last one. A diverging run (NaN/Inf loss, embedding norm " +
 	"above max_emb_norm) fails without retry, naming the step and the figure. Outputs the candidate's folder (model_uri) and the loss curve."
 
