@@ -57,12 +57,14 @@ func (l *retryLog) String() string {
 }
 
 // faultWorker starts, on e's queue, a worker whose object store is reached
-// through p, serving metrics on a free port; it logs its warnings (the
-// store's retries among them) to the test's output.
-func faultWorker(t *testing.T, e *retrainEnv, p *s3fault.Proxy, retries *retryLog) *worker.Worker {
+// through p with maxAttempts per request (0: the store's default),
+// serving metrics on a free port; it logs its warnings (the store's
+// retries among them) to the test's output.
+func faultWorker(t *testing.T, e *retrainEnv, p *s3fault.Proxy, retries *retryLog, maxAttempts int) *worker.Worker {
 	t.Helper()
 	s3cfg := e.srv.Config("")
 	s3cfg.Endpoint = p.URL()
+	s3cfg.MaxAttempts = maxAttempts
 	s3cfg.OnRetry = retries.add
 	w, err := worker.New(context.Background(), tclient, server.Namespace(), worker.Config{
 		TaskQueue: e.queue, Pipelines: examples.FS, Lake: e.lakeCfg,
@@ -147,7 +149,7 @@ func TestCTRRetrainUnderS3Faults(t *testing.T) {
 	e := newRetrainEnv(t, false)
 	p := startProxy(t, e, s3fault.Config{Seed: 12, SlowDownRate: 0.10, ResetRate: 0.02})
 	retries := &retryLog{}
-	w := faultWorker(t, e, p, retries)
+	w := faultWorker(t, e, p, retries, 0)
 	res := e.run(t, nil)
 	got := outcomeOf(t, e, res)
 
@@ -179,13 +181,64 @@ func TestCTRRetrainUnderS3Faults(t *testing.T) {
 // TestCTRRetrainSurvivesS3Outage is fault suite (3): the worker's S3
 // endpoint refuses connections for 30 s once training has written its
 // first checkpoint; the store's requests are retried through the outage
-// and the run succeeds, deploying the model a fault-free run deploys.
+// and the run succeeds with no step retried by Temporal.
+//
+// The SDK's retries are what survive it: the nodes' retry policy (the
+// built-in default, which ctr-retrain states again: 3 attempts, 1 s then
+// 2 s apart) gives an S3 request that keeps failing about 3 s more, while
+// the store's 10 attempts wait at least 30 s before the sixth. The
+// control subtest shows it: the same outage with the SDK's default of 3
+// attempts fails the run.
 func TestCTRRetrainSurvivesS3Outage(t *testing.T) {
 	const outage = 30 * time.Second
+	o := runThroughOutage(t, outage, 0)
+	res := o.res
+	got := outcomeOf(t, o.env, res)
+	total, extra := attempts(res)
+	t.Logf("deployed model checksum %s, ml.training %s (%d rows)", got.model, got.table, got.rows)
+	if o.ended < outage {
+		t.Errorf("the run ended %v into a %v outage", o.ended, outage)
+	}
+	if o.refused == 0 || o.exported != float64(o.retries.total()) {
+		t.Errorf("%d retries of refused connections, %d retries counted, %v exported; want some, and the same exported", o.refused, o.retries.total(), o.exported)
+	}
+	if extra != "" {
+		t.Errorf("%d activity attempts, more than one for [%s]: the store's retries did not absorb the outage", total, extra)
+	}
+
+	t.Run("control: 3 SDK attempts do not survive it", func(t *testing.T) {
+		o := runThroughOutage(t, outage, 3)
+		if o.res.Status != runs.StatusFailed {
+			t.Fatalf("run %s with 3 attempts per S3 request through a %v outage; want failed", o.res.Status, outage)
+		}
+		for _, n := range o.res.Nodes {
+			if n.Status == runs.NodeFailed {
+				t.Logf("%s failed after %d attempts: %s", n.ID, n.Attempts, n.Error)
+			}
+		}
+	})
+}
+
+// outageRun is what runThroughOutage saw.
+type outageRun struct {
+	env      *retrainEnv
+	res      *runs.Result
+	ended    time.Duration // from the outage's start to the run's end
+	retries  *retryLog
+	refused  int // retries of requests that got no answer
+	exported float64
+}
+
+// runThroughOutage starts ctr-retrain on a fresh stack whose worker
+// reaches S3 through a proxy (maxAttempts per request, 0 for the store's
+// default), and makes the proxy refuse connections for outage once
+// training has written its first checkpoint.
+func runThroughOutage(t *testing.T, outage time.Duration, maxAttempts int) outageRun {
+	t.Helper()
 	e := newRetrainEnv(t, false)
 	p := startProxy(t, e, s3fault.Config{})
 	retries := &retryLog{}
-	w := faultWorker(t, e, p, retries)
+	w := faultWorker(t, e, p, retries, maxAttempts)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -217,28 +270,18 @@ func TestCTRRetrainSurvivesS3Outage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ended := time.Since(began)
-	got := outcomeOf(t, e, res)
+	o := outageRun{env: e, res: res, ended: time.Since(began), retries: retries}
 	if err := p.Err(); err != nil {
 		t.Fatal(err)
 	}
-
-	stats := p.Stats()
-	total, extra := attempts(res)
-	exported := scrapedRetries(t, w)
-	t.Logf("outage of %v began with training under way; the run ended %v later", outage, ended.Round(time.Millisecond))
-	t.Logf("proxy: %v", stats)
-	t.Logf("SDK retries counted: %d (%v); retrain_s3_retries_total %v", retries.total(), retries, exported)
-	t.Logf("activity attempts: %d over %d nodes; more than one: [%s]", total, len(res.Nodes), extra)
-	t.Logf("deployed model checksum %s, ml.training %s (%d rows)", got.model, got.table, got.rows)
-
-	if ended < outage {
-		t.Errorf("the run ended %v into a %v outage: it did not need the store during it", ended, outage)
-	}
+	o.exported = scrapedRetries(t, w)
 	retries.mu.Lock()
-	refused := retries.byReason[s3store.RetryConnection]
+	o.refused = retries.byReason[s3store.RetryConnection]
 	retries.mu.Unlock()
-	if refused == 0 || exported != float64(retries.total()) {
-		t.Errorf("%d retries of refused connections, %d retries counted, %v exported; want some, and the same exported", refused, retries.total(), exported)
-	}
+	total, extra := attempts(res)
+	t.Logf("outage of %v began with training under way; the run ended %s %v later", outage, res.Status, o.ended.Round(time.Millisecond))
+	t.Logf("proxy: %v", p.Stats())
+	t.Logf("SDK retries counted: %d (%v); retrain_s3_retries_total %v", retries.total(), retries, o.exported)
+	t.Logf("activity attempts: %d over %d nodes; more than one: [%s]", total, len(res.Nodes), extra)
+	return o
 }
