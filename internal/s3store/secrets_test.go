@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrain-ml/retrain/internal/s3store"
 )
@@ -78,6 +79,9 @@ func TestErrorsNeverContainCredentials(t *testing.T) {
 				AccessKeyID:     access,
 				SecretAccessKey: secret,
 				SessionToken:    token,
+				// A 500 is retried: quickly, and the retry warnings are
+				// among the logs checked below.
+				MaxBackoff: 10 * time.Millisecond,
 			}
 			var logs bytes.Buffer
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
