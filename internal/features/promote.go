@@ -379,8 +379,9 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 		}
 	}
 	j := &bucketJoin{plan: plan, s: s, mem: mem, out: outSchema, trainScan: trainScan, stagingScans: stagingScans, stagingParts: stagingParts, res: &res}
-	// Rows come partition by partition, so one file is open at a time.
-	files, err := lake.WriteFiles(ctx, s.target.Table, outSchema, j.records(ctx, mine), table.WithClusteredWrite())
+	// Rows come partition by partition, each batch from one partition, so
+	// they go to the writer as they are.
+	files, err := lake.WritePartitions(ctx, s.target.Table, outSchema, j.records(ctx, mine))
 	if err != nil {
 		return res, err
 	}
@@ -469,8 +470,8 @@ func (j *bucketJoin) readSide(ctx context.Context, i int, p lake.Partition) (*st
 	return &stagingSide{names: names, keys: arrs[:len(pk)], cols: arrs[len(pk):], all: arrs, aligned: true}, nil
 }
 
-func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.Seq2[arrow.RecordBatch, error] {
-	return func(yield func(arrow.RecordBatch, error) bool) {
+func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.Seq2[lake.PartitionBatch, error] {
+	return func(yield func(lake.PartitionBatch, error) bool) {
 		for _, p := range parts {
 			sides := make([]*stagingSide, len(j.s.staging))
 			cleanup := func() {
@@ -485,7 +486,7 @@ func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.S
 				sd, err := j.readSide(ctx, i, p)
 				if err != nil {
 					cleanup()
-					yield(nil, err)
+					yield(lake.PartitionBatch{}, err)
 					return
 				}
 				sides[i] = sd
@@ -494,13 +495,13 @@ func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.S
 			_, recs, err := j.trainScan.ReadTasks(ctx, p.Tasks)
 			if err != nil {
 				cleanup()
-				yield(nil, err)
+				yield(lake.PartitionBatch{}, err)
 				return
 			}
 			for rec, err := range recs {
 				if err != nil {
 					cleanup()
-					yield(nil, fmt.Errorf("read training partition %s: %w", p.Key, err))
+					yield(lake.PartitionBatch{}, fmt.Errorf("read training partition %s: %w", p.Key, err))
 					return
 				}
 				t0 := time.Now()
@@ -509,10 +510,10 @@ func (j *bucketJoin) records(ctx context.Context, parts []lake.Partition) iter.S
 				rec.Release()
 				if err != nil {
 					cleanup()
-					yield(nil, fmt.Errorf("partition %s: %w", p.Key, err))
+					yield(lake.PartitionBatch{}, fmt.Errorf("partition %s: %w", p.Key, err))
 					return
 				}
-				if !yield(joined, nil) {
+				if !yield(lake.PartitionBatch{Values: p.Values, Record: joined}, nil) {
 					cleanup()
 					return
 				}

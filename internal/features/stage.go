@@ -343,7 +343,7 @@ func Stage(ctx context.Context, cat *lake.Catalog, spec StageSpec, log *slog.Log
 	}
 	res := StageResult{Staging: spec.Staging, Features: j.plan.FeatureNames, Location: staging.Location()}
 	mem := memory.NewGoAllocator()
-	files, err := lake.WriteFiles(ctx, staging, outSchema, j.rows(ctx, mem, outSchema, &res, log))
+	files, err := lake.WritePartitions(ctx, staging, outSchema, j.rows(ctx, mem, outSchema, &res, log))
 	if err != nil {
 		return res, err
 	}
@@ -377,10 +377,13 @@ func Stage(ctx context.Context, cat *lake.Catalog, spec StageSpec, log *slog.Log
 	return res, nil
 }
 
-// rows yields the staging rows day by day: each day's training rows with
-// their key and partition columns and the features the alignment joins.
-func (j *stageJob) rows(ctx context.Context, mem memory.Allocator, out *arrow.Schema, res *StageResult, log *slog.Logger) iter.Seq2[arrow.RecordBatch, error] {
-	return func(yield func(arrow.RecordBatch, error) bool) {
+// rows yields the staging rows day by day, partition by partition: each
+// training partition's rows with their key and partition columns and the
+// features the alignment joins. The staging table is partitioned as the
+// training table, so a training partition's rows are one staging
+// partition and go to the writer as they are.
+func (j *stageJob) rows(ctx context.Context, mem memory.Allocator, out *arrow.Schema, res *StageResult, log *slog.Logger) iter.Seq2[lake.PartitionBatch, error] {
+	return func(yield func(lake.PartitionBatch, error) bool) {
 		featCols := append(slices.Clone(j.spec.Keys), j.plan.FeatureSource...)
 		timeCol := j.spec.DateColumn
 		if !j.align.UsesDate() {
@@ -393,37 +396,25 @@ func (j *stageJob) rows(ctx context.Context, mem memory.Allocator, out *arrow.Sc
 		}
 		for d := j.rng.Start; d <= j.rng.End; d++ {
 			if err := ctx.Err(); err != nil {
-				yield(nil, err)
+				yield(lake.PartitionBatch{}, err)
 				return
 			}
 			ix, feats, err := j.featureIndex(ctx, mem, d, featCols)
 			if err != nil {
-				yield(nil, fmt.Errorf("feature rows for %s: %w", d, err))
+				yield(lake.PartitionBatch{}, fmt.Errorf("feature rows for %s: %w", d, err))
 				return
 			}
 			scan := j.training.Scan(
 				table.WithRowFilter(iceberg.EqualTo(iceberg.Reference(j.spec.DateColumn), iceberg.Date(d))),
 				table.WithSelectedFields(j.plan.ReadColumns...))
-			_, recs, err := scan.ToArrowRecords(ctx)
+			parts, err := lake.PlanPartitions(ctx, j.training, scan)
 			if err != nil {
 				release(feats)
-				yield(nil, fmt.Errorf("scan %s for %s: %w", j.spec.Training, d, err))
+				yield(lake.PartitionBatch{}, fmt.Errorf("scan %s for %s: %w", j.spec.Training, d, err))
 				return
 			}
-			for rec, err := range recs {
-				if err != nil {
-					release(feats)
-					yield(nil, fmt.Errorf("scan %s for %s: %w", j.spec.Training, d, err))
-					return
-				}
-				joined, err := j.join(ctx, mem, out, rec, ix, feats, trainTime, res)
-				rec.Release()
-				if err != nil {
-					release(feats)
-					yield(nil, err)
-					return
-				}
-				if !yield(joined, nil) {
+			for _, p := range parts {
+				if !j.joinPartition(ctx, mem, out, scan, p, ix, feats, trainTime, res, yield) {
 					release(feats)
 					return
 				}
@@ -432,6 +423,33 @@ func (j *stageJob) rows(ctx context.Context, mem memory.Allocator, out *arrow.Sc
 			log.Debug("stage: day joined", "day", d, "rows", res.Rows)
 		}
 	}
+}
+
+// joinPartition joins one training partition's rows and yields them; it
+// returns false when the caller must stop (an error was yielded, or the
+// consumer stopped).
+func (j *stageJob) joinPartition(ctx context.Context, mem memory.Allocator, out *arrow.Schema, scan *table.Scan, p lake.Partition, ix *backfill.FeatureIndex, feats []arrow.Array, trainTime string, res *StageResult, yield func(lake.PartitionBatch, error) bool) bool {
+	_, recs, err := scan.ReadTasks(ctx, p.Tasks)
+	if err != nil {
+		yield(lake.PartitionBatch{}, fmt.Errorf("scan %s partition %s: %w", j.spec.Training, p.Key, err))
+		return false
+	}
+	for rec, err := range recs {
+		if err != nil {
+			yield(lake.PartitionBatch{}, fmt.Errorf("scan %s partition %s: %w", j.spec.Training, p.Key, err))
+			return false
+		}
+		joined, err := j.join(ctx, mem, out, rec, ix, feats, trainTime, res)
+		rec.Release()
+		if err != nil {
+			yield(lake.PartitionBatch{}, err)
+			return false
+		}
+		if !yield(lake.PartitionBatch{Values: p.Values, Record: joined}, nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // featureIndex reads the feature rows training rows of day d may join and
