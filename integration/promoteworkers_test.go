@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -77,11 +75,7 @@ func TestPromoteAcrossWorkers(t *testing.T) {
 	if per[a.identity] == 0 || per[b.identity] == 0 {
 		t.Errorf("two workers: groups per worker %v: want both A (%s) and B (%s) to take groups", per, a.identity, b.identity)
 	}
-	if got := e.checksum(t, "ml.training_two"); !sameChecksum(got, want) {
-		t.Errorf("two workers: checksum %s (%d rows), want the single worker's %s (%d rows)", got.Digest, got.Rows, want.Digest, want.Rows)
-	} else {
-		t.Logf("two workers: checksum %s equals the single worker's", got.Digest)
-	}
+	e.wantChecksum(t, "two workers", "ml.training_two", want)
 
 	// 3. Kill the worker that has just started a group.
 	var killed killRecord
@@ -102,11 +96,7 @@ func TestPromoteAcrossWorkers(t *testing.T) {
 		t.Logf("killed: worker %s (pid %d) SIGKILLed in group %v; the group finished on attempt %d by %s, started %.1f s after the kill (heartbeat timeout %v + retry backoff)",
 			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), lakenodes.PromoteHeartbeat)
 	}
-	if got := e.checksum(t, "ml.training_kill"); !sameChecksum(got, want) {
-		t.Errorf("killed: checksum %s (%d rows), want the single worker's %s (%d rows)", got.Digest, got.Rows, want.Digest, want.Rows)
-	} else {
-		t.Logf("killed: checksum %s equals the single worker's", got.Digest)
-	}
+	e.wantChecksum(t, "killed", "ml.training_kill", want)
 	t.Logf("killed: %d Parquet objects under the table written by no committed snapshot (the killed attempt's files, left for a cleanup)", e.orphans(t, "ml.training_kill"))
 
 	for _, r := range []struct {
@@ -126,6 +116,9 @@ type sharedLake struct {
 	cat     *lake.Catalog
 	queue   string
 	staging []string
+	// stagingBytes is the size of the staging tables' data files, which
+	// every promotion reads.
+	stagingBytes int64
 }
 
 func newSharedLake(t *testing.T) *sharedLake {
@@ -183,6 +176,9 @@ func newSharedLake(t *testing.T) *sharedLake {
 			t.Fatal(err)
 		}
 		e.staging = append(e.staging, res.Staging)
+		for _, size := range e.files(t, res.Staging) {
+			e.stagingBytes += size
+		}
 	}
 	t.Logf("lake: %d training rows over %d days, 3 copies, 2 staging tables, on %s (%.1f s to set up)", pwRows, demoDays, e.cfg.Warehouse, time.Since(started).Seconds())
 	return e
@@ -201,6 +197,34 @@ func (e *sharedLake) checksum(t *testing.T, name string) lake.Checksum {
 	return sum
 }
 
+// files maps the data files of a table's current snapshot to their sizes.
+func (e *sharedLake) files(t *testing.T, name string) map[string]int64 {
+	t.Helper()
+	tbl, err := e.cat.Load(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := lake.FilesOf(context.Background(), tbl.Scan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for _, f := range files {
+		m[f.FilePath()] = f.FileSizeBytes()
+	}
+	return m
+}
+
+// wantChecksum checks that a table's checksum is the single worker's.
+func (e *sharedLake) wantChecksum(t *testing.T, phase, name string, want lake.Checksum) {
+	t.Helper()
+	if got := e.checksum(t, name); !sameChecksum(got, want) {
+		t.Errorf("%s: checksum %s (%d rows), want the single worker's %s (%d rows)", phase, got.Digest, got.Rows, want.Digest, want.Rows)
+	} else {
+		t.Logf("%s: checksum %s equals the single worker's", phase, got.Digest)
+	}
+}
+
 func sameChecksum(a, b lake.Checksum) bool {
 	return a.Digest == b.Digest && a.Rows == b.Rows && slices.Equal(a.Columns, b.Columns)
 }
@@ -213,18 +237,11 @@ func (e *sharedLake) orphans(t *testing.T, name string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := lake.FilesOf(context.Background(), tbl.Scan())
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := map[string]bool{}
-	for _, f := range files {
-		live[f.FilePath()] = true
-	}
+	live := e.files(t, name)
 	prefix := strings.TrimPrefix(tbl.Location(), "s3://"+e.srv.Bucket+"/")
 	n := 0
 	for _, k := range e.srv.Keys(t) {
-		if strings.HasPrefix(k, prefix+"/") && strings.HasSuffix(k, ".parquet") && !live["s3://"+e.srv.Bucket+"/"+k] {
+		if strings.HasPrefix(k, prefix+"/") && strings.HasSuffix(k, ".parquet") && live["s3://"+e.srv.Bucket+"/"+k] == 0 {
 			n++
 		}
 	}
@@ -248,28 +265,15 @@ type workerProc struct {
 	name     string
 	cmd      *exec.Cmd
 	identity string // its Temporal identity, as histories record it
-	out      lockedBuffer
-	mu       sync.Mutex
+	log      string // its output file
 	killed   bool
 }
 
 func (w *workerProc) pid() int { return w.cmd.Process.Pid }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+func (w *workerProc) output() string {
+	b, _ := os.ReadFile(w.log)
+	return string(b)
 }
 
 // startWorker starts retrain-worker as a separately deployed worker would
@@ -277,7 +281,12 @@ func (l *lockedBuffer) String() string {
 // warehouse by flags, the S3 credentials from the AWS environment.
 func (e *sharedLake) startWorker(t *testing.T, bin, name string) *workerProc {
 	t.Helper()
-	w := &workerProc{name: name}
+	w := &workerProc{name: name, log: filepath.Join(t.TempDir(), "worker.log")}
+	out, err := os.Create(w.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the child has its own copy
 	w.cmd = exec.Command(bin,
 		"--address", server.FrontendAddress(), "--namespace", server.Namespace(),
 		"--task-queue", e.queue, "--allow-inline-specs",
@@ -289,20 +298,17 @@ func (e *sharedLake) startWorker(t *testing.T, bin, name string) *workerProc {
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + t.TempDir(),
 		"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey,
 	}
-	w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.out
+	w.cmd.Stdout, w.cmd.Stderr = out, out
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		w.mu.Lock()
-		killed := w.killed
-		w.mu.Unlock()
-		if !killed {
+		if !w.killed {
 			_ = w.cmd.Process.Signal(syscall.SIGTERM)
 		}
 		_ = w.cmd.Wait()
 		if t.Failed() {
-			t.Logf("worker %s output:\n%s", w.name, w.out.String())
+			t.Logf("worker %s output:\n%s", w.name, w.output())
 		}
 	})
 	// The SDK's default identity is "PID@HOST@"; wait for this process to
@@ -311,7 +317,7 @@ func (e *sharedLake) startWorker(t *testing.T, bin, name string) *workerProc {
 	deadline := time.Now().Add(time.Minute)
 	for w.identity == "" {
 		if time.Now().After(deadline) {
-			t.Fatalf("worker %s (pid %d) did not poll %s within a minute; output:\n%s", name, w.pid(), e.queue, w.out.String())
+			t.Fatalf("worker %s (pid %d) did not poll %s within a minute; output:\n%s", name, w.pid(), e.queue, w.output())
 		}
 		resp, err := tclient.DescribeTaskQueue(context.Background(), e.queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
 		if err == nil {
@@ -328,8 +334,6 @@ func (e *sharedLake) startWorker(t *testing.T, bin, name string) *workerProc {
 
 func (w *workerProc) kill(t *testing.T) {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -390,6 +394,7 @@ func (e *sharedLake) promote(t *testing.T, training string, during func(ctx cont
 	if err != nil {
 		t.Fatal(err)
 	}
+	beforeFiles := e.files(t, training)
 	spec := fmt.Sprintf(`name: promote_across_workers
 nodes:
   - id: promote
@@ -425,6 +430,17 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The promotion reads every training file of the range (here: all)
+	// and the staging files, and writes the training rows anew.
+	p.read = e.stagingBytes
+	for _, size := range beforeFiles {
+		p.read += size
+	}
+	for path, size := range e.files(t, training) {
+		if _, old := beforeFiles[path]; !old {
+			p.wrote += size
+		}
+	}
 	snaps, prev := lake.Snapshots(after), lake.Snapshots(before)
 	var mine []lake.SnapshotInfo
 	for _, s := range snaps {
@@ -455,6 +471,7 @@ type promotionRun struct {
 	groups       []groupRun
 	plan, commit time.Duration
 	wall         time.Duration // the node, start to end
+	read, wrote  int64         // bytes of data files
 }
 
 func (p *promotionRun) group(activityID string) *groupRun {
@@ -545,4 +562,6 @@ func (p *promotionRun) log(t *testing.T, name string, names map[string]string) {
 	n := time.Duration(len(p.groups))
 	t.Logf("%s: groups per worker %v; per group %.2f s mean (join %.2f s, read+write+overhead %.2f s), %.0f rows/s per group; plan %.2f s, commit %.2f s, node %.2f s",
 		name, per, (took / n).Seconds(), (join / n).Seconds(), ((took - join) / n).Seconds(), float64(rows)/took.Seconds(), p.plan.Seconds(), p.commit.Seconds(), p.wall.Seconds())
+	t.Logf("%s: data files read %.1f MB (%.0f B/row), written %.1f MB (%.0f B/row)",
+		name, float64(p.read)/1e6, float64(p.read)/float64(rows), float64(p.wrote)/1e6, float64(p.wrote)/float64(rows))
 }
