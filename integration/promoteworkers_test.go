@@ -472,6 +472,9 @@ type promotionRun struct {
 	plan, commit time.Duration
 	wall         time.Duration // the node, start to end
 	read, wrote  int64         // bytes of data files
+	// dispatch is the shortest wait of a group from scheduled to started:
+	// Temporal's dispatch latency, for a group that found a free slot.
+	dispatch time.Duration
 }
 
 func (p *promotionRun) group(activityID string) *groupRun {
@@ -498,6 +501,7 @@ func promotionHistory(t *testing.T, ctx context.Context, childID string) *promot
 	t.Helper()
 	type scheduled struct {
 		typ, id string
+		at      time.Time // scheduled
 		started time.Time
 		ident   string
 		attempt int32
@@ -513,7 +517,7 @@ func promotionHistory(t *testing.T, ctx context.Context, childID string) *promot
 		switch ev.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := ev.GetActivityTaskScheduledEventAttributes()
-			acts[ev.GetEventId()] = &scheduled{typ: a.GetActivityType().GetName(), id: a.GetActivityId()}
+			acts[ev.GetEventId()] = &scheduled{typ: a.GetActivityType().GetName(), id: a.GetActivityId(), at: ev.GetEventTime().AsTime()}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 			a := ev.GetActivityTaskStartedEventAttributes()
 			s := acts[a.GetScheduledEventId()]
@@ -534,6 +538,9 @@ func promotionHistory(t *testing.T, ctx context.Context, childID string) *promot
 				}
 				g.buckets = g.res.Buckets
 				p.groups = append(p.groups, g)
+				if wait := s.started.Sub(s.at); s.attempt == 1 && (p.dispatch == 0 || wait < p.dispatch) {
+					p.dispatch = wait
+				}
 			}
 		}
 	}
@@ -562,6 +569,6 @@ func (p *promotionRun) log(t *testing.T, name string, names map[string]string) {
 	n := time.Duration(len(p.groups))
 	t.Logf("%s: groups per worker %v; per group %.2f s mean (join %.2f s, read+write+overhead %.2f s), %.0f rows/s per group; plan %.2f s, commit %.2f s, node %.2f s",
 		name, per, (took / n).Seconds(), (join / n).Seconds(), ((took - join) / n).Seconds(), float64(rows)/took.Seconds(), p.plan.Seconds(), p.commit.Seconds(), p.wall.Seconds())
-	t.Logf("%s: data files read %.1f MB (%.0f B/row), written %.1f MB (%.0f B/row)",
-		name, float64(p.read)/1e6, float64(p.read)/float64(rows), float64(p.wrote)/1e6, float64(p.wrote)/float64(rows))
+	t.Logf("%s: data files read %.1f MB (%.0f B/row), written %.1f MB (%.0f B/row); dispatch %.0f ms",
+		name, float64(p.read)/1e6, float64(p.read)/float64(rows), float64(p.wrote)/1e6, float64(p.wrote)/float64(rows), p.dispatch.Seconds()*1000)
 }
