@@ -170,8 +170,11 @@ func TestCTRRetrainUnderS3Faults(t *testing.T) {
 	// A 503 always reaches the SDK; a reset of a read on a reused
 	// connection may be resent by net/http itself (s3fault.Stats).
 	n := int64(retries.total())
-	if n < stats.SlowDowns+stats.Resets-stats.ResetReads || n > stats.SlowDowns+stats.Resets {
-		t.Errorf("%d SDK retries for %d SlowDowns and %d resets (%d of reads)", n, stats.SlowDowns, stats.Resets, stats.ResetReads)
+	retries.mu.Lock()
+	throttled := int64(retries.byReason[s3store.RetryThrottled])
+	retries.mu.Unlock()
+	if throttled != stats.SlowDowns || n < stats.SlowDowns+stats.Resets-stats.ResetReads || n > stats.SlowDowns+stats.Resets {
+		t.Errorf("%d SDK retries, %d of them throttled, for %d SlowDowns and %d resets (%d of reads)", n, throttled, stats.SlowDowns, stats.Resets, stats.ResetReads)
 	}
 	if exported != float64(n) {
 		t.Errorf("retrain_s3_retries_total = %v, store counted %d", exported, n)

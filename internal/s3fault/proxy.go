@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -187,8 +188,10 @@ func writeSlowDown(w http.ResponseWriter, r *http.Request, n uint64) {
 	id := fmt.Sprintf("s3fault-%d", n)
 	w.Header().Set("Content-Type", "application/xml")
 	w.Header().Set("x-amz-request-id", id)
-	// The body is not read: the connection cannot be kept alive then.
-	w.Header().Set("Connection", "close")
+	// Read the body first: answered while a client still sends a large
+	// part, the 503 may reach it as a broken connection instead, and the
+	// client would not see a SlowDown at all.
+	io.Copy(io.Discard, r.Body)
 	w.WriteHeader(http.StatusServiceUnavailable)
 	if r.Method == http.MethodHead {
 		return

@@ -27,7 +27,7 @@ func TestStoreRetriesEveryInjectedFault(t *testing.T) {
 	defer p.Close()
 	cfg := srv.Config("faults")
 	cfg.Endpoint = p.URL()
-	cfg.MaxBackoff = 20 * time.Millisecond // the policy's shape, not its patience, is under test
+	cfg.MaxBackoff = 20 * time.Millisecond                      // the policy's shape, not its patience, is under test
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil)) // the retry warnings, with -v
 	reasons := map[string]int64{}
 	cfg.OnRetry = func(ev s3store.RetryEvent) { reasons[ev.Reason]++ }
