@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/retrain-ml/retrain/internal/lake"
 )
 
 // column returns the column of rec named name.
@@ -150,6 +152,28 @@ func collect(mem memory.Allocator, recs func(func(arrow.RecordBatch, error) bool
 		return nil, 0, nil
 	}
 	return out, rows, nil
+}
+
+// maxBatchRows is iceberg-go's default read batch size.
+const maxBatchRows = 1 << 17
+
+// batchRows sizes read batches to the files read: the row count of the
+// largest, up to the default. A partition's file of 12,500 rows read with
+// the default would have its column buffers sized (and zeroed) for
+// 131,072 rows.
+func batchRows(parts ...[]lake.Partition) int {
+	n := 0
+	for _, ps := range parts {
+		for _, p := range ps {
+			for _, t := range p.Tasks {
+				n = max(n, int(t.File.Count()))
+			}
+		}
+	}
+	if n <= 0 || n > maxBatchRows {
+		return maxBatchRows
+	}
+	return n
 }
 
 func release(arrs []arrow.Array) {

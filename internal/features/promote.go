@@ -367,6 +367,21 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 			}
 		}
 	}
+	// Reads sized to the files: batches as large as the largest file
+	// read, not iceberg-go's default.
+	sized := [][]lake.Partition{mine}
+	for i := range stagingParts {
+		for _, p := range stagingParts[i] {
+			sized = append(sized, []lake.Partition{p})
+		}
+	}
+	size := table.WithArrowBatchSize(batchRows(sized...))
+	trainScan = s.training.Scan(filter, size)
+	for i, st := range s.staging {
+		if stagingScans[i] != nil {
+			stagingScans[i] = st.Scan(filter, table.WithSnapshotID(plan.StagingSnapshots[i]), size)
+		}
+	}
 	outSchema, err := table.SchemaToArrowSchema(s.target.Schema(), nil, true, false)
 	if err != nil {
 		return res, err

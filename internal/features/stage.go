@@ -404,15 +404,17 @@ func (j *stageJob) rows(ctx context.Context, mem memory.Allocator, out *arrow.Sc
 				yield(lake.PartitionBatch{}, fmt.Errorf("feature rows for %s: %w", d, err))
 				return
 			}
-			scan := j.training.Scan(
+			opts := []table.ScanOption{
 				table.WithRowFilter(iceberg.EqualTo(iceberg.Reference(j.spec.DateColumn), iceberg.Date(d))),
-				table.WithSelectedFields(j.plan.ReadColumns...))
-			parts, err := lake.PlanPartitions(ctx, j.training, scan)
+				table.WithSelectedFields(j.plan.ReadColumns...),
+			}
+			parts, err := lake.PlanPartitions(ctx, j.training, j.training.Scan(opts...))
 			if err != nil {
 				release(feats)
 				yield(lake.PartitionBatch{}, fmt.Errorf("scan %s for %s: %w", j.spec.Training, d, err))
 				return
 			}
+			scan := j.training.Scan(append(opts, table.WithArrowBatchSize(batchRows(parts)))...)
 			for _, p := range parts {
 				if !j.joinPartition(ctx, mem, out, scan, p, ix, feats, trainTime, res, yield) {
 					release(feats)
