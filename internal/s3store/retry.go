@@ -86,6 +86,11 @@ func retryer(cfg Config) aws.Retryer {
 // logs its retries: before serialization, the bucket and key the input
 // names; inside the SDK's retry loop, each attempt after the first.
 func (s *Store) countRetries(stack *middleware.Stack) error {
+	if _, ok := stack.Finalize.Get("Retry"); !ok {
+		// A stack without the SDK's retry loop (a presigner's) retries
+		// nothing, and must not fail for want of it.
+		return nil
+	}
 	target := middleware.InitializeMiddlewareFunc("retrain.s3store.RetryTarget",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			st := &retryState{bucket: stringField(in.Parameters, "Bucket"), key: stringField(in.Parameters, "Key")}
