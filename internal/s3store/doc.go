@@ -21,6 +21,12 @@
 //     protocols on top;
 //   - paginated listing and deletion by prefix.
 //
+// Requests that fail in a retryable way (503 SlowDown and other 5xx,
+// timeouts, refused or reset connections) are retried by the SDK up to
+// [Config.MaxAttempts] times; each retry is counted ([Store.Retries]),
+// logged at Warn and passed to [Config.OnRetry], so that a degraded store
+// is visible while its requests still succeed (retry.go).
+//
 // Errors returned by a Store are [*Error] values. They never carry the SDK
 // error itself, only a message from which the configured credentials have
 // been removed, so they are safe to log and to record in workflow history.
