@@ -215,6 +215,13 @@ func (a *Allocator) Leased() int {
 	return len(a.leased)
 }
 
+// Waiting returns the number of Acquire calls waiting for GPUs.
+func (a *Allocator) Waiting() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.waiters.Len()
+}
+
 // GPU names one leased GPU.
 type GPU struct {
 	Index int    `json:"index"`

@@ -1,50 +1,17 @@
-// Package gpu inventories the NVIDIA GPUs of a host through NVML, decides
-// which of them are healthy enough to run a job, hands healthy GPUs to jobs
-// (CUDA_VISIBLE_DEVICES) and takes them back, and samples their utilization
-// while a job runs to catch GPUs that sit idle.
+// Package gpu is what retrain knows of a host's NVIDIA GPUs, whatever reads
+// them: their inventory and health ([Inventory], [Health]), an [Allocator]
+// that hands healthy GPUs to jobs (CUDA_VISIBLE_DEVICES) and takes them
+// back, a [Sampler] that watches their utilization while a job runs to
+// catch GPUs that sit idle, and [Host], the interface a backend implements.
 //
-// # Safety without a driver
+// # Backends
 //
-// On a host without an NVIDIA driver NVML's Init fails with
-// ERROR_LIBRARY_NOT_FOUND, and any further NVML call, Shutdown included,
-// ends the process (the library's symbols are unresolved: exit 127). The
-// API makes such a call impossible: [Open] is the only way to get a
-// [*Host]; it calls Init and, when Init fails, returns [ErrNoDriver] (or
-// another error) and no Host. Every NVML call is a method of a Host that
-// exists only after a successful Init, and [Host.Close] calls Shutdown
-// once, after which every method returns [ErrClosed] without touching
-// NVML. Calls to NVML functions younger than some drivers still in use
-// (nvmlDeviceGetRemappedRows) are made only when
-// Extensions().LookupSymbol finds them in the loaded library.
-//
-// # Health
-//
-// A GPU is excluded, with a [Reason], when it has uncorrected ECC errors
-// (volatile counter), a page retirement or a row remap pending (the GPU
-// needs a reset), a row-remapping failure, a critical XID event since the
-// Host was opened, or when one of these cannot be read. Feature checks a
-// GPU does not support (ECC on a consumer card, page retirement on Ampere
-// and later, which remap rows instead) do not exclude it. XID events are
-// collected by one goroutine per Host that waits on an NVML event set with
-// a timeout, so Close never waits longer than that timeout. XIDs that NVML
-// reports as critical but that are caused by the application (13, 31, 43,
-// 45, 68, 109: the list NVIDIA's Kubernetes device plugin skips) are noted
-// without excluding the GPU; [WithIgnoredXIDs] changes the list.
-//
-// # Build
-//
-// NVML is reached through cgo (github.com/NVIDIA/go-nvml loads
-// libnvidia-ml.so at run time, so building needs no driver, only a C
-// compiler). NVML 13's headers mark some functions deprecated; the warnings
-// come from go-nvml's own C code, which a #cgo directive here cannot reach,
-// so build with
-//
-//	CGO_CFLAGS=-Wno-deprecated-declarations go build ./...
-//
-// to quiet them. With CGO_ENABLED=0 the package still builds, with the same
-// API except [WithLibrary]: Open then always returns ErrNoDriver, so a
-// worker built that way reports no GPUs.
-//
-// Tests use go-nvml's mocks (pkg/nvml/mock and mock/dgxh100), injected with
-// WithLibrary; they need cgo too.
+// The NVML backend is package gpu/nvmlhost. It is kept out of this package
+// on purpose: it compiles go-nvml's cgo code, whose NVML headers make the C
+// compiler print some 150 deprecation warnings on a cold build cache, and a
+// repository cannot set CGO_CFLAGS for `go run`. Only binaries meant for GPU
+// hosts link it: retrain-worker always, the retrain CLI when built with
+// `-tags nvml`. Everything else (the train node, the worker's GPU queue,
+// `retrain gpus`) takes an [Opener], which is nil in a binary without a
+// backend: a GPU feature then fails at once with [ErrNoNVML].
 package gpu

@@ -14,6 +14,24 @@ var ErrNoDriver = errors.New("gpu: no NVIDIA driver")
 // ErrClosed is returned by the methods of a Host after Close.
 var ErrClosed = errors.New("gpu: host is closed")
 
+// ErrNoNVML is why a GPU feature fails in a binary that links no NVML
+// backend (see the package doc, "Backends").
+var ErrNoNVML = errors.New("this binary is built without NVML: on a GPU host run retrain-worker, or build retrain with `go build -tags nvml ./cmd/retrain`")
+
+// Host is a machine's GPUs, open for reading. nvmlhost.Open returns one.
+type Host interface {
+	// Inventory reads every GPU's figures, processes and health.
+	Inventory() (Inventory, error)
+	HealthReporter
+	UtilizationReader
+	// Close releases the backend; the other methods then return ErrClosed.
+	Close() error
+}
+
+// Opener opens the host's GPUs. It returns an error wrapping ErrNoDriver
+// when the host has no usable NVIDIA driver, and no Host with any error.
+type Opener func() (Host, error)
+
 // Inventory is what a host has, at one moment.
 type Inventory struct {
 	DriverVersion string `json:"driver_version"`
@@ -120,49 +138,4 @@ func Healthy(hs []Health) []Health {
 type XIDEvent struct {
 	XID uint64    `json:"xid"`
 	At  time.Time `json:"at"`
-}
-
-// defaultIgnoredXIDs are XIDs that NVML reports as critical but that an
-// application causes (graphics engine exception, page fault, a kernel that
-// stopped, preemptive cleanup, video processor exception, ...): the list
-// NVIDIA's Kubernetes device plugin skips. They are noted but do not
-// exclude a GPU. An array, so that no caller can change the default.
-var defaultIgnoredXIDs = [...]uint64{13, 31, 43, 45, 68, 109}
-
-// Option configures Open.
-type Option func(*options)
-
-// config holds the options that do not depend on cgo; options (defined
-// per build) embeds it.
-type config struct {
-	xidPollTimeout time.Duration
-	ignoredXIDs    map[uint64]bool
-}
-
-func defaultConfig() config {
-	c := config{xidPollTimeout: 500 * time.Millisecond}
-	c.ignoredXIDs = make(map[uint64]bool, len(defaultIgnoredXIDs))
-	for _, x := range defaultIgnoredXIDs {
-		c.ignoredXIDs[x] = true
-	}
-	return c
-}
-
-// WithXIDPollTimeout sets how long one wait for XID events lasts. Close
-// waits for at most one such wait to end. The default is 500ms; values
-// under a millisecond are raised to one.
-func WithXIDPollTimeout(d time.Duration) Option {
-	return func(o *options) { o.xidPollTimeout = max(d, time.Millisecond) }
-}
-
-// WithIgnoredXIDs replaces the default list of application XIDs (13, 31,
-// 43, 45, 68, 109): XIDs listed here are noted and do not exclude a GPU.
-// With no arguments every critical XID excludes.
-func WithIgnoredXIDs(xids ...uint64) Option {
-	return func(o *options) {
-		o.ignoredXIDs = make(map[uint64]bool, len(xids))
-		for _, x := range xids {
-			o.ignoredXIDs[x] = true
-		}
-	}
 }

@@ -11,7 +11,7 @@ import (
 
 // GPUHost is what a GPU worker needs of its host's GPUs: their health (to
 // count and lease the healthy ones), their utilization (to sample while a
-// job runs), and Close. *gpu.Host implements it.
+// job runs), and Close. Every gpu.Host implements it.
 type GPUHost interface {
 	gpu.HealthReporter
 	gpu.UtilizationReader
@@ -34,17 +34,10 @@ var ErrNoGPU = errors.New("--gpu: no healthy NVIDIA GPU on this host")
 // worker, which is what a lost host needs; pinning it to the host that
 // died would only make it wait for that host.
 func openGPUs(cfg Config, logger *slog.Logger) (GPUHost, int, error) {
-	open := cfg.OpenGPUs
-	if open == nil {
-		open = func() (GPUHost, error) {
-			h, err := gpu.Open()
-			if err != nil {
-				return nil, err // no Host: nothing to close, no NVML call may follow
-			}
-			return h, nil
-		}
+	if cfg.OpenGPUs == nil {
+		return nil, 0, fmt.Errorf("--gpu: %w", gpu.ErrNoNVML)
 	}
-	host, err := open()
+	host, err := cfg.OpenGPUs()
 	if errors.Is(err, gpu.ErrNoDriver) {
 		return nil, 0, fmt.Errorf("%w: no NVIDIA driver found (%v); start the worker without --gpu", ErrNoGPU, err)
 	}

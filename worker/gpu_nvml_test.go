@@ -3,6 +3,7 @@
 package worker
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/gpu/nvmlhost"
 )
 
 // mockDGX is go-nvml's DGX H100 mock with the health figures the gpu
@@ -45,7 +47,7 @@ func mockDGX(eccErrors uint64) *server.Server {
 
 func openMock(lib nvml.Interface) func() (GPUHost, error) {
 	return func() (GPUHost, error) {
-		h, err := gpu.Open(gpu.WithLibrary(lib), gpu.WithXIDPollTimeout(2*time.Millisecond))
+		h, err := nvmlhost.Open(nvmlhost.WithLibrary(lib), nvmlhost.WithXIDPollTimeout(2*time.Millisecond))
 		if err != nil {
 			return nil, err
 		}
@@ -78,5 +80,19 @@ func TestGPUWorkerOnMockedDGX(t *testing.T) {
 	_, _, err = openGPUs(Config{GPU: true, OpenGPUs: openMock(mockDGX(3))}, quiet)
 	if err == nil || !strings.Contains(err.Error(), "all 8 excluded") || !strings.Contains(err.Error(), "ecc") {
 		t.Fatalf("every GPU with ECC errors: %v", err)
+	}
+}
+
+// TestNoDriverMakesNoNVMLCall opens the real library, as retrain-worker
+// does: without a driver (this machine) the error is ErrNoGPU and the
+// process lives.
+func TestNoDriverMakesNoNVMLCall(t *testing.T) {
+	h, _, err := openGPUs(Config{GPU: true, OpenGPUs: func() (GPUHost, error) { return nvmlhost.Opener()() }}, quiet)
+	if err == nil {
+		h.Close()
+		t.Skip("this host has a healthy GPU")
+	}
+	if !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("error %v", err)
 	}
 }

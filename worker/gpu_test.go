@@ -95,16 +95,15 @@ func TestGPUWorkerRefusesToStart(t *testing.T) {
 	}
 }
 
-// TestNoDriverMakesNoNVMLCall opens the real library path: without a
-// driver (this machine) the error is ErrNoDriver and the process lives.
-func TestNoDriverMakesNoNVMLCall(t *testing.T) {
+// A binary that links no NVML (the retrain CLI without -tags nvml) passes
+// no opener: --gpu then fails at once and says which binary has NVML.
+func TestGPUWithoutNVML(t *testing.T) {
 	h, _, err := openGPUs(Config{GPU: true}, quiet)
-	if err == nil {
-		h.Close()
-		t.Skip("this host has a healthy GPU")
+	if h != nil || !errors.Is(err, gpu.ErrNoNVML) || !strings.Contains(err.Error(), "retrain-worker") {
+		t.Fatalf("openGPUs without an opener = %v, %v; want gpu.ErrNoNVML naming retrain-worker", h, err)
 	}
-	if !errors.Is(err, ErrNoGPU) {
-		t.Fatalf("error %v", err)
+	if err := CheckGPU(Config{GPU: true}, quiet); !errors.Is(err, gpu.ErrNoNVML) {
+		t.Fatalf("CheckGPU without an opener: %v", err)
 	}
 }
 

@@ -50,8 +50,9 @@ type Config struct {
 	// GPUSlots bounds activities running at once on the GPU queue; 0
 	// means one per healthy GPU, and more than that is capped to it.
 	GPUSlots int
-	// OpenGPUs opens the host's GPUs; nil means NVML (gpu.Open). Tests
-	// inject go-nvml's mocks or a host without a driver.
+	// OpenGPUs opens the host's GPUs. The binary passes NVML's
+	// (gpu/nvmlhost) when it links it; nil means it does not, and --gpu
+	// fails with gpu.ErrNoNVML. Tests inject go-nvml's mocks or fakes.
 	OpenGPUs func() (GPUHost, error)
 	// MaxConcurrentWorkflowTasks bounds workflow tasks (0 = SDK default).
 	MaxConcurrentWorkflowTasks int

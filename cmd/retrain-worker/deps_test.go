@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,21 @@ func TestWorkerCarriesNoDevStack(t *testing.T) {
 			if strings.HasPrefix(pkg, f) {
 				t.Errorf("retrain-worker depends on %s", pkg)
 			}
+		}
+	}
+}
+
+// TestWorkerLinksNVML: GPU hosts run retrain-worker (deploy/k8s/
+// worker-gpu.yaml), so it is the binary that always carries the NVML
+// backend; the retrain CLI does not (cmd/retrain's TestNoNVMLByDefault).
+func TestWorkerLinksNVML(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, want := range []string{"github.com/NVIDIA/go-nvml/pkg/nvml", "github.com/retrain-ml/retrain/gpu/nvmlhost"} {
+		if !slices.Contains(strings.Fields(string(out)), want) {
+			t.Errorf("retrain-worker does not link %s", want)
 		}
 	}
 }

@@ -4,9 +4,11 @@
 package main
 
 import (
+	"github.com/retrain-ml/retrain/gpu/nvmlhost"
 	"github.com/retrain-ml/retrain/internal/cli"
 )
 
 func main() {
-	cli.Execute(cli.NewWorkerRoot(&cli.App{}, "retrain-worker"))
+	// GPU hosts run this binary: it is the one that always links NVML.
+	cli.Execute(cli.NewWorkerRoot(&cli.App{GPUs: nvmlhost.Opener()}, "retrain-worker"))
 }

@@ -30,6 +30,10 @@ func newDevCommand(app *cli.App) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := app.Logger()
+			app.WorkerGPUs(&cfg)
+			if err := worker.CheckGPU(cfg, log); err != nil {
+				return err // before starting anything: --gpu without a usable GPU
+			}
 			// The report server's port is taken first: the worker puts its
 			// URL in every run's details in the Web UI.
 			reportLn, err := cli.ListenReports(net.JoinHostPort("127.0.0.1", strconv.Itoa(reportPort)))

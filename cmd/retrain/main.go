@@ -10,7 +10,7 @@ import (
 
 func main() {
 	s3server.Main() // the dev stack's S3 server runs as this program started again
-	app := &cli.App{}
+	app := &cli.App{GPUs: gpuOpener()}
 	root := cli.NewRoot(app, "retrain")
 	root.AddCommand(newDevCommand(app), newDemoCommand(app), newBenchCommand(app))
 	cli.Execute(root)

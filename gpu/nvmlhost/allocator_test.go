@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package nvmlhost
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/retrain-ml/retrain/gpu"
 )
 
 func eccOn(f *dgx, i int) {
@@ -25,7 +27,7 @@ func TestAllocatorContention(t *testing.T) {
 	eccOn(f, 3)
 	bad := f.dev(3).UUID
 	h := f.open(t)
-	a := NewAllocator(h, ByUUID)
+	a := gpu.NewAllocator(h, gpu.ByUUID)
 
 	var (
 		mu       sync.Mutex
@@ -43,12 +45,12 @@ func TestAllocatorContention(t *testing.T) {
 			for range 25 {
 				n := 1 + r.IntN(4)
 				var (
-					l   *Lease
+					l   *gpu.Lease
 					err error
 				)
 				if r.IntN(4) == 0 {
 					l, err = a.TryAcquire(n)
-					if errors.Is(err, ErrBusy) {
+					if errors.Is(err, gpu.ErrBusy) {
 						busy.Add(1)
 						continue
 					}
@@ -107,10 +109,10 @@ func TestAllocatorRefusesTooFewHealthy(t *testing.T) {
 	eccOn(f, 1)
 	f.dev(6).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 1, true, false, nvml.SUCCESS }
 	h := f.open(t)
-	if n := len(Healthy(mustHealth(t, h))); n != 6 {
+	if n := len(gpu.Healthy(mustHealth(t, h))); n != 6 {
 		t.Fatalf("%d healthy GPUs, want 6", n)
 	}
-	a := NewAllocator(h, ByUUID)
+	a := gpu.NewAllocator(h, gpu.ByUUID)
 
 	// Waiting cannot help, so Acquire fails at once rather than at the
 	// deadline.
@@ -118,7 +120,7 @@ func TestAllocatorRefusesTooFewHealthy(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := a.Acquire(ctx, 7)
-	if !errors.Is(err, ErrInsufficientGPUs) || time.Since(start) > 5*time.Second {
+	if !errors.Is(err, gpu.ErrInsufficientGPUs) || time.Since(start) > 5*time.Second {
 		t.Fatalf("Acquire(7) = %v after %v", err, time.Since(start))
 	}
 	for _, want := range []string{"want 7, the host has 6 healthy of 8", "GPU 1: ecc_uncorrected", "GPU 6: pending_row_remap"} {
@@ -126,7 +128,7 @@ func TestAllocatorRefusesTooFewHealthy(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	if _, err := a.TryAcquire(8); !errors.Is(err, ErrInsufficientGPUs) {
+	if _, err := a.TryAcquire(8); !errors.Is(err, gpu.ErrInsufficientGPUs) {
 		t.Errorf("TryAcquire(8) = %v", err)
 	}
 	l, err := a.Acquire(ctx, 6)
@@ -148,12 +150,12 @@ func TestAllocatorRefusesTooFewHealthy(t *testing.T) {
 func TestAllocatorFailFastOrWait(t *testing.T) {
 	f := newDGX(t)
 	h := f.open(t)
-	a := NewAllocator(h, ByUUID)
+	a := gpu.NewAllocator(h, gpu.ByUUID)
 	all, err := a.TryAcquire(8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.TryAcquire(1); !errors.Is(err, ErrBusy) {
+	if _, err := a.TryAcquire(1); !errors.Is(err, gpu.ErrBusy) {
 		t.Errorf("TryAcquire on a full host = %v, want ErrBusy", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -161,7 +163,7 @@ func TestAllocatorFailFastOrWait(t *testing.T) {
 	if _, err := a.Acquire(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Acquire on a full host = %v, want the deadline", err)
 	}
-	done := make(chan *Lease)
+	done := make(chan *gpu.Lease)
 	go func() {
 		l, err := a.Acquire(context.Background(), 2)
 		if err != nil {
@@ -183,17 +185,17 @@ func TestAllocatorFailFastOrWait(t *testing.T) {
 func TestAllocatorFIFO(t *testing.T) {
 	f := newDGX(t)
 	h := f.open(t)
-	a := NewAllocator(h, ByUUID)
+	a := gpu.NewAllocator(h, gpu.ByUUID)
 	all, err := a.TryAcquire(8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	big, small := make(chan *Lease, 1), make(chan *Lease, 1)
+	big, small := make(chan *gpu.Lease, 1), make(chan *gpu.Lease, 1)
 	go func() { l, _ := a.Acquire(context.Background(), 8); big <- l }()
 	waitFor(t, "the big request to queue", queued(a, 1))
 	go func() { l, _ := a.Acquire(context.Background(), 1); small <- l }()
 	waitFor(t, "the small request to queue", queued(a, 2))
-	if _, err := a.TryAcquire(1); !errors.Is(err, ErrBusy) {
+	if _, err := a.TryAcquire(1); !errors.Is(err, gpu.ErrBusy) {
 		t.Errorf("TryAcquire with waiters = %v", err)
 	}
 
@@ -216,7 +218,7 @@ func TestAllocatorFIFO(t *testing.T) {
 func TestAllocatorCancelledHeadUnblocksNext(t *testing.T) {
 	f := newDGX(t)
 	h := f.open(t)
-	a := NewAllocator(h, ByUUID)
+	a := gpu.NewAllocator(h, gpu.ByUUID)
 	seven, err := a.TryAcquire(7)
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +228,7 @@ func TestAllocatorCancelledHeadUnblocksNext(t *testing.T) {
 	headErr := make(chan error, 1)
 	go func() { _, err := a.Acquire(ctx, 2); headErr <- err }()
 	waitFor(t, "the head to queue", queued(a, 1))
-	next := make(chan *Lease, 1)
+	next := make(chan *gpu.Lease, 1)
 	go func() { l, _ := a.Acquire(context.Background(), 1); next <- l }()
 	waitFor(t, "the next to queue", queued(a, 2))
 	cancel()
@@ -246,7 +248,7 @@ func TestAllocatorCancelledHeadUnblocksNext(t *testing.T) {
 func TestAllocatorExcludesGPUThatTurnsBad(t *testing.T) {
 	f := newDGX(t)
 	h := f.open(t)
-	a := NewAllocator(h, ByUUID)
+	a := gpu.NewAllocator(h, gpu.ByUUID)
 	all, err := a.TryAcquire(8)
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +260,7 @@ func TestAllocatorExcludesGPUThatTurnsBad(t *testing.T) {
 	f.xid(2, 79)
 	waitFor(t, "the XID to land", func() bool { return !mustHealth(t, h)[2].Healthy })
 	all.Release()
-	if err := <-waiter; !errors.Is(err, ErrInsufficientGPUs) || !strings.Contains(err.Error(), "GPU 2: xid") {
+	if err := <-waiter; !errors.Is(err, gpu.ErrInsufficientGPUs) || !strings.Contains(err.Error(), "GPU 2: xid") {
 		t.Errorf("waiter for 8: %v", err)
 	}
 	l, err := a.TryAcquire(7)
@@ -276,7 +278,7 @@ func TestLeaseNaming(t *testing.T) {
 	eccOn(f, 0)
 	h := f.open(t)
 
-	l, err := NewAllocator(h, ByUUID).TryAcquire(2)
+	l, err := gpu.NewAllocator(h, gpu.ByUUID).TryAcquire(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,11 +286,11 @@ func TestLeaseNaming(t *testing.T) {
 	if l.VisibleDevices() != want || !slices.Equal(l.Env(), []string{"CUDA_VISIBLE_DEVICES=" + want}) {
 		t.Errorf("by UUID: %q %q", l.VisibleDevices(), l.Env())
 	}
-	if g := l.GPUs(); len(g) != 2 || g[0] != (GPU{Index: 1, UUID: f.dev(1).UUID}) {
+	if g := l.GPUs(); len(g) != 2 || g[0] != (gpu.GPU{Index: 1, UUID: f.dev(1).UUID}) {
 		t.Errorf("GPUs: %+v", g)
 	}
 
-	l, err = NewAllocator(h, ByIndex).TryAcquire(3)
+	l, err = gpu.NewAllocator(h, gpu.ByIndex).TryAcquire(3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,14 +302,14 @@ func TestLeaseNaming(t *testing.T) {
 func TestAllocatorOnClosedHost(t *testing.T) {
 	f := newDGX(t)
 	h := f.open(t)
-	a := NewAllocator(h, ByUUID)
+	a := gpu.NewAllocator(h, gpu.ByUUID)
 	h.Close()
-	if _, err := a.Acquire(context.Background(), 1); !errors.Is(err, ErrClosed) {
+	if _, err := a.Acquire(context.Background(), 1); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("Acquire on a closed host: %v", err)
 	}
 }
 
 // queued reports, for waitFor, whether n requests wait in a's queue.
-func queued(a *Allocator, n int) func() bool {
-	return func() bool { a.mu.Lock(); defer a.mu.Unlock(); return a.waiters.Len() == n }
+func queued(a *gpu.Allocator, n int) func() bool {
+	return func() bool { return a.Waiting() == n }
 }

@@ -1,16 +1,18 @@
 //go:build cgo
 
-package gpu
+package nvmlhost
 
 import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/retrain-ml/retrain/gpu"
 )
 
 // health checks one GPU. The caller holds h.mu for reading.
-func (h *Host) health(d *device) Health {
-	out := Health{Index: d.index, UUID: d.uuid}
+func (h *Host) health(d *device) gpu.Health {
+	out := gpu.Health{Index: d.index, UUID: d.uuid}
 	out.Reasons = append(out.Reasons, d.static...)
 	out.Notes = append(out.Notes, d.notes...)
 	if d.dev != nil {
@@ -27,10 +29,10 @@ func (h *Host) health(d *device) Health {
 
 // memoryHealth reads the memory-error state of a GPU. A figure the GPU
 // does not support is no reason to exclude it; one it cannot read is.
-func (h *Host) memoryHealth(dev nvml.Device) []Reason {
-	var out []Reason
+func (h *Host) memoryHealth(dev nvml.Device) []gpu.Reason {
+	var out []gpu.Reason
 	unreadable := func(what string, ret nvml.Return) {
-		out = append(out, Reason{CauseUnreadable, fmt.Sprintf("reading %s: %v", what, ret)})
+		out = append(out, gpu.Reason{Cause: gpu.CauseUnreadable, Detail: fmt.Sprintf("reading %s: %v", what, ret)})
 	}
 
 	switch n, ret := dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); {
@@ -39,7 +41,7 @@ func (h *Host) memoryHealth(dev nvml.Device) []Reason {
 	case ret != nvml.SUCCESS:
 		unreadable("uncorrected ECC errors", ret)
 	case n > 0:
-		out = append(out, Reason{CauseECC, fmt.Sprintf("%d uncorrected ECC errors since the driver loaded", n)})
+		out = append(out, gpu.Reason{Cause: gpu.CauseECC, Detail: fmt.Sprintf("%d uncorrected ECC errors since the driver loaded", n)})
 	}
 
 	// Pre-Ampere GPUs retire pages; Ampere and later remap rows and report
@@ -49,7 +51,7 @@ func (h *Host) memoryHealth(dev nvml.Device) []Reason {
 	case ret != nvml.SUCCESS:
 		unreadable("pending page retirement", ret)
 	case st == nvml.FEATURE_ENABLED:
-		out = append(out, Reason{CausePendingRetirement, "a page retirement is pending: reset the GPU"})
+		out = append(out, gpu.Reason{Cause: gpu.CausePendingRetirement, Detail: "a page retirement is pending: reset the GPU"})
 	}
 
 	if h.hasRemappedRows {
@@ -59,10 +61,10 @@ func (h *Host) memoryHealth(dev nvml.Device) []Reason {
 			unreadable("remapped rows", ret)
 		default:
 			if pending {
-				out = append(out, Reason{CausePendingRemap, "a row remap is pending: reset the GPU"})
+				out = append(out, gpu.Reason{Cause: gpu.CausePendingRemap, Detail: "a row remap is pending: reset the GPU"})
 			}
 			if failed {
-				out = append(out, Reason{CauseRemapFailure, "row remapping failed: the GPU needs service"})
+				out = append(out, gpu.Reason{Cause: gpu.CauseRemapFailure, Detail: "row remapping failed: the GPU needs service"})
 			}
 		}
 	}

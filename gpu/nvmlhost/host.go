@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package nvmlhost
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/retrain-ml/retrain/gpu"
 )
 
 // options are Open's settings; the NVML library is one only with cgo.
@@ -52,7 +54,7 @@ type device struct {
 	dev   nvml.Device
 	// static are exclusions found at Open (no handle, no UUID, XID events
 	// that could not be registered); notes likewise.
-	static []Reason
+	static []gpu.Reason
 	notes  []string
 }
 
@@ -73,7 +75,7 @@ func Open(opts ...Option) (*Host, error) {
 		// Nothing more may be called on lib: after a failed Init even
 		// Shutdown can end the process.
 		if errors.Is(ret, nvml.ERROR_LIBRARY_NOT_FOUND) || errors.Is(ret, nvml.ERROR_DRIVER_NOT_LOADED) {
-			return nil, fmt.Errorf("%w: nvml init: %w", ErrNoDriver, ret)
+			return nil, fmt.Errorf("%w: nvml init: %w", gpu.ErrNoDriver, ret)
 		}
 		return nil, fmt.Errorf("gpu: nvml init: %w", ret)
 	}
@@ -110,14 +112,14 @@ func (h *Host) discover() error {
 		h.devices = append(h.devices, d)
 		dev, ret := h.lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			d.static = append(d.static, Reason{CauseUnreadable, fmt.Sprintf("no device handle: %v", ret)})
+			d.static = append(d.static, gpu.Reason{Cause: gpu.CauseUnreadable, Detail: fmt.Sprintf("no device handle: %v", ret)})
 			continue
 		}
 		d.dev = dev
 		uuid, ret := dev.GetUUID()
 		if ret != nvml.SUCCESS {
 			// Without a UUID the GPU cannot be named to CUDA reliably.
-			d.static = append(d.static, Reason{CauseUnreadable, fmt.Sprintf("no UUID: %v", ret)})
+			d.static = append(d.static, gpu.Reason{Cause: gpu.CauseUnreadable, Detail: fmt.Sprintf("no UUID: %v", ret)})
 			continue
 		}
 		d.uuid = uuid
@@ -153,21 +155,21 @@ func (h *Host) lock() error {
 	h.mu.RLock()
 	if h.closed {
 		h.mu.RUnlock()
-		return ErrClosed
+		return gpu.ErrClosed
 	}
 	return nil
 }
 
 // Inventory reads every GPU's figures, processes and health.
-func (h *Host) Inventory() (Inventory, error) {
+func (h *Host) Inventory() (gpu.Inventory, error) {
 	if err := h.lock(); err != nil {
-		return Inventory{}, err
+		return gpu.Inventory{}, err
 	}
 	defer h.mu.RUnlock()
-	inv := Inventory{
+	inv := gpu.Inventory{
 		DriverVersion:     h.driverVersion,
 		CUDADriverVersion: h.cudaDriverVersion,
-		Devices:           make([]Device, 0, len(h.devices)),
+		Devices:           make([]gpu.Device, 0, len(h.devices)),
 	}
 	for _, d := range h.devices {
 		inv.Devices = append(inv.Devices, h.describe(d))
@@ -176,11 +178,11 @@ func (h *Host) Inventory() (Inventory, error) {
 }
 
 // describe reads one GPU's figures.
-func (h *Host) describe(d *device) Device {
-	out := Device{Index: d.index, UUID: d.uuid, Health: h.health(d)}
+func (h *Host) describe(d *device) gpu.Device {
+	out := gpu.Device{Index: d.index, UUID: d.uuid, Health: h.health(d)}
 	if d.dev == nil {
 		out.Unavailable = make(map[string]string)
-		for _, f := range []string{FieldName, FieldMemory, FieldUtilization, FieldTemperature, FieldPower, FieldECC, FieldProcesses} {
+		for _, f := range []string{gpu.FieldName, gpu.FieldMemory, gpu.FieldUtilization, gpu.FieldTemperature, gpu.FieldPower, gpu.FieldECC, gpu.FieldProcesses} {
 			out.Unavailable[f] = "no device handle"
 		}
 		return out
@@ -193,46 +195,46 @@ func (h *Host) describe(d *device) Device {
 	}
 	var ret nvml.Return
 	if out.Name, ret = d.dev.GetName(); ret != nvml.SUCCESS {
-		missing(FieldName, ret)
+		missing(gpu.FieldName, ret)
 	}
 	if mem, ret := d.dev.GetMemoryInfo(); ret == nvml.SUCCESS {
 		out.MemoryTotal, out.MemoryUsed = mem.Total, mem.Used
 	} else {
-		missing(FieldMemory, ret)
+		missing(gpu.FieldMemory, ret)
 	}
 	if u, ret := d.dev.GetUtilizationRates(); ret == nvml.SUCCESS {
-		out.Utilization = Utilization{GPU: u.Gpu, Memory: u.Memory}
+		out.Utilization = gpu.Utilization{GPU: u.Gpu, Memory: u.Memory}
 	} else {
-		missing(FieldUtilization, ret)
+		missing(gpu.FieldUtilization, ret)
 	}
 	if out.TemperatureC, ret = d.dev.GetTemperature(nvml.TEMPERATURE_GPU); ret != nvml.SUCCESS {
-		missing(FieldTemperature, ret)
+		missing(gpu.FieldTemperature, ret)
 	}
 	if out.PowerMilliwatts, ret = d.dev.GetPowerUsage(); ret != nvml.SUCCESS {
-		missing(FieldPower, ret)
+		missing(gpu.FieldPower, ret)
 	}
 	if out.ECCUncorrected, ret = d.dev.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret != nvml.SUCCESS {
-		missing(FieldECC, ret)
+		missing(gpu.FieldECC, ret)
 	}
 	if procs, ret := d.dev.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
-		out.Processes = make([]Process, 0, len(procs))
+		out.Processes = make([]gpu.Process, 0, len(procs))
 		for _, p := range procs {
-			out.Processes = append(out.Processes, Process{PID: p.Pid, UsedMemory: p.UsedGpuMemory})
+			out.Processes = append(out.Processes, gpu.Process{PID: p.Pid, UsedMemory: p.UsedGpuMemory})
 		}
 	} else {
-		missing(FieldProcesses, ret)
+		missing(gpu.FieldProcesses, ret)
 	}
 	return out
 }
 
 // Health checks every GPU; see the package doc for what excludes one. It
 // implements HealthReporter for an Allocator.
-func (h *Host) Health() ([]Health, error) {
+func (h *Host) Health() ([]gpu.Health, error) {
 	if err := h.lock(); err != nil {
 		return nil, err
 	}
 	defer h.mu.RUnlock()
-	out := make([]Health, 0, len(h.devices))
+	out := make([]gpu.Health, 0, len(h.devices))
 	for _, d := range h.devices {
 		out = append(out, h.health(d))
 	}
@@ -241,9 +243,9 @@ func (h *Host) Health() ([]Health, error) {
 
 // Utilization reads the utilization of the GPU with the given UUID. It
 // implements UtilizationReader for a Sampler.
-func (h *Host) Utilization(uuid string) (Utilization, error) {
+func (h *Host) Utilization(uuid string) (gpu.Utilization, error) {
 	if err := h.lock(); err != nil {
-		return Utilization{}, err
+		return gpu.Utilization{}, err
 	}
 	defer h.mu.RUnlock()
 	for _, d := range h.devices {
@@ -252,9 +254,9 @@ func (h *Host) Utilization(uuid string) (Utilization, error) {
 		}
 		u, ret := d.dev.GetUtilizationRates()
 		if ret != nvml.SUCCESS {
-			return Utilization{}, fmt.Errorf("gpu: utilization of %s: %w", uuid, ret)
+			return gpu.Utilization{}, fmt.Errorf("gpu: utilization of %s: %w", uuid, ret)
 		}
-		return Utilization{GPU: u.Gpu, Memory: u.Memory}, nil
+		return gpu.Utilization{GPU: u.Gpu, Memory: u.Memory}, nil
 	}
-	return Utilization{}, fmt.Errorf("gpu: no GPU with UUID %q", uuid)
+	return gpu.Utilization{}, fmt.Errorf("gpu: no GPU with UUID %q", uuid)
 }

@@ -1,8 +1,12 @@
 //go:build !cgo
 
-package gpu
+package nvmlhost
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/retrain-ml/retrain/gpu"
+)
 
 // options is empty of NVML specifics without cgo.
 type options struct {
@@ -17,7 +21,7 @@ type Host struct{}
 // Open reports ErrNoDriver: this build has no NVML (it was built with
 // CGO_ENABLED=0).
 func Open(opts ...Option) (*Host, error) {
-	return nil, fmt.Errorf("%w: built without cgo, so without NVML", ErrNoDriver)
+	return nil, fmt.Errorf("%w: built without cgo, so without NVML", gpu.ErrNoDriver)
 }
 
 // Close does nothing.
@@ -27,13 +31,15 @@ func (h *Host) Close() error { return nil }
 func (h *Host) Count() int { return 0 }
 
 // Inventory returns ErrNoDriver.
-func (h *Host) Inventory() (Inventory, error) { return Inventory{}, ErrNoDriver }
+func (h *Host) Inventory() (gpu.Inventory, error) { return gpu.Inventory{}, gpu.ErrNoDriver }
 
 // Health returns ErrNoDriver.
-func (h *Host) Health() ([]Health, error) { return nil, ErrNoDriver }
+func (h *Host) Health() ([]gpu.Health, error) { return nil, gpu.ErrNoDriver }
 
 // Utilization returns ErrNoDriver.
-func (h *Host) Utilization(uuid string) (Utilization, error) { return Utilization{}, ErrNoDriver }
+func (h *Host) Utilization(uuid string) (gpu.Utilization, error) {
+	return gpu.Utilization{}, gpu.ErrNoDriver
+}
 
 // XIDEvents returns nil.
-func (h *Host) XIDEvents(uuid string) []XIDEvent { return nil }
+func (h *Host) XIDEvents(uuid string) []gpu.XIDEvent { return nil }

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package nvmlhost
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/retrain-ml/retrain/gpu"
 )
 
 // Without a driver, Init fails and any further NVML call would end the
@@ -38,8 +40,8 @@ func TestOpenNoDriver(t *testing.T) {
 				if h != nil {
 					t.Fatalf("Open returned a Host after a failed Init")
 				}
-				if errors.Is(err, ErrNoDriver) != tc.noDriver {
-					t.Errorf("errors.Is(%v, ErrNoDriver) = %v, want %v", err, !tc.noDriver, tc.noDriver)
+				if errors.Is(err, gpu.ErrNoDriver) != tc.noDriver {
+					t.Errorf("errors.Is(%v, gpu.ErrNoDriver) = %v, want %v", err, !tc.noDriver, tc.noDriver)
 				}
 				if !errors.Is(err, tc.ret) {
 					t.Errorf("error %v does not wrap %v", err, tc.ret)
@@ -107,7 +109,7 @@ func TestInventoryDGXH100(t *testing.T) {
 		if d.MemoryTotal != 80<<30 || d.MemoryUsed != uint64(i)<<30 {
 			t.Errorf("device %d: memory %d/%d", i, d.MemoryUsed, d.MemoryTotal)
 		}
-		if d.Utilization != (Utilization{GPU: 90, Memory: 40}) || d.TemperatureC != 40+uint32(i) || d.ECCUncorrected != 0 {
+		if d.Utilization != (gpu.Utilization{GPU: 90, Memory: 40}) || d.TemperatureC != 40+uint32(i) || d.ECCUncorrected != 0 {
 			t.Errorf("device %d: %+v", i, d)
 		}
 		if !d.Health.Healthy || len(d.Health.Reasons) != 0 || len(d.Health.Notes) != 0 {
@@ -115,12 +117,12 @@ func TestInventoryDGXH100(t *testing.T) {
 		}
 		switch i {
 		case 2:
-			want := []Process{{PID: 4242, UsedMemory: 10 << 30}, {PID: 4243, UsedMemory: 1 << 30}}
+			want := []gpu.Process{{PID: 4242, UsedMemory: 10 << 30}, {PID: 4243, UsedMemory: 1 << 30}}
 			if !slices.Equal(d.Processes, want) {
 				t.Errorf("processes %+v", d.Processes)
 			}
 		case 5:
-			if d.PowerMilliwatts != 0 || d.Unavailable[FieldPower] == "" || len(d.Unavailable) != 1 {
+			if d.PowerMilliwatts != 0 || d.Unavailable[gpu.FieldPower] == "" || len(d.Unavailable) != 1 {
 				t.Errorf("unsupported power: %d %v", d.PowerMilliwatts, d.Unavailable)
 			}
 		default:
@@ -131,7 +133,7 @@ func TestInventoryDGXH100(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	if err := Format(&buf, inv); err != nil {
+	if err := gpu.Format(&buf, inv); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -171,11 +173,11 @@ func TestDeviceWithoutHandle(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := inv.Devices[3]
-	if d.Health.Healthy || d.UUID != "" || !slices.Equal(causes(d.Health), []Cause{CauseUnreadable}) || len(d.Unavailable) != 7 {
+	if d.Health.Healthy || d.UUID != "" || !slices.Equal(causes(d.Health), []gpu.Cause{gpu.CauseUnreadable}) || len(d.Unavailable) != 7 {
 		t.Errorf("lost GPU: %+v", d)
 	}
 	var buf bytes.Buffer
-	if err := Format(&buf, inv); err != nil {
+	if err := gpu.Format(&buf, inv); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), "EXCLUDED: no device handle: ERROR_GPU_IS_LOST") {
@@ -190,52 +192,52 @@ func TestHealthExclusion(t *testing.T) {
 		setup   func(f *dgx)
 		event   func(f *dgx) // after Open
 		gpu     int          // the GPU affected; -1: all of them
-		want    []Cause
+		want    []gpu.Cause
 		detail  string // substring of the first reason
 		healthy bool   // the affected GPU stays healthy (with a note)
 		note    string
 	}{
-		{name: "uncorrected ECC errors", gpu: 1, want: []Cause{CauseECC}, detail: "2 uncorrected ECC errors",
+		{name: "uncorrected ECC errors", gpu: 1, want: []gpu.Cause{gpu.CauseECC}, detail: "2 uncorrected ECC errors",
 			setup: func(f *dgx) {
 				f.dev(1).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) { return 2, nvml.SUCCESS }
 			}},
-		{name: "pending page retirement", gpu: 2, want: []Cause{CausePendingRetirement}, detail: "page retirement is pending",
+		{name: "pending page retirement", gpu: 2, want: []gpu.Cause{gpu.CausePendingRetirement}, detail: "page retirement is pending",
 			setup: func(f *dgx) {
 				f.dev(2).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_ENABLED, nvml.SUCCESS }
 			}},
-		{name: "pending row remap", gpu: 3, want: []Cause{CausePendingRemap}, detail: "row remap is pending",
+		{name: "pending row remap", gpu: 3, want: []gpu.Cause{gpu.CausePendingRemap}, detail: "row remap is pending",
 			setup: func(f *dgx) {
 				f.dev(3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 1, true, false, nvml.SUCCESS }
 			}},
-		{name: "row remap failure", gpu: 4, want: []Cause{CauseRemapFailure}, detail: "row remapping failed",
+		{name: "row remap failure", gpu: 4, want: []gpu.Cause{gpu.CauseRemapFailure}, detail: "row remapping failed",
 			setup: func(f *dgx) {
 				f.dev(4).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 512, false, true, nvml.SUCCESS }
 			}},
-		{name: "several causes", gpu: 0, want: []Cause{CauseECC, CausePendingRemap},
+		{name: "several causes", gpu: 0, want: []gpu.Cause{gpu.CauseECC, gpu.CausePendingRemap},
 			setup: func(f *dgx) {
 				f.dev(0).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) { return 1, nvml.SUCCESS }
 				f.dev(0).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 1, true, false, nvml.SUCCESS }
 			}},
-		{name: "critical XID", gpu: 5, want: []Cause{CauseXID}, detail: "critical XID 79 x2 since open",
+		{name: "critical XID", gpu: 5, want: []gpu.Cause{gpu.CauseXID}, detail: "critical XID 79 x2 since open",
 			event: func(f *dgx) { f.xid(5, 79); f.xid(5, 79) }},
 		{name: "application XID is noted", gpu: 6, healthy: true, note: "application XID 13 x1",
 			event: func(f *dgx) { f.xid(6, 13) }},
-		{name: "application XID excludes without the skip list", opts: []Option{WithIgnoredXIDs()}, gpu: 6, want: []Cause{CauseXID}, detail: "XID 13",
+		{name: "application XID excludes without the skip list", opts: []Option{WithIgnoredXIDs()}, gpu: 6, want: []gpu.Cause{gpu.CauseXID}, detail: "XID 13",
 			event: func(f *dgx) { f.xid(6, 13) }},
-		{name: "XID on no particular GPU", gpu: -1, want: []Cause{CauseXID}, detail: "critical XID 48 on an unidentified GPU",
+		{name: "XID on no particular GPU", gpu: -1, want: []gpu.Cause{gpu.CauseXID}, detail: "critical XID 48 on an unidentified GPU",
 			event: func(f *dgx) { f.xid(-1, 48) }},
-		{name: "failed event wait", gpu: -1, want: []Cause{CauseUnreadable}, detail: "waiting for XID events failed",
+		{name: "failed event wait", gpu: -1, want: []gpu.Cause{gpu.CauseUnreadable}, detail: "waiting for XID events failed",
 			setup: func(f *dgx) {
 				f.set.WaitFunc = func(uint32) (nvml.EventData, nvml.Return) { return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST }
 			}},
-		{name: "lost GPU", gpu: 7, want: []Cause{CauseUnreadable, CauseUnreadable}, detail: "reading uncorrected ECC errors: ERROR_GPU_IS_LOST",
+		{name: "lost GPU", gpu: 7, want: []gpu.Cause{gpu.CauseUnreadable, gpu.CauseUnreadable}, detail: "reading uncorrected ECC errors: ERROR_GPU_IS_LOST",
 			setup: func(f *dgx) {
 				f.dev(7).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
 					return 0, nvml.ERROR_GPU_IS_LOST
 				}
 				f.dev(7).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_GPU_IS_LOST }
 			}},
-		{name: "XID registration fails", gpu: 1, want: []Cause{CauseUnreadable}, detail: "registering for XID events",
+		{name: "XID registration fails", gpu: 1, want: []gpu.Cause{gpu.CauseUnreadable}, detail: "registering for XID events",
 			setup: func(f *dgx) {
 				f.dev(1).RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.ERROR_UNKNOWN }
 			}},
@@ -262,7 +264,7 @@ func TestHealthExclusion(t *testing.T) {
 				tc.event(f)
 			}
 			affected := func(i int) bool { return tc.gpu < 0 || i == tc.gpu }
-			var hs []Health
+			var hs []gpu.Health
 			waitFor(t, "health to reflect the fault", func() bool {
 				hs = mustHealth(t, h)
 				for i, x := range hs {
@@ -345,7 +347,7 @@ func TestClose(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				if _, err := h.Health(); err != nil && !errors.Is(err, ErrClosed) {
+				if _, err := h.Health(); err != nil && !errors.Is(err, gpu.ErrClosed) {
 					t.Errorf("Health: %v", err)
 				}
 			}
@@ -361,13 +363,13 @@ func TestClose(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := h.Inventory(); !errors.Is(err, ErrClosed) {
+	if _, err := h.Inventory(); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("Inventory after Close: %v", err)
 	}
-	if _, err := h.Health(); !errors.Is(err, ErrClosed) {
+	if _, err := h.Health(); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("Health after Close: %v", err)
 	}
-	if _, err := h.Utilization(f.dev(0).UUID); !errors.Is(err, ErrClosed) {
+	if _, err := h.Utilization(f.dev(0).UUID); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("Utilization after Close: %v", err)
 	}
 	if n := len(f.ShutdownCalls()); n != 1 {
@@ -398,7 +400,7 @@ func TestUtilization(t *testing.T) {
 	f := newDGX(t)
 	f.dev(1).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST }
 	h := f.open(t)
-	if u, err := h.Utilization(f.dev(0).UUID); err != nil || u != (Utilization{90, 40}) {
+	if u, err := h.Utilization(f.dev(0).UUID); err != nil || u != (gpu.Utilization{GPU: 90, Memory: 40}) {
 		t.Errorf("Utilization = %v, %v", u, err)
 	}
 	if _, err := h.Utilization(f.dev(1).UUID); !errors.Is(err, nvml.ERROR_GPU_IS_LOST) {

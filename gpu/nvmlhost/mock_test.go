@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package nvmlhost
 
 import (
 	"reflect"
@@ -13,6 +13,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/retrain-ml/retrain/gpu"
 )
 
 // dgx is a mock DGX H100 whose GPUs are all healthy, with an XID event set
@@ -135,7 +137,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func mustHealth(t *testing.T, h *Host) []Health {
+func mustHealth(t *testing.T, h *Host) []gpu.Health {
 	t.Helper()
 	hs, err := h.Health()
 	if err != nil {
@@ -144,8 +146,8 @@ func mustHealth(t *testing.T, h *Host) []Health {
 	return hs
 }
 
-func causes(h Health) []Cause {
-	var out []Cause
+func causes(h gpu.Health) []gpu.Cause {
+	var out []gpu.Cause
 	for _, r := range h.Reasons {
 		out = append(out, r.Cause)
 	}

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package nvmlhost
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/retrain-ml/retrain/gpu"
 )
 
 // TestOpenRealLibrary opens the host's real libnvidia-ml. Without a driver
@@ -17,7 +19,7 @@ import (
 func TestOpenRealLibrary(t *testing.T) {
 	h, err := Open()
 	if err != nil {
-		if !errors.Is(err, ErrNoDriver) {
+		if !errors.Is(err, gpu.ErrNoDriver) {
 			t.Fatalf("Open: %v", err)
 		}
 		if !errors.Is(err, nvml.ERROR_LIBRARY_NOT_FOUND) && !errors.Is(err, nvml.ERROR_DRIVER_NOT_LOADED) {
@@ -39,7 +41,7 @@ func TestOpenRealLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := Format(&buf, inv); err != nil {
+	if err := gpu.Format(&buf, inv); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", buf.String())

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package gpu
+package nvmlhost
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/retrain-ml/retrain/gpu"
 )
 
 // xidWatcher collects critical XID events from one NVML event set in a
@@ -27,9 +29,9 @@ type xidWatcher struct {
 	mu sync.Mutex
 	// byUUID holds each GPU's events; all holds reasons that apply to
 	// every GPU.
-	byUUID  map[string][]XIDEvent
-	skipped map[string][]XIDEvent
-	all     []Reason
+	byUUID  map[string][]gpu.XIDEvent
+	skipped map[string][]gpu.XIDEvent
+	all     []gpu.Reason
 }
 
 // startXIDWatcher registers every device for critical XID events and
@@ -55,7 +57,7 @@ func startXIDWatcher(lib nvml.Interface, devices []*device, cfg config) *xidWatc
 			d.notes = append(d.notes, "XID events not supported by this GPU")
 			continue
 		case ret != nvml.SUCCESS:
-			d.static = append(d.static, Reason{CauseUnreadable, fmt.Sprintf("querying supported events: %v", ret)})
+			d.static = append(d.static, gpu.Reason{Cause: gpu.CauseUnreadable, Detail: fmt.Sprintf("querying supported events: %v", ret)})
 			continue
 		}
 		switch ret := d.dev.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret {
@@ -64,7 +66,7 @@ func startXIDWatcher(lib nvml.Interface, devices []*device, cfg config) *xidWatc
 		case nvml.ERROR_NOT_SUPPORTED:
 			d.notes = append(d.notes, "XID events not supported by this GPU")
 		default:
-			d.static = append(d.static, Reason{CauseUnreadable, fmt.Sprintf("registering for XID events: %v", ret)})
+			d.static = append(d.static, gpu.Reason{Cause: gpu.CauseUnreadable, Detail: fmt.Sprintf("registering for XID events: %v", ret)})
 		}
 	}
 	if registered == 0 {
@@ -77,8 +79,8 @@ func startXIDWatcher(lib nvml.Interface, devices []*device, cfg config) *xidWatc
 		ignored:   cfg.ignoredXIDs,
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
-		byUUID:    make(map[string][]XIDEvent),
-		skipped:   make(map[string][]XIDEvent),
+		byUUID:    make(map[string][]gpu.XIDEvent),
+		skipped:   make(map[string][]gpu.XIDEvent),
 	}
 	go w.run()
 	return w
@@ -100,13 +102,13 @@ func (w *xidWatcher) run() {
 		default:
 			// The device plugin marks every GPU unhealthy here: the state
 			// of the GPUs is no longer known. Waiting again would spin.
-			w.exclude(Reason{CauseUnreadable, fmt.Sprintf("waiting for XID events failed: %v", ret)})
+			w.exclude(gpu.Reason{Cause: gpu.CauseUnreadable, Detail: fmt.Sprintf("waiting for XID events failed: %v", ret)})
 			return
 		}
 		if e.EventType&nvml.EventTypeXidCriticalError == 0 {
 			continue
 		}
-		ev := XIDEvent{XID: e.EventData, At: time.Now()}
+		ev := gpu.XIDEvent{XID: e.EventData, At: time.Now()}
 		uuid := ""
 		if e.Device != nil {
 			if u, ret := e.Device.GetUUID(); ret == nvml.SUCCESS {
@@ -116,7 +118,7 @@ func (w *xidWatcher) run() {
 		if uuid == "" {
 			// NVML reports some XIDs for no particular GPU.
 			if !w.ignored[ev.XID] {
-				w.exclude(Reason{CauseXID, fmt.Sprintf("critical XID %d on an unidentified GPU at %s", ev.XID, ev.At.Format(time.RFC3339))})
+				w.exclude(gpu.Reason{Cause: gpu.CauseXID, Detail: fmt.Sprintf("critical XID %d on an unidentified GPU at %s", ev.XID, ev.At.Format(time.RFC3339))})
 			}
 			continue
 		}
@@ -130,19 +132,19 @@ func (w *xidWatcher) run() {
 	}
 }
 
-func (w *xidWatcher) exclude(r Reason) {
+func (w *xidWatcher) exclude(r gpu.Reason) {
 	w.mu.Lock()
 	w.all = append(w.all, r)
 	w.mu.Unlock()
 }
 
 // report returns the exclusions and notes for one GPU.
-func (w *xidWatcher) report(uuid string) ([]Reason, []string) {
+func (w *xidWatcher) report(uuid string) ([]gpu.Reason, []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	reasons := append([]Reason(nil), w.all...)
+	reasons := append([]gpu.Reason(nil), w.all...)
 	for _, s := range summarize(w.byUUID[uuid]) {
-		reasons = append(reasons, Reason{CauseXID, "critical " + s})
+		reasons = append(reasons, gpu.Reason{Cause: gpu.CauseXID, Detail: "critical " + s})
 	}
 	var notes []string
 	for _, s := range summarize(w.skipped[uuid]) {
@@ -152,7 +154,7 @@ func (w *xidWatcher) report(uuid string) ([]Reason, []string) {
 }
 
 // summarize groups events by XID: "XID 79 x2, first at ...".
-func summarize(evs []XIDEvent) []string {
+func summarize(evs []gpu.XIDEvent) []string {
 	type agg struct {
 		n     int
 		first time.Time
@@ -179,16 +181,16 @@ func summarize(evs []XIDEvent) []string {
 
 // XIDEvents returns the critical XID events seen on the GPU with the given
 // UUID since Open, ignored application XIDs included.
-func (h *Host) XIDEvents(uuid string) []XIDEvent {
+func (h *Host) XIDEvents(uuid string) []gpu.XIDEvent {
 	if h.xid == nil {
 		return nil
 	}
 	w := h.xid
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := append([]XIDEvent(nil), w.byUUID[uuid]...)
+	out := append([]gpu.XIDEvent(nil), w.byUUID[uuid]...)
 	out = append(out, w.skipped[uuid]...)
-	slices.SortStableFunc(out, func(a, b XIDEvent) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b gpu.XIDEvent) int { return a.At.Compare(b.At) })
 	return out
 }
 

@@ -17,10 +17,14 @@ type inventoryHost interface {
 }
 
 // NewGPUsCommand returns `retrain gpus`: the host's NVIDIA GPUs and their
-// health, as a worker started with --gpu would see them.
+// health, as a worker started with --gpu would see them. In a binary
+// without NVML (app.GPUs nil) it fails with gpu.ErrNoNVML.
 func NewGPUsCommand(app *App) *cobra.Command {
 	return newGPUsCommand(app, func() (inventoryHost, error) {
-		h, err := gpu.Open()
+		if app.GPUs == nil {
+			return nil, gpu.ErrNoNVML
+		}
+		h, err := app.GPUs()
 		if err != nil {
 			return nil, err // no Host: nothing to close, and no NVML call may follow
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +14,18 @@ type fakeInventory struct{ inv gpu.Inventory }
 
 func (f fakeInventory) Inventory() (gpu.Inventory, error) { return f.inv, nil }
 func (f fakeInventory) Close() error                      { return nil }
+
+// The retrain CLI built without -tags nvml has no GPU backend: `retrain
+// gpus` fails at once and says which binary to use.
+func TestGPUsCommandWithoutNVML(t *testing.T) {
+	var out bytes.Buffer
+	cmd := NewGPUsCommand(&App{Out: &out, Err: &out})
+	cmd.SetArgs(nil)
+	err := cmd.Execute()
+	if !errors.Is(err, gpu.ErrNoNVML) || !strings.Contains(err.Error(), "retrain-worker") || !strings.Contains(err.Error(), "-tags nvml") {
+		t.Fatalf("retrain gpus without NVML: %v", err)
+	}
+}
 
 func TestGPUsCommand(t *testing.T) {
 	h100 := gpu.Inventory{DriverVersion: "550.54", CUDADriverVersion: 12040, Devices: []gpu.Device{

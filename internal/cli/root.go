@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/temporalconn"
 )
 
@@ -27,6 +28,9 @@ type App struct {
 	LogLevel  string
 	Out       io.Writer
 	Err       io.Writer
+	// GPUs opens the host's GPUs: NVML (gpu/nvmlhost) in binaries that
+	// link it, nil in the others (see package gpu, "Backends").
+	GPUs gpu.Opener
 }
 
 // ExitError ends the process with Code after printing Err (if any).

@@ -32,6 +32,7 @@ func NewWorkerCommand(app *App) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := app.Logger()
+			app.WorkerGPUs(&cfg)
 			if err := worker.CheckGPU(cfg, log); err != nil {
 				return err // before connecting: a GPU worker without a GPU must not start
 			}
@@ -58,4 +59,21 @@ func NewWorkerCommand(app *App) *cobra.Command {
 	cfg.Store.AddDataDirFlag(cmd.Flags()) // shares the lake's --data-dir
 	otel.AddFlags(cmd.Flags(), "retrain-worker")
 	return cmd
+}
+
+// WorkerGPUs gives a worker's cfg the binary's GPU backend (app.GPUs). A
+// binary without one leaves cfg.OpenGPUs nil, and --gpu fails with
+// gpu.ErrNoNVML.
+func (a *App) WorkerGPUs(cfg *worker.Config) {
+	open := a.GPUs
+	if open == nil {
+		return
+	}
+	cfg.OpenGPUs = func() (worker.GPUHost, error) {
+		h, err := open()
+		if err != nil {
+			return nil, err // a nil gpu.Host must stay a nil interface
+		}
+		return h, nil
+	}
 }

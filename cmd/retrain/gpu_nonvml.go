@@ -1,0 +1,10 @@
+//go:build !nvml
+
+package main
+
+import "github.com/retrain-ml/retrain/gpu"
+
+// gpuOpener is nil: by default this binary links no NVML, so that `go run
+// ./cmd/retrain` never compiles go-nvml's cgo code (and its C compiler
+// warnings). GPU commands then say to use retrain-worker or -tags nvml.
+func gpuOpener() gpu.Opener { return nil }

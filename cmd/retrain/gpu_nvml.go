@@ -1,0 +1,12 @@
+//go:build nvml
+
+package main
+
+import (
+	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/gpu/nvmlhost"
+)
+
+// gpuOpener opens the host's GPUs through NVML: built with -tags nvml,
+// `retrain gpus`, `retrain worker --gpu` and `retrain dev --gpu` work.
+func gpuOpener() gpu.Opener { return nvmlhost.Opener() }
