@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,7 @@ import (
 // promoted as ctr-retrain does, then split, train and evaluate each run in
 // a child process of their own, whose peak RSS (VmHWM) is the node's.
 var nodememRows = flag.String("nodemem.rows", "200000,2000000", "comma-separated demo table sizes (rows) for BenchmarkNodeMemory")
+var nodememLake = flag.String("nodemem.lake", "", "a lake folder the demo tables were already written into (retrain data demo --data-dir DIR) with the one size in -nodemem.rows and -nodemem.days: staged and promoted there, not rewritten")
 var nodememDays = flag.Int("nodemem.days", 10, "days the demo rows of BenchmarkNodeMemory span (the last one held out)")
 
 // The child learns its node, store, lake and input from these.
@@ -186,9 +188,11 @@ func prepareTable(b *testing.B, dir string, rows int64, days int) (string, time.
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := demodata.Config{Rows: rows, Days: days}
-	if _, err := demodata.Write(ctx, cat, cfg, demodata.DefaultTables, false, quietLog); err != nil {
-		b.Fatal(err)
+	if *nodememLake == "" {
+		cfg := demodata.Config{Rows: rows, Days: days}
+		if _, err := demodata.Write(ctx, cat, cfg, demodata.DefaultTables, false, quietLog); err != nil {
+			b.Fatal(err)
+		}
 	}
 	start, end := demodata.DefaultStart.String(), (demodata.DefaultStart + backfill.Day(days-1)).String()
 	var staging []string
@@ -207,6 +211,9 @@ func prepareTable(b *testing.B, dir string, rows int64, days int) (string, time.
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The children's figures are their own, but the machine's memory is
+	// shared: give back what staging and promoting held.
+	debug.FreeOSMemory()
 	return strconv.FormatInt(pr.Snapshot, 10), time.Since(started)
 }
 
@@ -234,7 +241,12 @@ func BenchmarkNodeMemory(b *testing.B) {
 	for range b.N {
 		srv := s3test.Start(b)
 		for i, rows := range sizes {
-			dir := b.TempDir()
+			dir := *nodememLake
+			if dir == "" {
+				dir = b.TempDir()
+			} else if len(sizes) > 1 {
+				b.Fatal("-nodemem.lake holds one table: give one size in -nodemem.rows")
+			}
 			snap, prep := prepareTable(b, dir, rows, *nodememDays)
 			store := srv.Config(fmt.Sprintf("size%d", i))
 			start, end := demodata.DefaultStart.String(), (demodata.DefaultStart + backfill.Day(*nodememDays-1)).String()
@@ -264,6 +276,9 @@ func BenchmarkNodeMemory(b *testing.B) {
 			}
 			fmt.Printf("nodemem:   evaluate: AUC %v, log loss %v\n", ev.outputs["auc"], ev.outputs["log_loss"])
 		}
+	}
+	if len(sizes) < 2 {
+		return
 	}
 	lo, hi := sizes[0], sizes[len(sizes)-1]
 	for _, n := range nodes {
