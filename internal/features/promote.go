@@ -16,6 +16,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -386,7 +387,9 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 	if err != nil {
 		return res, err
 	}
-	mem := memory.NewGoAllocator()
+	// One pool for the bucket group's reads, joins and writes (see Stage).
+	mem := lake.NewPoolAllocator()
+	ctx = compute.WithAllocator(ctx, mem)
 	var replaced []string
 	for _, p := range mine {
 		for _, t := range p.Tasks {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -342,8 +343,11 @@ func Stage(ctx context.Context, cat *lake.Catalog, spec StageSpec, log *slog.Log
 		return StageResult{}, err
 	}
 	res := StageResult{Staging: spec.Staging, Features: j.plan.FeatureNames, Location: staging.Location()}
-	mem := memory.NewGoAllocator()
-	files, err := lake.WritePartitions(ctx, staging, outSchema, j.rows(ctx, mem, outSchema, &res, log))
+	// One pool for the job's reads, joins and writes: a batch's buffers
+	// serve the next batch once the writer has released it.
+	mem := lake.NewPoolAllocator()
+	wctx := compute.WithAllocator(ctx, mem)
+	files, err := lake.WritePartitions(wctx, staging, outSchema, j.rows(wctx, mem, outSchema, &res, log))
 	if err != nil {
 		return res, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -30,7 +31,7 @@ const (
 // from the table's properties; the rest is what iceberg-go writes (v2
 // data pages, 1 MiB pages, statistics, the Arrow schema in the footer),
 // except for the per-column choices in columnProps.
-func newFileProps(props iceberg.Properties, schema *arrow.Schema, identifiers []string) (fileProps, error) {
+func newFileProps(props iceberg.Properties, schema *arrow.Schema, identifiers []string, mem memory.Allocator) (fileProps, error) {
 	codec := compress.Codecs.Zstd
 	switch c := props.Get(propCompression, "zstd"); c {
 	case "zstd":
@@ -66,6 +67,7 @@ func newFileProps(props iceberg.Properties, schema *arrow.Schema, identifiers []
 		parquet.WithCompression(codec),
 		parquet.WithCompressionLevel(level),
 		parquet.WithStats(true),
+		parquet.WithAllocator(mem),
 	}
 	ids := map[string]bool{}
 	for _, n := range identifiers {
@@ -74,7 +76,7 @@ func newFileProps(props iceberg.Properties, schema *arrow.Schema, identifiers []
 	opts = append(opts, columnProps(schema, ids, columnSettings, codec == compress.Codecs.Zstd, levelSet)...)
 	return fileProps{
 		writer:       parquet.NewWriterProperties(opts...),
-		arrow:        pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()),
+		arrow:        pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)),
 		rowGroupRows: rows,
 	}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -93,7 +94,14 @@ func newPartitionWriter(ctx context.Context, tbl *table.Table, schema *arrow.Sch
 			identifiers = append(identifiers, n)
 		}
 	}
-	props, err := newFileProps(tbl.Properties(), schema, identifiers)
+	// The writer's buffers (pages, dictionaries, compression) come from
+	// the caller's pool when the context carries one
+	// (compute.WithAllocator), else from a pool of this write's own.
+	mem, ok := compute.GetAllocator(ctx).(*PoolAllocator)
+	if !ok {
+		mem = NewPoolAllocator()
+	}
+	props, err := newFileProps(tbl.Properties(), schema, identifiers, mem)
 	if err != nil {
 		return nil, err
 	}
