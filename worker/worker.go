@@ -191,6 +191,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		return nil, err
 	}
 	cfg.Store.S3.OnRetry = met.countS3Retries(cfg.Store.S3.OnRetry)
+	cfg.Lake.S3.OnRetry = met.countS3Retries(cfg.Lake.S3.OnRetry) // an S3 warehouse's table IO
 	store, err := openStore(ctx, cfg.Store, logger)
 	if err != nil {
 		met.stop()

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	// Catalog implementations and the S3 file IO register themselves.
 	_ "github.com/apache/iceberg-go/catalog/glue"
@@ -49,9 +50,19 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Catalog, error) {
 			return nil, err
 		}
 	}
+	var s3cfg *aws.Config
+	if r.onS3() {
+		// Before the catalog, which a failure here would leave open.
+		if s3cfg, err = r.awsConfig(ctx, log); err != nil {
+			return nil, err
+		}
+	}
 	cat, err := catalog.Load(ctx, r.Name, r.Properties())
 	if err != nil {
 		return nil, fmt.Errorf("lake: open %s: %w", r, err)
+	}
+	if s3cfg != nil {
+		cat = &s3Catalog{Catalog: cat, aws: s3cfg}
 	}
 	return &Catalog{cat: cat, cfg: r, log: log, tables: map[string]*sync.Mutex{}}, nil
 }

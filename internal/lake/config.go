@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/spf13/pflag"
 
 	"github.com/retrain-ml/retrain/internal/datadir"
+	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
 // Catalog types Open understands.
@@ -46,12 +48,23 @@ type Config struct {
 
 // S3Config reaches the warehouse's S3 store. Empty fields fall back to the
 // AWS environment (AWS_REGION, AWS_ACCESS_KEY_ID, ..., AWS_S3_ENDPOINT).
+//
+// Table IO on an S3 warehouse (sql and glue catalogs) follows the object
+// store's retry policy and retry counting (s3store.AWSConfig): the fields
+// below are those of s3store.Config, and 0 takes its defaults.
 type S3Config struct {
 	Endpoint        string
 	Region          string
 	AccessKeyID     string
 	SecretAccessKey string
 	SessionToken    string
+
+	MaxAttempts           int
+	MaxBackoff            time.Duration
+	ResponseHeaderTimeout time.Duration
+	// OnRetry is told of every warehouse request sent again (after it is
+	// logged at Warn to the catalog's logger). It must not block.
+	OnRetry func(s3store.RetryEvent)
 }
 
 // AddFlags registers the catalog flags, defaulting from the environment.

@@ -52,6 +52,14 @@ type Config struct {
 	MaxAttempts int
 	MaxBackoff  time.Duration
 
+	// ResponseHeaderTimeout bounds the wait for the start of an answer
+	// once a request has been sent in full; a request that gets none in
+	// time is retried like a reset connection (reason "timeout"). It does
+	// not bound sending an upload's body or receiving a download's.
+	// Default 30s (awsconfig.go): far above any answer an S3 server
+	// takes, far below a step's timeout.
+	ResponseHeaderTimeout time.Duration
+
 	// OnRetry, when set, is told of every request sent again after a
 	// retryable failure (after the Store has logged it at Warn), for
 	// example to count it in a metric. It must not block.

@@ -111,7 +111,11 @@ func (r redactor) String(s string) string {
 }
 
 // wrap converts an SDK error from operation op on path into an *Error.
-func (s *Store) wrap(op, path string, err error) error {
+func (s *Store) wrap(op, path string, err error) error { return wrapErr(s.redact, op, path, err) }
+
+// wrapErr is Store.wrap for callers without a Store (retry counting of
+// another client's requests), with credentials removed by redact.
+func wrapErr(redact redactor, op, path string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -165,7 +169,7 @@ func (s *Store) wrap(op, path string, err error) error {
 		// HEAD responses have no body, hence no message.
 		detail = http.StatusText(e.StatusCode)
 	}
-	e.Msg = s.redact.String(describe(e, detail))
+	e.Msg = redact.String(describe(e, detail))
 	return e
 }
 

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -82,10 +84,20 @@ func retryer(cfg Config) aws.Retryer {
 	})
 }
 
+// retryCounter counts, logs and reports the retries of the requests sent
+// with one aws.Config: a Store's, or one AWSConfig returned for a client
+// that s3store does not build.
+type retryCounter struct {
+	log     *slog.Logger
+	onRetry func(RetryEvent)
+	redact  redactor // removes the credentials from the errors it logs
+	n       atomic.Int64
+}
+
 // countRetries adds to an operation's middleware stack what counts and
 // logs its retries: before serialization, the bucket and key the input
 // names; inside the SDK's retry loop, each attempt after the first.
-func (s *Store) countRetries(stack *middleware.Stack) error {
+func (c *retryCounter) countRetries(stack *middleware.Stack) error {
 	if _, ok := stack.Finalize.Get("Retry"); !ok {
 		// A stack without the SDK's retry loop (a presigner's) retries
 		// nothing, and must not fail for want of it.
@@ -105,7 +117,7 @@ func (s *Store) countRetries(stack *middleware.Stack) error {
 			if st != nil {
 				st.attempts++
 				if st.attempts > 1 {
-					s.retried(ctx, st)
+					c.retried(ctx, st)
 				}
 			}
 			out, md, err := next.HandleFinalize(ctx, in)
@@ -119,8 +131,8 @@ func (s *Store) countRetries(stack *middleware.Stack) error {
 }
 
 // retried records that the attempt st.attempts is a retry of st.lastErr.
-func (s *Store) retried(ctx context.Context, st *retryState) {
-	s.retries.Add(1)
+func (c *retryCounter) retried(ctx context.Context, st *retryState) {
+	c.n.Add(1)
 	ev := RetryEvent{
 		Operation: awsmiddle.GetOperationName(ctx),
 		Bucket:    st.bucket,
@@ -130,22 +142,22 @@ func (s *Store) retried(ctx context.Context, st *retryState) {
 	}
 	path := ""
 	if st.key != "" {
-		path = s.path(st.key)
+		path = URI{Bucket: st.bucket, Key: st.key}.String()
 	}
 	if st.lastErr != nil {
-		ev.Err = s.wrap(ev.Operation, path, st.lastErr).(*Error).Msg
+		ev.Err = wrapErr(c.redact, ev.Operation, path, st.lastErr).(*Error).Msg
 	}
-	s.log.WarnContext(ctx, "s3store: retrying request",
+	c.log.WarnContext(ctx, "s3store: retrying request",
 		"operation", ev.Operation, "bucket", ev.Bucket, "key", ev.Key,
 		"attempt", ev.Attempt, "reason", ev.Reason, "error", ev.Err)
-	if s.onRetry != nil {
-		s.onRetry(ev)
+	if c.onRetry != nil {
+		c.onRetry(ev)
 	}
 }
 
 // Retries returns how many requests the Store has sent again since it was
 // opened.
-func (s *Store) Retries() int64 { return s.retries.Load() }
+func (s *Store) Retries() int64 { return s.retry.n.Load() }
 
 // retryReason sorts the error of a failed attempt into one of the Retry*
 // reasons.

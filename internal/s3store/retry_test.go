@@ -2,6 +2,7 @@ package s3store_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
@@ -20,8 +24,13 @@ const slowDown = `<?xml version="1.0" encoding="UTF-8"?>
 <Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><RequestId>r1</RequestId></Error>`
 
 // flakyS3 answers HEAD bucket with 200 and each DELETE of an object with
-// the next entry of script: a status (503 sends SlowDown), or -1 to close
-// the connection without an answer.
+// the next entry of script: a status (503 sends SlowDown), -1 to close
+// the connection without an answer, or stall to read the request and
+// never answer (until the client gives up on the connection).
+// stall in a flakyS3 script: a server that takes the request and goes
+// silent.
+const stall = -2
+
 type flakyS3 struct {
 	mu      sync.Mutex
 	script  []int
@@ -41,6 +50,8 @@ func (f *flakyS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.deletes++
 	f.mu.Unlock()
 	switch status {
+	case stall:
+		<-r.Context().Done()
 	case -1:
 		conn, _, err := w.(http.Hijacker).Hijack()
 		if err == nil {
@@ -154,5 +165,81 @@ func TestOpenRefusesNegativeRetrySettings(t *testing.T) {
 	_, err := s3store.Open(t.Context(), s3store.Config{URI: "s3://bucket", Endpoint: "http://127.0.0.1:1", MaxAttempts: -1})
 	if err == nil || !strings.Contains(err.Error(), "MaxAttempts -1") {
 		t.Fatalf("Open = %v, want an error naming MaxAttempts", err)
+	}
+}
+
+// TestStalledRequestIsRetried: a server that reads a DELETE and never
+// answers is given up on after ResponseHeaderTimeout and the request is
+// sent again (counted with reason "timeout") instead of waiting for the
+// caller's deadline; the second attempt's answer completes the Delete.
+// Without the timeout the first attempt would wait until the context's
+// 60 s deadline and the Delete would fail with it.
+func TestStalledRequestIsRetried(t *testing.T) {
+	f := &flakyS3{script: []int{stall}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	var reasons []string
+	st, err := s3store.Open(t.Context(), s3store.Config{
+		URI: "s3://bucket/p", Endpoint: srv.URL, Region: "us-east-1", UsePathStyle: true,
+		AccessKeyID: "AKIDEXAMPLEEXAMPLE", SecretAccessKey: "secret-secret-secret-secret",
+		MaxBackoff: 10 * time.Millisecond, ResponseHeaderTimeout: 200 * time.Millisecond,
+		Logger:  slog.New(slog.DiscardHandler),
+		OnRetry: func(ev s3store.RetryEvent) { reasons = append(reasons, ev.Reason) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := st.Delete(ctx, "k"); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if f.count() != 2 || len(reasons) != 1 || reasons[0] != s3store.RetryTimeout {
+		t.Fatalf("server saw %d DELETEs, retries %v; want 2 and one %q", f.count(), reasons, s3store.RetryTimeout)
+	}
+}
+
+// TestOpenRefusesNegativeResponseHeaderTimeout: bad input fails Open and
+// AWSConfig with a message naming the field.
+func TestOpenRefusesNegativeResponseHeaderTimeout(t *testing.T) {
+	cfg := s3store.Config{URI: "s3://bucket", Endpoint: "http://127.0.0.1:1", ResponseHeaderTimeout: -time.Second}
+	if _, err := s3store.Open(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "ResponseHeaderTimeout -1s") {
+		t.Fatalf("Open = %v, want an error naming ResponseHeaderTimeout", err)
+	}
+	if _, err := s3store.AWSConfig(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "ResponseHeaderTimeout -1s") {
+		t.Fatalf("AWSConfig = %v, want an error naming ResponseHeaderTimeout", err)
+	}
+}
+
+// TestAWSConfigCountsRetries: a client s3store does not build (as the
+// lake's table IO builds its own) from AWSConfig follows the same policy:
+// a SlowDown and a dropped connection are retried, counted by OnRetry
+// with their reasons and logged, and the request succeeds.
+func TestAWSConfigCountsRetries(t *testing.T) {
+	f := &flakyS3{script: []int{http.StatusServiceUnavailable, -1}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	var logs bytes.Buffer
+	var events []s3store.RetryEvent
+	cfg, err := s3store.AWSConfig(t.Context(), s3store.Config{
+		Endpoint: srv.URL, Region: "us-east-1",
+		AccessKeyID: "AKIDEXAMPLEEXAMPLE", SecretAccessKey: "secret-secret-secret-secret",
+		MaxBackoff: 10 * time.Millisecond,
+		Logger:     slog.New(slog.NewTextHandler(&logs, nil)),
+		OnRetry:    func(ev s3store.RetryEvent) { events = append(events, ev) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+	if _, err := client.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String("lake"), Key: aws.String("t/data/f.parquet")}); err != nil {
+		t.Fatalf("DeleteObject: %v", err)
+	}
+	if f.count() != 3 || len(events) != 2 || events[0].Reason != s3store.RetryThrottled || events[1].Reason != s3store.RetryConnection ||
+		events[1].Bucket != "lake" || events[1].Key != "t/data/f.parquet" || events[1].Attempt != 3 {
+		t.Fatalf("server saw %d DELETEs, retries %+v; want 3, a throttled and a connection retry of lake/t/data/f.parquet", f.count(), events)
+	}
+	if n := strings.Count(logs.String(), "s3store: retrying request"); n != 2 || strings.Contains(logs.String(), "secret-secret") {
+		t.Fatalf("want 2 retry warnings without the secret, got:\n%s", logs.String())
 	}
 }

@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -27,8 +24,7 @@ type Store struct {
 	endpoint string // for messages, without user information
 	log      *slog.Logger
 	redact   redactor
-	onRetry  func(RetryEvent)
-	retries  atomic.Int64
+	retry    *retryCounter // counts and logs the client's retries
 }
 
 // Open connects to the bucket named by cfg.URI and checks that it is
@@ -39,60 +35,30 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.AccessKeyID != "" && cfg.SecretAccessKey == "" {
-		return nil, newError(opOpen, "", nil, "AccessKeyID is set but SecretAccessKey is empty")
-	}
-	if cfg.MaxAttempts < 0 || cfg.MaxBackoff < 0 {
-		return nil, newError(opOpen, "", nil, fmt.Sprintf("MaxAttempts %d and MaxBackoff %v must not be negative (0 takes the default)", cfg.MaxAttempts, cfg.MaxBackoff))
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
 	}
 	s := &Store{
-		bucket:  root.Bucket,
-		prefix:  strings.TrimSuffix(root.Key, "/"),
-		log:     cmp.Or(cfg.Logger, slog.Default()),
-		onRetry: cfg.OnRetry,
-		// Until the credentials are known, redact whatever the caller gave.
-		redact: newRedactor(cfg.SecretAccessKey, cfg.SessionToken, cfg.AccessKeyID),
+		bucket: root.Bucket,
+		prefix: strings.TrimSuffix(root.Key, "/"),
+		log:    cmp.Or(cfg.Logger, slog.Default()),
 	}
-
-	var loadOpts []func(*config.LoadOptions) error
-	if cfg.Region != "" {
-		loadOpts = append(loadOpts, config.WithRegion(cfg.Region))
-	}
-	if cfg.AccessKeyID != "" {
-		loadOpts = append(loadOpts, config.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)))
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
-	if err != nil {
-		return nil, newError(opOpen, "", nil, s.redact.String("load AWS configuration: "+err.Error()))
-	}
-	awsCfg.Region = cmp.Or(awsCfg.Region, defaultRegion)
+	s.retry = &retryCounter{log: s.log, onRetry: cfg.OnRetry}
 
 	timeout := cmp.Or(cfg.OpenTimeout, defaultOpenTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-
-	// Resolve the credentials once, now: a missing or broken credential
-	// chain is reported by Open rather than by the first write, and the
-	// redactor learns the secret values even when they came from the chain.
-	creds, err := awsCfg.Credentials.Retrieve(ctx)
+	awsCfg, err := loadAWSConfig(ctx, cfg, s.retry)
 	if err != nil {
-		return nil, newError(opOpen, "", ErrAccessDenied, s.redact.String(
-			"no usable AWS credentials: set them in the Config or via AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY: "+err.Error()))
+		return nil, err
 	}
-	s.redact = newRedactor(cfg.SecretAccessKey, cfg.SessionToken, cfg.AccessKeyID,
-		creds.SecretAccessKey, creds.SessionToken, creds.AccessKeyID)
+	s.redact = s.retry.redact
 
 	s.client = s3.NewFromConfig(awsCfg, func(o *s3.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
-		}
 		o.UsePathStyle = cfg.UsePathStyle
 		// Objects written by other tools may have no checksum; that is not
 		// worth a warning on every read.
 		o.DisableLogOutputChecksumValidationSkipped = true
-		o.Retryer = retryer(cfg)
-		o.APIOptions = append(o.APIOptions, s.countRetries)
 	})
 	s.endpoint = displayEndpoint(aws.ToString(s.client.Options().BaseEndpoint))
 	if s.endpoint == "" {
