@@ -2,9 +2,11 @@ package lake
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -14,9 +16,20 @@ import (
 
 // fileProps are the Parquet settings of the files WritePartitions writes.
 type fileProps struct {
-	writer       *parquet.WriterProperties
+	base         []parquet.WriterProperty // file-wide settings
+	schema       *arrow.Schema
+	identifiers  map[string]bool
+	zstd         bool
+	levelSet     bool // the table sets the compression level
 	arrow        pqarrow.ArrowWriterProperties
 	rowGroupRows int64
+}
+
+// forFile is the settings of one file whose top-level columns named in
+// runs hold values in long runs (see runColumns).
+func (p fileProps) forFile(runs map[string]bool) *parquet.WriterProperties {
+	opts := append(slices.Clone(p.base), columnProps(p.schema, p.identifiers, runs, columnSettings, p.zstd, p.levelSet)...)
+	return parquet.NewWriterProperties(opts...)
 }
 
 // Table properties WritePartitions honours, as iceberg-go's writer does.
@@ -73,9 +86,8 @@ func newFileProps(props iceberg.Properties, schema *arrow.Schema, identifiers []
 	for _, n := range identifiers {
 		ids[n] = true
 	}
-	opts = append(opts, columnProps(schema, ids, columnSettings, codec == compress.Codecs.Zstd, levelSet)...)
 	return fileProps{
-		writer:       parquet.NewWriterProperties(opts...),
+		base: opts, schema: schema, identifiers: ids, zstd: codec == compress.Codecs.Zstd, levelSet: levelSet,
 		arrow:        pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)),
 		rowGroupRows: rows,
 	}, nil
@@ -96,10 +108,14 @@ const (
 	kindTime
 	// kindList: the elements of lists (a user's recent ads).
 	kindList
+	// kindRuns: an "other" column whose values come in long runs in this
+	// file (a user's features in rows sorted by user): plain encoding
+	// and zstd compress the runs better than a dictionary, for less CPU.
+	kindRuns
 )
 
 func (k columnKind) String() string {
-	return [...]string{"other", "unique", "time", "list"}[k]
+	return [...]string{"other", "unique", "time", "list", "runs"}[k]
 }
 
 // columnSetting is how one kind of column is written.
@@ -122,6 +138,10 @@ var columnSettings = map[columnKind]columnSetting{
 	kindUnique: {dictionary: false, zstdLevel: defaultZstdLevel},
 	kindTime:   {dictionary: false, zstdLevel: 1},
 	kindList:   {dictionary: false, zstdLevel: defaultZstdLevel},
+	// Runs of 20 (a user's rows): without a dictionary 13% fewer bytes
+	// and 25-40% less CPU (entity ids, features); unordered repeated
+	// values are the other way round, hence the per-file choice.
+	kindRuns: {dictionary: false, zstdLevel: defaultZstdLevel},
 }
 
 // defaultZstdLevel is klauspost/compress's default (level 3, "SpeedDefault").
@@ -129,19 +149,63 @@ const defaultZstdLevel = 3
 
 // kindOf classifies a top-level column of a table with the given
 // identifier columns.
-func kindOf(f arrow.Field, identifiers map[string]bool) columnKind {
+func kindOf(f arrow.Field, identifiers, runs map[string]bool) columnKind {
 	switch {
 	case identifiers[f.Name]:
 		return kindUnique
 	case f.Type.ID() == arrow.TIMESTAMP:
 		return kindTime
+	case runs[f.Name]:
+		return kindRuns
 	}
 	return kindOther
 }
 
+// minRunLength is the mean run length from which a column counts as
+// runs: BenchmarkColumnSettings measured runs of 20 against no runs.
+const minRunLength = 8
+
+// runColumns names the top-level fixed-width columns of rec whose values
+// come in runs of minRunLength or more on average. The first batch of a
+// file decides for the file: a partition's rows are sorted the same way
+// throughout.
+func runColumns(rec arrow.RecordBatch) map[string]bool {
+	out := map[string]bool{}
+	n := int(rec.NumRows())
+	if n < 2*minRunLength {
+		return out
+	}
+	for i, f := range rec.Schema().Fields() {
+		col := rec.Column(i)
+		var same func(a, b int) bool
+		switch c := col.(type) {
+		case *array.Int64:
+			same = func(a, b int) bool { return c.Value(a) == c.Value(b) }
+		case *array.Float64:
+			same = func(a, b int) bool { return c.Value(a) == c.Value(b) }
+		case *array.Int32:
+			same = func(a, b int) bool { return c.Value(a) == c.Value(b) }
+		case *array.Date32:
+			same = func(a, b int) bool { return c.Value(a) == c.Value(b) }
+		default:
+			continue
+		}
+		runs := 1
+		for r := 1; r < n; r++ {
+			if col.IsNull(r) != col.IsNull(r-1) || (col.IsValid(r) && !same(r, r-1)) {
+				runs++
+			}
+		}
+		if n/runs >= minRunLength {
+			out[f.Name] = true
+		}
+	}
+	return out
+}
+
 // columnProps are the per-column settings, by column kind. A table
 // property setting the compression level overrides the kinds' levels.
-func columnProps(schema *arrow.Schema, identifiers map[string]bool, settings map[columnKind]columnSetting, zstd, levelSet bool) []parquet.WriterProperty {
+func columnProps(schema *arrow.Schema, identifiers, runs map[string]bool, settings map[columnKind]columnSetting, zstd, levelSet bool) []parquet.WriterProperty {
 	var out []parquet.WriterProperty
 	var walk func(path string, dt arrow.DataType, kind columnKind)
 	walk = func(path string, dt arrow.DataType, kind columnKind) {
@@ -166,7 +230,7 @@ func columnProps(schema *arrow.Schema, identifiers map[string]bool, settings map
 		}
 	}
 	for _, f := range schema.Fields() {
-		walk(f.Name, f.Type, kindOf(f, identifiers))
+		walk(f.Name, f.Type, kindOf(f, identifiers, runs))
 	}
 	return out
 }

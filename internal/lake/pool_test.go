@@ -3,6 +3,10 @@ package lake
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // TestPoolAllocatorReuses: a freed buffer of a size class serves the next
@@ -53,5 +57,25 @@ func TestPoolAllocatorReuses(t *testing.T) {
 	}
 	if class(1<<30) != -1 || class(100) != -1 || class(4096) != 0 || class(4097) != 1 {
 		t.Errorf("size classes: %d %d %d %d", class(1<<30), class(100), class(4096), class(4097))
+	}
+}
+
+// TestRunColumns: columns whose values repeat in runs (a user's rows) are
+// told apart from unordered ones, which keep their dictionary.
+func TestRunColumns(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	var fields []arrow.Field
+	var cols []arrow.Array
+	for _, kind := range []string{"entity", "feature", "category", "category_feature", "unique", "list"} {
+		f, a := kindColumn(mem, kind, 1000)
+		defer a.Release()
+		fields, cols = append(fields, f), append(cols, a)
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, 1000)
+	defer rec.Release()
+	got := runColumns(rec)
+	want := map[string]bool{"entity": true, "feature": true}
+	if len(got) != len(want) || !got["entity"] || !got["feature"] {
+		t.Errorf("run columns %v, want %v", got, want)
 	}
 }

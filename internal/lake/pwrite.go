@@ -234,12 +234,25 @@ func (w *partitionWriter) writeFile(path string, data partitionData, in <-chan a
 		return nil, err
 	}
 	counter := &countingWriter{w: out}
-	pw, err := pqarrow.NewFileWriter(w.schema, counter, w.props.writer, w.props.arrow)
+	// The first batch shows which columns come in runs (see runColumns).
+	first, ok := <-in
+	runs := map[string]bool{}
+	if ok {
+		runs = runColumns(first)
+	}
+	pw, err := pqarrow.NewFileWriter(w.schema, counter, w.props.forFile(runs), w.props.arrow)
 	if err != nil {
+		if ok {
+			first.Release()
+		}
 		out.Close()
 		return nil, err
 	}
 	var werr error
+	if ok {
+		werr = w.writeBatch(pw, first)
+		first.Release()
+	}
 	for rec := range in {
 		if werr == nil {
 			werr = w.writeBatch(pw, rec)
