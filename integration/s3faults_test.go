@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -11,8 +12,12 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/internal/s3fault"
 	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/metrics"
 	"github.com/retrain-ml/retrain/runs"
@@ -59,15 +64,28 @@ func (l *retryLog) String() string {
 // faultWorker starts, on e's queue, a worker whose object store is reached
 // through p with maxAttempts per request (0: the store's default),
 // serving metrics on a free port; it logs its warnings (the store's
-// retries among them) to the test's output.
-func faultWorker(t *testing.T, e *retrainEnv, p *s3fault.Proxy, retries *retryLog, maxAttempts int) *worker.Worker {
+// retries among them) to the test's output. When lp is not nil, e's lake
+// has its warehouse on e's S3 server, and the worker reaches that through
+// lp, with the same attempts, its retries going to lakeRetries.
+func faultWorker(t *testing.T, e *retrainEnv, p *s3fault.Proxy, retries *retryLog, maxAttempts int, lp *s3fault.Proxy, lakeRetries *retryLog) *worker.Worker {
 	t.Helper()
 	s3cfg := e.srv.Config("")
 	s3cfg.Endpoint = p.URL()
 	s3cfg.MaxAttempts = maxAttempts
 	s3cfg.OnRetry = retries.add
+	lakeCfg := e.lakeCfg
+	if lp != nil {
+		lakeCfg.S3.Endpoint = lp.URL()
+		lakeCfg.S3.MaxAttempts = maxAttempts
+		// Waits of at most 100 ms: the lake reads Parquet with a ranged GET
+		// per column chunk (thousands per run), and the test is of what is
+		// retried and counted, not of the patience (10 s waits) that the
+		// outage suite tests on the store.
+		lakeCfg.S3.MaxBackoff = 100 * time.Millisecond
+		lakeCfg.S3.OnRetry = lakeRetries.add
+	}
 	w, err := worker.New(context.Background(), tclient, server.Namespace(), worker.Config{
-		TaskQueue: e.queue, Pipelines: examples.FS, Lake: e.lakeCfg,
+		TaskQueue: e.queue, Pipelines: examples.FS, Lake: lakeCfg,
 		Store: storage.Config{S3: s3cfg}, MetricsAddr: "127.0.0.1:0",
 	}, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
@@ -78,6 +96,29 @@ func faultWorker(t *testing.T, e *retrainEnv, p *s3fault.Proxy, retries *retryLo
 	}
 	t.Cleanup(w.Stop)
 	return w
+}
+
+// newS3LakeEnv is newRetrainEnv, without a worker, with the lake's
+// warehouse on the S3 server (a SQLite catalog file, as one host's
+// workers share it): the demo tables are written there directly, not
+// through a proxy.
+func newS3LakeEnv(t *testing.T) *retrainEnv {
+	t.Helper()
+	e := &retrainEnv{srv: s3test.Start(t), queue: newQueue(t)}
+	e.lakeCfg = lake.Config{
+		URI: "file:" + filepath.Join(t.TempDir(), "catalog.db"), Warehouse: e.srv.URI("warehouse"),
+		S3: lake.S3Config{Endpoint: e.srv.Endpoint, Region: e.srv.Region, AccessKeyID: e.srv.AccessKey, SecretAccessKey: e.srv.SecretKey},
+	}
+	cat, err := lake.Open(context.Background(), e.lakeCfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	e.cat = cat
+	e.writeData(t, demodata.Broken{})
+	e.store = e.srv.Open(t, "")
+	e.reg = models.New(e.store)
+	return e
 }
 
 // startProxy starts a fault proxy in front of e's S3 server.
@@ -134,50 +175,70 @@ func scrapedRetries(t *testing.T, w *worker.Worker) float64 {
 }
 
 // TestCTRRetrainUnderS3Faults is fault suite (1): ctr-retrain with the
-// worker's S3 endpoint behind a proxy that answers 10% of requests 503
-// SlowDown and resets 2% of connections succeeds, and deploys a model
-// with the same checksum, from a training table with the same checksum,
-// as a fault-free run with the same seed on a fresh stack. Every
-// SlowDown is a counted SDK retry, in the store and in the worker's
-// metrics.
+// worker's S3 traffic behind proxies that answer 10% of requests 503
+// SlowDown and reset 2% of connections succeeds, and deploys a model with
+// the same checksum, from a training table with the same checksum, as a
+// fault-free run with the same seed on a fresh stack with a local-disk
+// lake. Both of the worker's S3 clients are behind a proxy of their own:
+// the object store (checkpoints, models) and the lake's table IO (its
+// warehouse is on the S3 server too, so staging, promotion and split
+// read and write the tables through faults). Every SlowDown is a
+// counted SDK retry, of the client it was injected into, and the worker
+// exports the retries of both in retrain_s3_retries_total.
 func TestCTRRetrainUnderS3Faults(t *testing.T) {
 	clean := newRetrainEnv(t, true)
+	began := time.Now()
 	cleanRes := clean.run(t, nil)
 	want := outcomeOf(t, clean, cleanRes)
-	t.Logf("fault-free run: model %s, ml.training %s (%d rows)", want.model, want.table, want.rows)
+	t.Logf("fault-free run (local-disk lake) in %.1f s: model %s, ml.training %s (%d rows)", time.Since(began).Seconds(), want.model, want.table, want.rows)
 
-	e := newRetrainEnv(t, false)
+	e := newS3LakeEnv(t)
 	p := startProxy(t, e, s3fault.Config{Seed: 12, SlowDownRate: 0.10, ResetRate: 0.02})
-	retries := &retryLog{}
-	w := faultWorker(t, e, p, retries, 0)
+	lp := startProxy(t, e, s3fault.Config{Seed: 13, SlowDownRate: 0.10, ResetRate: 0.02})
+	retries, lakeRetries := &retryLog{}, &retryLog{}
+	w := faultWorker(t, e, p, retries, 0, lp, lakeRetries)
+	began = time.Now()
 	res := e.run(t, nil)
+	took := time.Since(began)
 	got := outcomeOf(t, e, res)
+	t.Logf("run under faults (lake on S3) in %.1f s", took.Seconds())
 
-	stats := p.Stats()
 	total, extra := attempts(res)
 	exported := scrapedRetries(t, w)
-	t.Logf("proxy: %v", stats)
-	t.Logf("SDK retries counted: %d (%v); retrain_s3_retries_total %v", retries.total(), retries, exported)
+	t.Logf("store proxy: %v", p.Stats())
+	t.Logf("store SDK retries counted: %d (%v)", retries.total(), retries)
+	t.Logf("lake proxy: %v", lp.Stats())
+	t.Logf("lake SDK retries counted: %d (%v)", lakeRetries.total(), lakeRetries)
+	t.Logf("retrain_s3_retries_total %v", exported)
 	t.Logf("activity attempts: %d over %d nodes; more than one: [%s]", total, len(res.Nodes), extra)
 	t.Logf("model checksum %s (fault-free %s); ml.training %s, %d rows (fault-free %s, %d rows)", got.model, want.model, got.table, got.rows, want.table, want.rows)
 
 	if got != want {
 		t.Fatalf("under faults the run produced %+v, fault-free %+v", got, want)
 	}
-	if stats.SlowDowns == 0 || stats.Resets == 0 {
-		t.Fatalf("the proxy injected too little to test anything: %v", stats)
+	for _, c := range []struct {
+		name    string
+		stats   s3fault.Stats
+		retries *retryLog
+	}{{"store", p.Stats(), retries}, {"lake", lp.Stats(), lakeRetries}} {
+		if c.stats.SlowDowns == 0 {
+			t.Fatalf("the %s's proxy injected too little to test anything: %v", c.name, c.stats)
+		}
+		// A 503 always reaches the SDK; a reset of a read on a reused
+		// connection may be resent by net/http itself (s3fault.Stats).
+		n := int64(c.retries.total())
+		c.retries.mu.Lock()
+		throttled := int64(c.retries.byReason[s3store.RetryThrottled])
+		c.retries.mu.Unlock()
+		if throttled != c.stats.SlowDowns || n < c.stats.SlowDowns+c.stats.Resets-c.stats.ResetReads || n > c.stats.SlowDowns+c.stats.Resets {
+			t.Errorf("%s: %d SDK retries, %d of them throttled, for %d SlowDowns and %d resets (%d of reads)", c.name, n, throttled, c.stats.SlowDowns, c.stats.Resets, c.stats.ResetReads)
+		}
 	}
-	// A 503 always reaches the SDK; a reset of a read on a reused
-	// connection may be resent by net/http itself (s3fault.Stats).
-	n := int64(retries.total())
-	retries.mu.Lock()
-	throttled := int64(retries.byReason[s3store.RetryThrottled])
-	retries.mu.Unlock()
-	if throttled != stats.SlowDowns || n < stats.SlowDowns+stats.Resets-stats.ResetReads || n > stats.SlowDowns+stats.Resets {
-		t.Errorf("%d SDK retries, %d of them throttled, for %d SlowDowns and %d resets (%d of reads)", n, throttled, stats.SlowDowns, stats.Resets, stats.ResetReads)
+	if p.Stats().Resets == 0 {
+		t.Errorf("the store's proxy reset no connection: %v", p.Stats())
 	}
-	if exported != float64(n) {
-		t.Errorf("retrain_s3_retries_total = %v, store counted %d", exported, n)
+	if n := retries.total() + lakeRetries.total(); exported != float64(n) {
+		t.Errorf("retrain_s3_retries_total = %v; store and lake counted %d", exported, n)
 	}
 }
 
@@ -241,7 +302,7 @@ func runThroughOutage(t *testing.T, outage time.Duration, maxAttempts int) outag
 	e := newRetrainEnv(t, false)
 	p := startProxy(t, e, s3fault.Config{})
 	retries := &retryLog{}
-	w := faultWorker(t, e, p, retries, maxAttempts)
+	w := faultWorker(t, e, p, retries, maxAttempts, nil, nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
