@@ -25,7 +25,10 @@
 // timeouts, refused or reset connections) are retried by the SDK up to
 // [Config.MaxAttempts] times; each retry is counted ([Store.Retries]),
 // logged at Warn and passed to [Config.OnRetry], so that a degraded store
-// is visible while its requests still succeed (retry.go).
+// is visible while its requests still succeed (retry.go). A request with
+// no answer [Config.ResponseHeaderTimeout] after it was sent is retried as
+// a timeout. [AWSConfig] hands the same policy, counting and HTTP client to
+// S3 clients that s3store does not build (the lake's Iceberg table IO).
 //
 // Errors returned by a Store are [*Error] values. They never carry the SDK
 // error itself, only a message from which the configured credentials have
