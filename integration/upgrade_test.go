@@ -48,9 +48,9 @@ const (
 )
 
 // TestUpgradeWithRunsInFlight: a run waits at a gate on the previous
-// release's worker; that worker is killed and this tree's worker takes
-// over; the approval goes to the new worker and the run completes, its
-// workflow tasks handled by both builds. Before that, the previous build
+// release's worker; that worker is stopped (SIGTERM, then in a second run
+// SIGKILL) and this tree's worker takes over; the approval goes to the new
+// worker and the run completes, its workflow tasks handled by both builds. Before that, the previous build
 // runs each interpreter path to completion and the histories it writes
 // replay against this tree's workflow code.
 func TestUpgradeWithRunsInFlight(t *testing.T) {
@@ -74,10 +74,10 @@ func TestUpgradeWithRunsInFlight(t *testing.T) {
 		scenarios = append(scenarios, "upgrade-foreach")
 	}
 	pipelines := pipelinesFor(t, filepath.Join(dir, "pipelines"), scenarios)
-	queue := newQueue(t)
-	old := startWorkerBinary(t, oldBin, queue, pipelines, filepath.Join(dir, "old-data"))
 
 	t.Run("previous build's histories replay", func(t *testing.T) {
+		queue := newQueue(t)
+		startWorkerBinary(t, oldBin, queue, pipelines, filepath.Join(dir, "old-data"))
 		replayer := sdkworker.NewWorkflowReplayer()
 		workflows.Register(replayer)
 		replayer.RegisterWorkflowWithOptions(gatenode.Gate, workflow.RegisterOptions{Name: gatenode.GateWorkflow})
@@ -101,65 +101,81 @@ func TestUpgradeWithRunsInFlight(t *testing.T) {
 		}
 	})
 
-	t.Run("gate approved after the upgrade", func(t *testing.T) {
-		run, err := runs.Start(ctx, tclient, runs.Request{Pipeline: "upgrade-gate", TaskQueue: queue})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gateID := run.ID + "/gate"
-		waitFor(t, time.Minute, func() bool { return gateWaiting(ctx, gateID) })
-		waitingAt := time.Now()
+	// A rolling update stops the old pod with SIGTERM (the SDK tells the
+	// server, which hands the run's next task elsewhere at once); a crash
+	// or an eviction past its grace period is a SIGKILL (the server waits
+	// out the sticky timeout first). Either way, no drain.
+	for _, stop := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"SIGTERM", syscall.SIGTERM}, {"SIGKILL", syscall.SIGKILL}} {
+		t.Run("gate approved after the upgrade, old worker stopped by "+stop.name, func(t *testing.T) {
+			handOff(ctx, t, oldBin, newBin, pipelines, dir, stop.name, stop.sig)
+		})
+	}
+}
 
-		// The old build goes away as a crash or an evicted pod does: no
-		// drain, its sticky cache lost with it.
-		if err := old.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = old.Wait()
-		started := time.Now()
-		replacement := startWorkerBinary(t, newBin, queue, pipelines, filepath.Join(dir, "new-data"))
+// handOff starts a run that waits at a gate on the old worker, stops that
+// worker with stop, starts the new one, approves the gate there and checks
+// that the run completes with workflow tasks of both builds.
+func handOff(ctx context.Context, t *testing.T, oldBin, newBin, pipelines, dir, name string, stop syscall.Signal) {
+	queue := newQueue(t)
+	old := startWorkerBinary(t, oldBin, queue, pipelines, filepath.Join(dir, "old-data"))
+	run, err := runs.Start(ctx, tclient, runs.Request{Pipeline: "upgrade-gate", TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateID := run.ID + "/gate"
+	waitFor(t, time.Minute, func() bool { return gateWaiting(ctx, gateID) })
+	waitingAt := time.Now()
 
-		out, err := retrainCLI(t, "approve", run.ID, "--force", "--reason", "approved after the upgrade", "--user", "upgrade-test")
-		if err != nil || !strings.Contains(out, "upgrade-test") {
-			t.Fatalf("approve on the new worker: %v\n%s", err, out)
-		}
-		approvedAt := time.Now()
-		res, err := runs.Wait(ctx, tclient, run.ID, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		completed := time.Since(started)
-		wantStatus(t, res, runs.StatusSucceeded)
-		g := node(t, res, "gate").Outputs
-		if g["passed"] != true || g["forced"] != true || g["forced_by"] != "upgrade-test" || g["waited"] != true {
-			t.Fatalf("gate outputs %v", g)
-		}
-		if d := node(t, res, "deploy"); d.Status != runs.NodeSucceeded || d.Outputs["deployed"] != "cand-upgrade" {
-			t.Fatalf("deploy %s %v: %s", d.Status, d.Outputs, d.Reason)
-		}
+	if err := old.Process.Signal(stop); err != nil {
+		t.Fatal(err)
+	}
+	_ = old.Wait()
+	started := time.Now()
+	replacement := startWorkerBinary(t, newBin, queue, pipelines, filepath.Join(dir, "new-data"))
 
-		builds := map[string]string{pidPrefix(old): "old", pidPrefix(replacement): "new"}
-		gateTasks := taskBuilds(t, history(t, tclient, gateID), builds)
-		runTasks := taskBuilds(t, history(t, tclient, run.ID), builds)
-		// The gate's wait started on the old build and ended on the new:
-		// the approval's workflow task is the new build's, and replaying
-		// the old build's commands before it did not fail.
-		if gateTasks.byBuild["old"] == 0 || gateTasks.byBuild["new"] == 0 || gateTasks.firstNewAfter != "update accepted" {
-			t.Fatalf("gate workflow tasks: %+v, want the old build's before the approval and the new build's from the approval on", gateTasks)
+	out, err := retrainCLI(t, "approve", run.ID, "--force", "--reason", "approved after the upgrade", "--user", "upgrade-test")
+	if err != nil || !strings.Contains(out, "upgrade-test") {
+		t.Fatalf("approve on the new worker: %v\n%s", err, out)
+	}
+	approvedAt := time.Now()
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed := time.Since(started)
+	wantStatus(t, res, runs.StatusSucceeded)
+	g := node(t, res, "gate").Outputs
+	if g["passed"] != true || g["forced"] != true || g["forced_by"] != "upgrade-test" || g["waited"] != true {
+		t.Fatalf("gate outputs %v", g)
+	}
+	if d := node(t, res, "deploy"); d.Status != runs.NodeSucceeded || d.Outputs["deployed"] != "cand-upgrade" {
+		t.Fatalf("deploy %s %v: %s", d.Status, d.Outputs, d.Reason)
+	}
+
+	builds := map[string]string{pidPrefix(old): "old", pidPrefix(replacement): "new"}
+	gateTasks := taskBuilds(t, history(t, tclient, gateID), builds)
+	runTasks := taskBuilds(t, history(t, tclient, run.ID), builds)
+	// The gate's wait started on the old build and ended on the new: the
+	// approval's workflow task is the new build's, which replayed the old
+	// build's commands before it without failing.
+	if gateTasks.byBuild["old"] == 0 || gateTasks.byBuild["new"] == 0 || gateTasks.firstNewAfter != "update accepted" {
+		t.Fatalf("gate workflow tasks: %+v, want the old build's before the approval and the new build's from the approval on", gateTasks)
+	}
+	if runTasks.byBuild["old"] == 0 || runTasks.byBuild["new"] == 0 {
+		t.Fatalf("run workflow tasks: %+v, want both builds'", runTasks)
+	}
+	for _, h := range []taskSummary{gateTasks, runTasks} {
+		if h.failed > 0 || h.other > 0 {
+			t.Fatalf("workflow tasks failed (%d) or were handled by an unknown worker (%d): %+v", h.failed, h.other, h)
 		}
-		if runTasks.byBuild["old"] == 0 || runTasks.byBuild["new"] == 0 {
-			t.Fatalf("run workflow tasks: %+v, want both builds'", runTasks)
-		}
-		for _, h := range []taskSummary{gateTasks, runTasks} {
-			if h.failed > 0 || h.other > 0 {
-				t.Fatalf("workflow tasks failed (%d) or were handled by an unknown worker (%d): %+v", h.failed, h.other, h)
-			}
-		}
-		t.Logf("old worker SIGKILLed %.2fs after the gate began waiting; new worker started; approval answered %.2fs and run completed %.2fs after its start (the gate waited %.2fs in all)",
-			started.Sub(waitingAt).Seconds(), approvedAt.Sub(started).Seconds(), completed.Seconds(), approvedAt.Sub(waitingAt).Seconds())
-		t.Logf("workflow tasks completed: gate child old=%d new=%d, run old=%d new=%d; failed: %d",
-			gateTasks.byBuild["old"], gateTasks.byBuild["new"], runTasks.byBuild["old"], runTasks.byBuild["new"], gateTasks.failed+runTasks.failed)
-	})
+	}
+	t.Logf("%s: old worker stopped %.2fs after the gate began waiting; new worker started; approval answered %.2fs and run completed %.2fs after its start (the gate waited %.2fs in all)",
+		name, started.Sub(waitingAt).Seconds(), approvedAt.Sub(started).Seconds(), completed.Seconds(), approvedAt.Sub(waitingAt).Seconds())
+	t.Logf("%s: workflow tasks completed: gate child old=%d new=%d, run old=%d new=%d; failed: %d",
+		name, gateTasks.byBuild["old"], gateTasks.byBuild["new"], runTasks.byBuild["old"], runTasks.byBuild["new"], gateTasks.failed+runTasks.failed)
 }
 
 // runScenario runs a scenario pipeline on the queue's worker to its end
@@ -400,16 +416,9 @@ func buildWorker(t *testing.T, root, rev, dir string) (string, time.Duration) {
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -buildvcs=false"))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the worker of %s: %v\n%s", cmp(rev, "this tree"), err, out)
+		t.Fatalf("build the worker of %q (empty: this tree): %v\n%s", rev, err, out)
 	}
 	return bin, time.Since(start)
-}
-
-func cmp(s, ifEmpty string) string {
-	if s == "" {
-		return ifEmpty
-	}
-	return s
 }
 
 // extractRev writes the tree of commit rev into dir (git archive, read
