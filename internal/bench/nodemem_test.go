@@ -20,7 +20,9 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/demodata"
@@ -92,16 +94,8 @@ func runMemChild(node string) int {
 	default:
 		return fail(fmt.Errorf("unknown node %q", node))
 	}
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(sdklog.NewStructuredLogger(quietLog))
-	env := s.NewTestActivityEnvironment()
-	env.RegisterActivityWithOptions(nodetype.Activity(typ.Run), activity.RegisterOptions{Name: in.Type})
-	v, err := env.ExecuteActivity(in.Type, in)
+	res, err := runActivity(in, typ)
 	if err != nil {
-		return fail(err)
-	}
-	var res nodetype.Result
-	if err := v.Get(&res); err != nil {
 		return fail(err)
 	}
 	peak, err := peakRSS()
@@ -113,6 +107,36 @@ func runMemChild(node string) int {
 	}
 	return 0
 }
+
+// runActivity runs a node as a worker does: an activity of a workflow,
+// here the SDK's test workflow environment, with the start-to-close
+// timeout of a large table's training (the test activity environment
+// fixes 10 minutes).
+func runActivity(in nodetype.Input, typ nodetype.Type) (nodetype.Result, error) {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(sdklog.NewStructuredLogger(quietLog))
+	env := s.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(nodeTimeout)
+	env.RegisterActivityWithOptions(nodetype.Activity(typ.Run), activity.RegisterOptions{Name: in.Type})
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: nodeTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		var res nodetype.Result
+		err := workflow.ExecuteActivity(ctx, in.Type, in).Get(ctx, &res)
+		return res, err
+	}, workflow.RegisterOptions{Name: "node"})
+	env.ExecuteWorkflow("node", in)
+	if err := env.GetWorkflowError(); err != nil {
+		return nodetype.Result{}, err
+	}
+	var res nodetype.Result
+	err := env.GetWorkflowResult(&res)
+	return res, err
+}
+
+// nodeTimeout bounds one node of the benchmark.
+const nodeTimeout = 3 * time.Hour
 
 // childResult is what a child writes to stdout.
 type childResult struct {
