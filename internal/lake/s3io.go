@@ -2,10 +2,14 @@ package lake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -138,11 +142,47 @@ func (c Config) awsConfig(ctx context.Context, log *slog.Logger) (*aws.Config, e
 	if err != nil {
 		return nil, fmt.Errorf("lake: S3 configuration of warehouse %s: %w", c.Warehouse, err)
 	}
-	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
-		cfg.HTTPClient = bc.WithTransportOptions(func(t *http.Transport) {
-			t.MaxIdleConns = max(t.MaxIdleConns, s3IdleConnsPerHost)
-			t.MaxIdleConnsPerHost = s3IdleConnsPerHost
-		})
+	bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok {
+		return nil, fmt.Errorf("lake: S3 configuration of warehouse %s: unexpected HTTP client %T", c.Warehouse, cfg.HTTPClient)
 	}
+	bc = bc.WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = max(t.MaxIdleConns, s3IdleConnsPerHost)
+		t.MaxIdleConnsPerHost = s3IdleConnsPerHost
+	})
+	// iceberg-go reads these properties only when it builds the AWS
+	// configuration itself, which it no longer does; applied here, so
+	// that they still hold.
+	if v := c.Props[icebergio.S3ProxyURI]; v != "" {
+		u, err := url.Parse(v)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("lake: catalog property %s=%q: not a proxy URL", icebergio.S3ProxyURI, v)
+		}
+		bc = bc.WithTransportOptions(func(t *http.Transport) { t.Proxy = http.ProxyURL(u) })
+	}
+	if v := c.Props[icebergio.S3ConnectTimeout]; v != "" {
+		d, err := connectTimeout(v)
+		if err != nil {
+			return nil, fmt.Errorf("lake: catalog property %s=%q: %w", icebergio.S3ConnectTimeout, v, err)
+		}
+		bc = bc.WithDialerOptions(func(dl *net.Dialer) { dl.Timeout = d })
+	}
+	if v := c.Props[icebergio.S3RemoteSigningEnabled]; v != "" && v != "false" {
+		return nil, fmt.Errorf("lake: catalog property %s=%q: remote S3 request signing is not supported", icebergio.S3RemoteSigningEnabled, v)
+	}
+	cfg.HTTPClient = bc
 	return &cfg, nil
+}
+
+// connectTimeout parses s3.connect-timeout as iceberg-go does: seconds as
+// a number ("60", "2.5") or a Go duration ("1m"), positive.
+func connectTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if secs, nerr := strconv.ParseFloat(v, 64); nerr == nil {
+		d, err = time.Duration(secs*float64(time.Second)), nil
+	}
+	if err != nil || d <= 0 {
+		return 0, errors.New("want a positive number of seconds or a duration such as 30s")
+	}
+	return d, nil
 }

@@ -3,6 +3,7 @@ package lake_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,5 +113,21 @@ func overwriteRows(t *testing.T, cat *lake.Catalog, name string, rs []row) {
 	})
 	if err != nil {
 		t.Fatalf("overwrite %s: %v", name, err)
+	}
+}
+
+// TestS3WarehouseRefusesBadIOProperties: the S3 catalog properties that
+// iceberg-go would have read itself are checked by Open, with a message
+// naming the property.
+func TestS3WarehouseRefusesBadIOProperties(t *testing.T) {
+	for prop, val := range map[string]string{"s3.connect-timeout": "-3", "s3.proxy-uri": "not a url", "s3.remote-signing-enabled": "true"} {
+		_, err := lake.Open(t.Context(), lake.Config{
+			URI: "file:" + t.TempDir() + "/catalog.db", Warehouse: "s3://bucket/wh",
+			S3:    lake.S3Config{Endpoint: "http://127.0.0.1:1", Region: "us-east-1", AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "secret"},
+			Props: map[string]string{prop: val},
+		}, nil)
+		if err == nil || !strings.Contains(err.Error(), prop) {
+			t.Errorf("%s=%s: Open = %v, want an error naming the property", prop, val, err)
+		}
 	}
 }
