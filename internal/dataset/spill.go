@@ -12,7 +12,6 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/retrain-ml/retrain/internal/trainer"
@@ -33,7 +32,10 @@ type SpillConfig struct {
 	Rows int64
 	// ChunkRows bounds the rows of one chunk (default DefaultChunkRows).
 	ChunkRows int
-	// Dir is where the chunk files go (default os.TempDir()).
+	// Dir is where the chunk files go (default os.TempDir()). They are
+	// unlinked as soon as they are created, so that their space is freed
+	// when the process ends however it ends (a killed worker leaves
+	// nothing behind).
 	Dir string
 }
 
@@ -45,47 +47,45 @@ type SpillConfig struct {
 // rows are put back into request id order when loaded, as [Load] does.
 type Spill struct {
 	cfg    SpillConfig
-	dir    string
-	files  []*os.File
+	files  []*os.File // unlinked
 	ws     []*bufio.Writer
 	rows   []int
+	bytes  []int64
 	added  int64
 	perRow int64 // rows per chunk without request ids
 	buf    []byte
 	err    error
 }
 
-// NewSpill creates the chunk files of a spill in a new folder under
-// cfg.Dir. Close the spill, or the source Source returns, to remove it.
+// NewSpill creates the chunk files of a spill under cfg.Dir. Close the
+// spill, or the source Source returns, to free them.
 func NewSpill(cfg SpillConfig) (*Spill, error) {
 	if cfg.ChunkRows <= 0 {
 		cfg.ChunkRows = DefaultChunkRows
 	}
 	k := max(1, int((cfg.Rows+int64(cfg.ChunkRows)-1)/int64(cfg.ChunkRows)))
-	dir, err := os.MkdirTemp(cfg.Dir, "retrain-spill-")
-	if err != nil {
-		return nil, fmt.Errorf("dataset: spill: %w", err)
-	}
-	s := &Spill{cfg: cfg, dir: dir, rows: make([]int, k), perRow: max(1, (cfg.Rows+int64(k)-1)/int64(k))}
-	for i := range k {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("chunk-%05d", i)))
+	s := &Spill{cfg: cfg, rows: make([]int, k), bytes: make([]int64, k), perRow: max(1, (cfg.Rows+int64(k)-1)/int64(k))}
+	for range k {
+		f, err := os.CreateTemp(cfg.Dir, "retrain-spill-*")
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("dataset: spill: %w", err)
 		}
+		os.Remove(f.Name())
 		s.files = append(s.files, f)
 		s.ws = append(s.ws, bufio.NewWriterSize(f, 64<<10))
 	}
 	return s, nil
 }
 
-// Close removes the spill's files.
+// Close frees the spill's files.
 func (s *Spill) Close() error {
+	var err error
 	for _, f := range s.files {
-		f.Close()
+		err = errors.Join(err, f.Close())
 	}
 	s.files = nil
-	return os.RemoveAll(s.dir)
+	return err
 }
 
 // chunkOf is the chunk of a row: a hash of its request id, so that a chunk
@@ -124,6 +124,7 @@ func (s *Spill) Add(d *Data) error {
 			return s.err
 		}
 		s.rows[c]++
+		s.bytes[c] += int64(len(s.buf))
 		s.added++
 	}
 	return nil
@@ -159,17 +160,13 @@ func (s *Spill) Source(seed uint64, epochs int64, hasRequestID bool) (*SpillSour
 		s.Close()
 		return nil, s.err
 	}
-	for i, w := range s.ws {
-		err := w.Flush()
-		if err == nil {
-			err = s.files[i].Close()
-		}
-		if err != nil {
+	for _, w := range s.ws {
+		if err := w.Flush(); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("dataset: spill: %w", err)
 		}
 	}
-	s.files = nil
+	s.ws = nil
 	src := &SpillSource{spill: s, seed: seed, epochs: epochs, sortByID: hasRequestID, orderEpoch: -1, loaded: -1}
 	for _, n := range s.rows {
 		src.total += int64(n)
@@ -208,7 +205,7 @@ func (s *SpillSource) Rows() int64 { return s.total }
 // Chunks returns the number of chunks.
 func (s *SpillSource) Chunks() int { return len(s.spill.rows) }
 
-// Close removes the spill's files.
+// Close frees the spill's files.
 func (s *SpillSource) Close() error { return s.spill.Close() }
 
 // Position implements [trainer.Source].
@@ -336,8 +333,8 @@ func (s *SpillSource) load(ctx context.Context, c int) error {
 // readChunk reads chunk c's rows back, in request id order (stable, as
 // Load sorts).
 func (s *SpillSource) readChunk(c int) ([]trainer.Example, error) {
-	raw, err := os.ReadFile(filepath.Join(s.spill.dir, fmt.Sprintf("chunk-%05d", c)))
-	if err != nil {
+	raw := make([]byte, s.spill.bytes[c])
+	if _, err := s.spill.files[c].ReadAt(raw, 0); err != nil {
 		return nil, fmt.Errorf("dataset: read spilled chunk %d: %w", c, err)
 	}
 	n, nd, ns := s.spill.rows[c], len(s.spill.cfg.Dense), len(s.spill.cfg.Sparse)

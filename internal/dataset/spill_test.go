@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
@@ -35,7 +36,8 @@ func spillRows(n int) []any {
 // spill writes rows in batches of batch rows and returns the source.
 func spill(t *testing.T, rows []any, batch, chunkRows int, epochs int64) *SpillSource {
 	t.Helper()
-	sp, err := NewSpill(SpillConfig{Dense: []string{"x"}, Sparse: []string{"user", "recent"}, Rows: int64(len(rows)), ChunkRows: chunkRows, Dir: t.TempDir()})
+	dir := t.TempDir()
+	sp, err := NewSpill(SpillConfig{Dense: []string{"x"}, Sparse: []string{"user", "recent"}, Rows: int64(len(rows)), ChunkRows: chunkRows, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +55,11 @@ func spill(t *testing.T, rows []any, batch, chunkRows int, epochs int64) *SpillS
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
+	// The chunk files are unlinked from the start: a killed process
+	// leaves nothing in dir.
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		t.Fatalf("the spill left %d entries in its folder (%v)", len(entries), err)
+	}
 	return src
 }
 
