@@ -64,7 +64,7 @@ type S3Config struct {
 	ResponseHeaderTimeout time.Duration
 	// OnRetry is told of every warehouse request sent again (after it is
 	// logged at Warn to the catalog's logger). It must not block.
-	OnRetry func(s3store.RetryEvent)
+	OnRetry func(s3store.RetryEvent) `json:"-"`
 }
 
 // AddFlags registers the catalog flags, defaulting from the environment.

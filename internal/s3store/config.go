@@ -63,7 +63,7 @@ type Config struct {
 	// OnRetry, when set, is told of every request sent again after a
 	// retryable failure (after the Store has logged it at Warn), for
 	// example to count it in a metric. It must not block.
-	OnRetry func(RetryEvent)
+	OnRetry func(RetryEvent) `json:"-"`
 
 	// Logger receives debug logs of each operation and a warning for
 	// each retried request. Default slog.Default().

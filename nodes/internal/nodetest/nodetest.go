@@ -72,8 +72,14 @@ func runChild(step string, steps map[string]ChildStep) int {
 // StartChild starts a node in a child process (see Main).
 func StartChild(t *testing.T, step string, srv *s3test.Server, prefix string, in nodetype.Input) *exec.Cmd {
 	t.Helper()
-	cfg, _ := json.Marshal(srv.Config(prefix))
-	input, _ := json.Marshal(in)
+	cfg, err := json.Marshal(srv.Config(prefix))
+	if err != nil {
+		t.Fatalf("store config for the child: %v", err)
+	}
+	input, err := json.Marshal(in)
+	if err != nil {
+		t.Fatalf("input for the child: %v", err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+step, childStoreEnv+"="+string(cfg), childInputEnv+"="+string(input))
 	cmd.Stderr = os.Stderr
