@@ -56,15 +56,7 @@ func newTestLake(t *testing.T) *testLake {
 
 func (l *testLake) checksum(t *testing.T, name string) lake.Checksum {
 	t.Helper()
-	tbl, err := l.cat.Load(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := lake.TableChecksum(context.Background(), tbl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sum
+	return tableChecksum(t, l.cat, name)
 }
 
 // dataFilesSince lists the Parquet files under the warehouse modified at or
@@ -257,4 +249,18 @@ func httpGet(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
 	}
 	return string(b)
+}
+
+// tableChecksum is the checksum of the current snapshot of table name.
+func tableChecksum(t *testing.T, cat *lake.Catalog, name string) lake.Checksum {
+	t.Helper()
+	tbl, err := cat.Load(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := lake.TableChecksum(context.Background(), tbl)
+	if err != nil {
+		t.Fatalf("checksum of %s: %v", name, err)
+	}
+	return sum
 }

@@ -184,15 +184,7 @@ func newSharedLake(t *testing.T) *sharedLake {
 
 func (e *sharedLake) checksum(t *testing.T, name string) lake.Checksum {
 	t.Helper()
-	tbl, err := e.cat.Load(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := lake.TableChecksum(context.Background(), tbl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sum
+	return tableChecksum(t, e.cat, name)
 }
 
 // files maps the data files of a table's current snapshot to their sizes.

@@ -76,15 +76,7 @@ func (e *retrainEnv) writeData(t *testing.T, broken demodata.Broken) {
 
 func (e *retrainEnv) checksum(t *testing.T) lake.Checksum {
 	t.Helper()
-	tbl, err := e.cat.Load(context.Background(), "ml.training")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := lake.TableChecksum(context.Background(), tbl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sum
+	return tableChecksum(t, e.cat, "ml.training")
 }
 
 func (e *retrainEnv) run(t *testing.T, params map[string]any) *runs.Result {
