@@ -38,7 +38,10 @@ type PartitionBatch struct {
 // go straight to the Parquet writer, and the files of different
 // partitions are encoded concurrently (one goroutine per open file, at
 // most one per CPU) while the caller produces the next partition's rows.
-// Each batch is released. schema must be tbl's Arrow schema with field
+// Files do not roll over at the table's target file size: one file per
+// partition per call, row groups capped by write.parquet.row-group-limit
+// (a partition of the jobs here is a day x bucket, megabytes to a few
+// hundred). Each batch is released. schema must be tbl's Arrow schema with field
 // ids (table.SchemaToArrowSchema with field ids), or a prefix-compatible
 // projection of it.
 func WritePartitions(ctx context.Context, tbl *table.Table, schema *arrow.Schema, batches iter.Seq2[PartitionBatch, error]) ([]iceberg.DataFile, error) {
