@@ -48,6 +48,10 @@ const (
 // It logs the figures docs/scaling.md models throughput with: groups per
 // worker, per-group time, rows and join time, plan and commit time, and
 // how long the killed group took to move.
+// pwHeartbeat is the promote node's heartbeat timeout: shorter than
+// promote_features' 30 s cap so the killed group moves within ~10 s.
+const pwHeartbeat = "10s"
+
 func TestPromoteAcrossWorkers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds retrain-worker and starts an S3 server and two worker processes")
@@ -92,7 +96,7 @@ func TestPromoteAcrossWorkers(t *testing.T) {
 		t.Errorf("killed: group %v finished on attempt %d by %s; want a later attempt by the survivor %s", g.buckets, g.attempt, g.identity, survivor.identity)
 	default:
 		t.Logf("killed: worker %s (pid %d) SIGKILLed in group %v; the group finished on attempt %d by %s, started %.1f s after the kill (heartbeat timeout %v + retry backoff)",
-			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), lakenodes.PromoteHeartbeat)
+			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), pwHeartbeat)
 	}
 	e.wantChecksum(t, "killed", "ml.training_kill", want)
 	t.Logf("killed: %d Parquet objects under the table written by no committed snapshot (the killed attempt's files, left for a cleanup)", e.orphans(t, "ml.training_kill"))
@@ -389,8 +393,9 @@ func (e *sharedLake) promote(t *testing.T, training string, during func(ctx cont
 nodes:
   - id: promote
     type: promote_features
+    heartbeat: %s
     with: {training_table: %s, staging_tables: [%s], start_date: %q, end_date: %q, bucket_groups: %d}
-`, training, strings.Join(e.staging, ", "), demoStart, demoEnd, pwGroups)
+`, pwHeartbeat, training, strings.Join(e.staging, ", "), demoStart, demoEnd, pwGroups)
 	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), SpecFile: "promote_across_workers.yaml", TaskQueue: e.queue})
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,7 @@ type PromoteOutputs struct {
 func (l *Lake) promoteType() nodetype.Type {
 	return nodetype.NewWorkflow[PromoteWith, PromoteOutputs](dags.NodeType{
 		Name:  "promote_features",
-		Doc:   "Stage 2 of a feature backfill: join staging tables into the training table bucket by bucket (one activity per bucket group, on any worker of the queue; a dead worker's group moves to another after at most 10 s without a heartbeat) and commit, exactly once, one snapshot replacing the affected partitions; redone if another commit lands first.",
+		Doc:   "Stage 2 of a feature backfill: join staging tables into the training table bucket by bucket (one activity per bucket group, on any worker of the queue; a dead worker's group moves to another after at most 30 s without a heartbeat, or the node's shorter heartbeat) and commit, exactly once, one snapshot replacing the affected partitions; redone if another commit lands first.",
 		Check: CheckDates,
 	}, PromoteWorkflow, PromoteFeatures, map[string]any{
 		PromotePlanActivity:    l.PromotePlan,
@@ -170,16 +170,20 @@ func promoteActivityOptions(o *nodetype.Options) workflow.ActivityOptions {
 // PromoteHeartbeat is the longest heartbeat timeout of a promotion's
 // activities: how long a group whose worker died (SIGKILL, OOM, a lost
 // host) waits before Temporal hands it to another worker of the queue.
-const PromoteHeartbeat = 10 * time.Second
+// It is 30 s, not less: the SDK sends heartbeats at most every 0.8 x the
+// timeout, and on a saturated 2-core machine running the embedded server
+// in the same process (retrain dev at 20M rows, issue 13) a 10 s cap
+// failed promote on heartbeat timeouts of live groups, three attempts. A node that wants a faster failover sets a shorter heartbeat.
+const PromoteHeartbeat = 30 * time.Second
 
 // promoteHeartbeat caps the node's heartbeat timeout at PromoteHeartbeat,
 // and turns a disabled one (0) into PromoteHeartbeat. The activities
 // heartbeat from a keep-alive goroutine (nodetype.StartKeepAlive), not
 // from their progress: a heartbeat proves only that the worker process is
 // alive, so a long timeout buys no tolerance for slow groups and only
-// delays the retry of a dead worker's group, by up to the node's default
-// 30 s; and with none at all such a group would wait out the node's
-// whole timeout. A shorter timeout the node sets is kept.
+// delays the retry of a dead worker's group; and with none at all such a
+// group would wait out the node's whole timeout. A shorter timeout the
+// node sets is kept.
 func promoteHeartbeat(node time.Duration) time.Duration {
 	if node <= 0 || node > PromoteHeartbeat {
 		return PromoteHeartbeat

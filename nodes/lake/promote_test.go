@@ -157,7 +157,7 @@ func TestPromoteBadInputIsNotRetried(t *testing.T) {
 // built-in policy retries it and the promotion succeeds.
 func TestPromoteRunsOnTheNodesOptions(t *testing.T) {
 	in := nodetype.Input{Pipeline: "p", RunID: "run-1", Node: "promote", With: map[string]any{"training_table": "ml.training"},
-		Options: &nodetype.Options{Timeout: 7 * time.Minute, Heartbeat: 20 * time.Second,
+		Options: &nodetype.Options{Timeout: 7 * time.Minute, Heartbeat: 45 * time.Second,
 			Retry: dags.RetryPolicy{MaxAttempts: 1, InitialInterval: time.Second, Backoff: 2, MaxInterval: time.Minute}}}
 	f := &promoteFakes{buckets: map[string][][]int{}, failBuckets: 1}
 	_, err := runPromoteInput(t, f, in)
@@ -171,7 +171,7 @@ func TestPromoteRunsOnTheNodesOptions(t *testing.T) {
 		if info.Attempt != 1 {
 			t.Errorf("bucket activity attempt %d: max_attempts 1 allows no retry", info.Attempt)
 		}
-		// The node's 20 s heartbeat is capped (promoteHeartbeat).
+		// The node's 45 s heartbeat is capped (promoteHeartbeat).
 		if info.StartToCloseTimeout != 7*time.Minute || info.HeartbeatTimeout != PromoteHeartbeat {
 			t.Errorf("bucket activity timeouts %v / heartbeat %v, want the node's 7m / the cap %v", info.StartToCloseTimeout, info.HeartbeatTimeout, PromoteHeartbeat)
 		}
@@ -205,8 +205,10 @@ func TestPromoteHeartbeat(t *testing.T) {
 	for _, c := range []struct{ node, want time.Duration }{
 		{0, PromoteHeartbeat},
 		{-time.Second, PromoteHeartbeat},
-		{30 * time.Second, PromoteHeartbeat},
+		{45 * time.Second, PromoteHeartbeat},
+		{time.Hour, PromoteHeartbeat},
 		{PromoteHeartbeat, PromoteHeartbeat},
+		{10 * time.Second, 10 * time.Second},
 		{3 * time.Second, 3 * time.Second},
 	} {
 		if got := promoteHeartbeat(c.node); got != c.want {
