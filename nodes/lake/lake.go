@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,9 @@ import (
 type Lake struct {
 	Catalog *lake.Lazy
 	Logger  *slog.Logger
+	// groups bounds the promotion bucket groups this worker runs at once
+	// (see PromoteBuckets); nil: no bound.
+	groups chan struct{}
 }
 
 // Open opens the catalog; not configured is bad input, which no retry fixes.
@@ -137,6 +141,6 @@ func Types(d Deps) []nodetype.Type {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	l := &Lake{Catalog: d.Catalog, Logger: d.Logger}
+	l := &Lake{Catalog: d.Catalog, Logger: d.Logger, groups: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	return []nodetype.Type{l.stageType(), l.statsType(), l.promoteType(), l.rollbackType()}
 }
