@@ -77,7 +77,12 @@ func StartKeepAlive(ctx context.Context) (_ context.Context, stop func()) {
 	if timeout <= 0 {
 		return ctx, func() {}
 	}
-	beatCtx, cancel := context.WithCancel(ctx)
+	// The heartbeat goes out on the activity's own context, not one that
+	// stop cancels: the SDK sends it on that context, and cancelling a
+	// heartbeat in flight made the SDK log a "RecordActivityHeartbeat with
+	// error: context canceled" warning when a step ended. stop waits for
+	// a heartbeat in flight instead.
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -85,14 +90,16 @@ func StartKeepAlive(ctx context.Context) (_ context.Context, stop func()) {
 		defer t.Stop()
 		for {
 			select {
-			case <-beatCtx.Done():
+			case <-ctx.Done():
+				return
+			case <-quit:
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(beatCtx, hb.get()...)
+				activity.RecordHeartbeat(ctx, hb.get()...)
 			}
 		}
 	}()
-	return ctx, func() { cancel(); <-done }
+	return ctx, func() { close(quit); <-done }
 }
 
 // withAttempt rewraps err as an application error carrying the attempt
