@@ -22,20 +22,7 @@ func TestScrapePadsLabelSets(t *testing.T) {
 	h.Gauge("slots").Update(7)
 	h.Gauge("jobs_total").Update(1) // another kind under a counter's name: dropped, not a broken scrape
 
-	srv, err := Listen("127.0.0.1:0", reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := scrape(t, reg)
 	var p expfmt.TextParser
 	fams, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
 	if err != nil {
@@ -82,4 +69,24 @@ func TestSanitize(t *testing.T) {
 			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// scrape serves reg on a free loopback port and returns one scrape's body.
+func scrape(t *testing.T, reg *Registry) []byte {
+	t.Helper()
+	srv, err := Listen("127.0.0.1:0", reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
 }

@@ -1,9 +1,7 @@
 package metrics
 
 import (
-	"io"
-	"log/slog"
-	"net/http"
+	"bytes"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
@@ -17,18 +15,8 @@ func TestS3RetriesScraped(t *testing.T) {
 	reg.CountS3Retry("PutObject", "throttled")
 	reg.CountS3Retry("GetObject", "connection")
 
-	srv, err := Listen("127.0.0.1:0", reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(scrape(t, reg)))
 	if err != nil {
 		t.Fatal(err)
 	}
