@@ -21,6 +21,7 @@ import (
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/devstack"
 	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/runs"
@@ -182,4 +183,15 @@ func wantStatus(t *testing.T, res *runs.Result, want runs.Status) {
 	if res.Status != want {
 		t.Fatalf("run status %s, want %s: %s", res.Status, want, res.Error)
 	}
+}
+
+// setChildStoreEnv points child worker processes, which take their store
+// from the environment as retrain-worker does, at srv.
+func setChildStoreEnv(t *testing.T, srv *s3test.Server) {
+	t.Setenv("RETRAIN_S3_URI", srv.URI(""))
+	t.Setenv("RETRAIN_S3_ENDPOINT", srv.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 }

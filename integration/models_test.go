@@ -334,12 +334,7 @@ func TestCheckpointNodeKilledAndResumed(t *testing.T) {
 	st := srv.Open(t, "")
 	// Child workers take their store from the environment, as
 	// retrain-worker does.
-	t.Setenv("RETRAIN_S3_URI", srv.URI(""))
-	t.Setenv("RETRAIN_S3_ENDPOINT", srv.Endpoint)
-	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-	t.Setenv("AWS_REGION", srv.Region)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	setChildStoreEnv(t, srv)
 
 	queue := newQueue(t)
 	dir := t.TempDir()

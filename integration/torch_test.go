@@ -182,12 +182,7 @@ func TestTorchRetrain(t *testing.T) {
 func TestTorchWorkerKilledMidTraining(t *testing.T) {
 	e := newTorchEnv(t, false)
 	// Child workers take their store and lake from the environment.
-	t.Setenv("RETRAIN_S3_URI", e.srv.URI(""))
-	t.Setenv("RETRAIN_S3_ENDPOINT", e.srv.Endpoint)
-	t.Setenv("AWS_ACCESS_KEY_ID", e.srv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", e.srv.SecretKey)
-	t.Setenv("AWS_REGION", e.srv.Region)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	setChildStoreEnv(t, e.srv)
 	t.Setenv(childLakeEnv, e.lakeCfg.DataDir)
 
 	// torch-retrain as it is, but for the train node's heartbeat timeout:
