@@ -162,16 +162,9 @@ func Wait(ctx context.Context, c client.Client, id string, progress func(*Result
 // result reads the result of a closed run, including failed ones, whose
 // Result rides on the workflow error.
 func result(ctx context.Context, c client.Client, id string) (*Result, error) {
-	var res Result
-	err := c.GetWorkflow(ctx, id, "").Get(ctx, &res)
-	if err == nil {
-		return &res, nil
+	res, err := resultOf(ctx, c, id, "")
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
-	if r, ok := ResultFromError(err); ok {
-		return r, nil
-	}
-	if r, ok := ResultFromCancel(err); ok {
-		return r, nil
-	}
-	return nil, fmt.Errorf("run %s: %w", id, err)
+	return res, nil
 }
