@@ -12,8 +12,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,32 +28,14 @@ import (
 // worker are up.
 const devReadyLine = "retrain dev stack is up"
 
-// buildRetrain builds cmd/retrain into a temporary folder, unless
-// $RETRAIN_TEST_BIN names a binary built from this tree already (linking
-// the stack takes ~30-90 s on a small machine).
+// buildRetrain returns this tree's cmd/retrain, unless $RETRAIN_TEST_BIN
+// names a binary built from this tree already.
 func buildRetrain(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("RETRAIN_TEST_BIN"); bin != "" {
 		return bin
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goTool); err != nil {
-			t.Skip("no go command to build the retrain binary with")
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "retrain")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, "github.com/retrain-ml/retrain/cmd/retrain")
-	cmd.Dir = ".." // the module root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/retrain: %v\n%s", err, out)
-	}
-	t.Logf("built %s in %.1fs", bin, time.Since(start).Seconds())
-	return bin
+	return treeBinary(t, "./cmd/retrain")
 }
 
 // freePorts returns n distinct loopback ports nothing listens on now,

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -61,6 +62,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	binDir = filepath.Join(dir, "bin")
 	server, err = devstack.Start(ctx, devstack.Options{
 		DataDir:          dir,
 		SearchAttributes: runs.SearchAttributes(),

@@ -57,7 +57,7 @@ func TestPromoteAcrossWorkers(t *testing.T) {
 		t.Skip("builds retrain-worker and starts an S3 server and two worker processes")
 	}
 	e := newSharedLake(t)
-	bin := buildRetrainWorker(t)
+	bin := treeBinary(t, "./cmd/retrain-worker")
 	a := e.startWorker(t, bin, "A")
 
 	// 1. One worker: the reference.
@@ -240,18 +240,6 @@ func (e *sharedLake) orphans(t *testing.T, name string) int {
 		}
 	}
 	return n
-}
-
-// buildRetrainWorker builds the production worker binary.
-func buildRetrainWorker(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "retrain-worker")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/retrain-worker")
-	cmd.Dir = ".." // the module root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/retrain-worker: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // workerProc is a retrain-worker process on the lake's queue.

@@ -49,15 +49,7 @@ func newRetrainEnv(t *testing.T, inProcessWorker bool) *retrainEnv {
 	t.Helper()
 	ctx := context.Background()
 	e := &retrainEnv{lakeCfg: lake.Config{DataDir: t.TempDir()}, srv: s3test.Start(t), queue: newQueue(t)}
-	cat, err := lake.Open(ctx, e.lakeCfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	e.cat = cat
-	e.writeData(t, demodata.Broken{})
-	e.store = e.srv.Open(t, "")
-	e.reg = models.New(e.store)
+	e.open(ctx, t)
 	if inProcessWorker {
 		startWorkerWith(t, worker.Config{TaskQueue: e.queue, Lake: e.lakeCfg, Store: storage.Config{S3: e.srv.Config("")}})
 	}
@@ -72,6 +64,21 @@ func (e *retrainEnv) writeData(t *testing.T, broken demodata.Broken) {
 	if _, err := demodata.Write(context.Background(), e.cat, cfg, demodata.DefaultTables, true, quiet); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// open opens e's lake, writes the demo data into it and opens the model
+// registry on e's S3 server.
+func (e *retrainEnv) open(ctx context.Context, t *testing.T) {
+	t.Helper()
+	cat, err := lake.Open(ctx, e.lakeCfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	e.cat = cat
+	e.writeData(t, demodata.Broken{})
+	e.store = e.srv.Open(t, "")
+	e.reg = models.New(e.store)
 }
 
 func (e *retrainEnv) checksum(t *testing.T) lake.Checksum {

@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/dags/examples"
-	"github.com/retrain-ml/retrain/internal/demodata"
 	"github.com/retrain-ml/retrain/internal/lake"
-	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/internal/s3fault"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/s3test"
@@ -109,15 +107,7 @@ func newS3LakeEnv(t *testing.T) *retrainEnv {
 		URI: "file:" + filepath.Join(t.TempDir(), "catalog.db"), Warehouse: e.srv.URI("warehouse"),
 		S3: lake.S3Config{Endpoint: e.srv.Endpoint, Region: e.srv.Region, AccessKeyID: e.srv.AccessKey, SecretAccessKey: e.srv.SecretKey},
 	}
-	cat, err := lake.Open(context.Background(), e.lakeCfg, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cat.Close() })
-	e.cat = cat
-	e.writeData(t, demodata.Broken{})
-	e.store = e.srv.Open(t, "")
-	e.reg = models.New(e.store)
+	e.open(context.Background(), t)
 	return e
 }
 

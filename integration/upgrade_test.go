@@ -60,11 +60,11 @@ func TestUpgradeWithRunsInFlight(t *testing.T) {
 	rev := upgradeRev(t, root)
 	dir := t.TempDir()
 
-	oldBin, oldBuild := buildWorker(t, root, rev, filepath.Join(dir, "old"))
-	newBin, newBuild := buildWorker(t, root, "", filepath.Join(dir, "new"))
+	oldBin, oldBuild := buildOldWorker(t, root, rev, filepath.Join(dir, "old"))
+	newBin := treeBinary(t, "./cmd/retrain-worker")
 	oldSum, newSum := fileMD5(t, oldBin), fileMD5(t, newBin)
-	t.Logf("old worker: %s built in %.1fs (md5 %s); new worker: this tree built in %.1fs (md5 %s)",
-		rev[:12], oldBuild.Seconds(), oldSum, newBuild.Seconds(), newSum)
+	t.Logf("old worker: %s built in %.1fs (md5 %s); new worker: this tree's (md5 %s)",
+		rev[:12], oldBuild.Seconds(), oldSum, newSum)
 	if oldSum == newSum {
 		t.Fatalf("the old and the new worker are the same binary: is %s this tree?", rev)
 	}
@@ -392,33 +392,16 @@ func isAncestor(root, ancestor, rev string) bool {
 	return cmd.Run() == nil
 }
 
-// buildWorker builds cmd/retrain-worker of rev (this tree when rev is "")
-// into dir and says how long that took. An old commit's tree comes from
-// git archive; the build shares this machine's module and build caches
-// (no -trimpath: that would compile every dependency again), so only the
-// old tree's own packages compile.
-func buildWorker(t *testing.T, root, rev, dir string) (string, time.Duration) {
+// buildOldWorker builds cmd/retrain-worker of commit rev into dir (the
+// tree from git archive) and says how long that took; only the old tree's
+// own packages compile, the rest comes from the build cache.
+func buildOldWorker(t *testing.T, root, rev, dir string) (string, time.Duration) {
 	t.Helper()
-	start := time.Now()
-	src := root
-	if rev != "" {
-		src = filepath.Join(dir, "src")
-		if err := extractRev(root, rev, src); err != nil {
-			t.Fatalf("check out %s: %v", rev, err)
-		}
+	src := filepath.Join(dir, "src")
+	if err := extractRev(root, rev, src); err != nil {
+		t.Fatalf("check out %s: %v", rev, err)
 	}
-	bin := filepath.Join(dir, "retrain-worker")
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the upgrade test builds workers with the go command: %v", err)
-	}
-	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/retrain-worker")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -buildvcs=false"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the worker of %q (empty: this tree): %v\n%s", rev, err, out)
-	}
-	return bin, time.Since(start)
+	return goBuild(t, src, "./cmd/retrain-worker", dir)
 }
 
 // extractRev writes the tree of commit rev into dir (git archive, read
