@@ -35,6 +35,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 	// With the params bound, references to them are known: check that they
 	// convert to their fields' types before any node runs.
 	e := errs{file: s.File}
+	checkParamValues(&e, s, bound) // limits.go
 	outs := s.declaredOutputs()
 	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
 		for _, n := range group {

@@ -40,6 +40,8 @@ type Scope struct {
 	Outputs map[string]map[string]any // by node id
 	Item    *Item                     // the foreach instance being run (foreach.go); nil outside one
 	Run     *RunValues                // ${run.NAME} (runvalues.go); nil where the run is not known
+
+	budget *evalBudget // what this evaluation produced so far (limits.go); never serialized
 }
 
 // lookup returns the value a reference names. The result may share memory
@@ -91,6 +93,7 @@ var secretRefRe = regexp.MustCompile(`^\$\{secret\.[A-Za-z0-9_]+\}$`)
 func parseTemplate(s string) (template, error) {
 	var t template
 	var lit strings.Builder
+	exprs := 0 // expressions so far, each compiled: at most maxTemplateExprs (limits.go)
 	for i := 0; i < len(s); {
 		j := strings.IndexByte(s[i:], '$')
 		if j < 0 {
@@ -120,6 +123,9 @@ func parseTemplate(s string) (template, error) {
 			seg, err := parseSegment(raw) // valueexpr.go
 			if err != nil {
 				return nil, err
+			}
+			if exprs += btoi(seg.expr != nil); exprs > maxTemplateExprs {
+				return nil, fmt.Errorf("more than %d ${...} expressions in one value", maxTemplateExprs)
 			}
 			if lit.Len() > 0 {
 				t = append(t, segment{lit: lit.String()})
@@ -169,12 +175,19 @@ func (t template) eval(sc Scope) (string, error) {
 	var b strings.Builder
 	for _, seg := range t {
 		if seg.ref == nil && seg.expr == nil {
+			if err := sc.resolved(len(seg.lit)); err != nil { // limits.go
+				return "", err
+			}
 			b.WriteString(seg.lit)
 			continue
 		}
 		v, err := seg.value(sc)
 		if err != nil {
 			return "", err
+		}
+		// Sized before format builds it, counted before it is written.
+		if err := sc.grow(b.Len(), sizeOf(v, MaxValueBytes)); err != nil {
+			return "", fmt.Errorf("%s: %w", seg.source(), err)
 		}
 		s, err := format(v)
 		if err != nil {
@@ -196,6 +209,7 @@ func Interpolate(v any, sc Scope) (any, error) {
 }
 
 func interpolate(v any, sc Scope, path string) (any, error) {
+	sc = sc.bounded() // limits.go
 	switch x := v.(type) {
 	case string:
 		r, err := interpolateString(x, sc)
@@ -241,6 +255,7 @@ func interpolate(v any, sc Scope, path string) (any, error) {
 }
 
 func interpolateString(s string, sc Scope) (any, error) {
+	sc = sc.bounded() // limits.go
 	t, err := parseTemplate(s)
 	if err != nil {
 		return nil, err
@@ -248,6 +263,9 @@ func interpolateString(s string, sc Scope) (any, error) {
 	if len(t) == 1 && (t[0].ref != nil || t[0].expr != nil) {
 		v, err := t[0].value(sc)
 		if err != nil {
+			return nil, err
+		}
+		if err := sc.resolved(sizeOf(v, MaxResolvedBytes)); err != nil {
 			return nil, err
 		}
 		return deepCopy(v), nil

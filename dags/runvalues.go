@@ -72,12 +72,15 @@ func checkParamRefs(name string, v any) error {
 // run value (changed false).
 func ResolveRunParams(params map[string]any, rv *RunValues) (_ map[string]any, changed bool, _ error) {
 	var out map[string]any
+	// One budget for them all: together they must fit a payload too
+	// (limits.go).
+	budget := &evalBudget{}
 	for _, name := range slices.Sorted(maps.Keys(params)) {
 		s, ok := params[name].(string)
 		if !ok || !HasRef(s) {
 			continue
 		}
-		v, err := Interpolate(s, Scope{Run: rv})
+		v, err := Interpolate(s, Scope{Run: rv, budget: budget})
 		if err != nil {
 			return nil, false, fmt.Errorf("param %q: %w", name, err)
 		}

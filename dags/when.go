@@ -156,7 +156,9 @@ func (w *When) evalValue(sc Scope) (any, error) {
 }
 
 func (w *When) run(sc Scope) (any, error) {
-	v, err := vm.Run(w.prog, map[string]any{scopeVar: sc})
+	sc = sc.bounded() // a condition alone, or inside an Interpolate it shares (limits.go)
+	machine := vm.VM{MemoryBudget: maxExprMemory}
+	v, err := machine.Run(w.prog, map[string]any{scopeVar: sc})
 	if err != nil {
 		// expr wraps what a function returned in its own error with a
 		// source snippet; the function's message says it better.
@@ -407,7 +409,19 @@ func whenConfig(w *When, funcs map[string]WhenFunc) *conf.Config {
 		return compare(w.cmps[args[0].(int)], args[1], args[2])
 	})
 	for name, fn := range funcs {
-		add(name, fn)
+		// Calls pass the scope first (whenBuilder.call), so that what a
+		// function gives is counted against the evaluation's limits
+		// before anything uses it (limits.go).
+		add(name, func(args ...any) (any, error) {
+			v, err := fn(args[1:]...)
+			if err != nil {
+				return nil, err
+			}
+			if err := args[0].(Scope).spent(name, v); err != nil {
+				return nil, err
+			}
+			return v, nil
+		})
 	}
 	return c
 }

@@ -297,14 +297,17 @@ func (b *whenBuilder) call(n *ast.CallNode, s span) (ast.Node, span, error) {
 	if b.funcs[id.Value] == nil {
 		return nil, s, whenErrorf(s.from, "unknown function %q", id.Value)
 	}
-	args := make([]ast.Node, len(n.Arguments))
+	// The scope goes first: the call counts its result against the
+	// evaluation's limits (whenConfig, limits.go).
+	args := make([]ast.Node, len(n.Arguments)+1)
+	args[0] = scopeArg()
 	end := s.to
 	for i, a := range n.Arguments {
 		x, as, err := b.value(a)
 		if err != nil {
 			return nil, as, err
 		}
-		args[i], end = x, max(end, as.to)
+		args[i+1], end = x, max(end, as.to)
 	}
 	if j := strings.IndexByte(b.scan.src[end:], ')'); j >= 0 {
 		end += j + 1

@@ -61,7 +61,7 @@ type ChunkResult struct {
 func (r *pipelineRun) runForeach(ctx workflow.Context, node dags.PlanNode) workflow.Future {
 	future, settable := workflow.NewFuture(ctx)
 	sc := r.scope()
-	v, err := dags.Interpolate(node.Foreach.Expr, sc)
+	v, err := guarded(func() (any, error) { return dags.Interpolate(node.Foreach.Expr, sc) }) // taskguard.go
 	if err != nil {
 		settable.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf("foreach %s: %v", node.Foreach.Expr, err), "InvalidForeach", nil))
 		return future

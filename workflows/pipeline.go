@@ -228,6 +228,7 @@ func (r *pipelineRun) prepare(node dags.PlanNode) (with map[string]any, run bool
 
 // prepareNode evaluates a node's `when` and resolves its `with` against sc.
 func prepareNode(node dags.PlanNode, sc dags.Scope) (with map[string]any, run bool, err error) {
+	defer guardEval(&err) // a panic or a value too large fails the node, not the workflow task (taskguard.go)
 	if node.When != "" {
 		ok, err := dags.EvalWhen(node.When, sc)
 		if err != nil {

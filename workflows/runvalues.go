@@ -119,7 +119,7 @@ func (r *pipelineRun) setRunValues(start runStart) error {
 	// Params whose values hold run values (a schedule's end_date:
 	// ${date_add(run.logical_date, -1)}) take their value now; the run's
 	// result and params digest show what the run used.
-	params, changed, err := dags.ResolveRunParams(r.plan.Params, &r.values)
+	params, changed, err := r.resolveRunParams() // taskguard.go: fails as InvalidPipeline
 	if err != nil {
 		return err
 	}
