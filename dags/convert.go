@@ -271,7 +271,7 @@ func staticWith(v any, known map[string]any, outs map[string]map[string]ParamTyp
 				return unknown{}
 			}
 		}
-		r, err := interpolateString(x, Scope{Params: known})
+		r, err := interpolateString(x, Scope{Params: known}, "", nil)
 		if err != nil {
 			return unknown{}
 		}

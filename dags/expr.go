@@ -77,6 +77,10 @@ type segment struct {
 	lit  string
 	ref  *Ref
 	expr *When // an expression: ${...} that is not a plain reference (valueexpr.go)
+	// secret names the secret of a ${secret.NAME} the spec's author wrote
+	// here; lit holds the reference's text, which is what the workflow
+	// passes on (secretrefs.go says where, for the worker to resolve).
+	secret string
 }
 
 // template is a string split into literal text and references.
@@ -115,8 +119,15 @@ func parseTemplate(s string) (template, error) {
 			if secretRefRe.MatchString(raw) {
 				// ${secret.NAME} is resolved by the worker when the step
 				// runs, never in the workflow: it stays literal text here
-				// so its value cannot reach workflow history.
-				lit.WriteString(raw)
+				// so its value cannot reach workflow history. It is a
+				// segment of its own so that interpolation can say where
+				// it is (secretrefs.go): only a reference written here is
+				// ever resolved, never one that arrives inside a value.
+				if lit.Len() > 0 {
+					t = append(t, segment{lit: lit.String()})
+					lit.Reset()
+				}
+				t = append(t, segment{lit: raw, secret: raw[len("${secret.") : len(raw)-1]})
 				i += end + 1
 				continue
 			}
@@ -172,9 +183,19 @@ func (t template) single() *Ref {
 
 // eval interpolates the template into a string.
 func (t template) eval(sc Scope) (string, error) {
+	return t.evalSecrets(sc, nil)
+}
+
+// evalSecrets is eval that also reports, to found, where in the result
+// each secret reference of the template landed. Values substituted for
+// references are never searched: a "${secret.X}" inside one is text.
+func (t template) evalSecrets(sc Scope, found func(name string, start int)) (string, error) {
 	var b strings.Builder
 	for _, seg := range t {
 		if seg.ref == nil && seg.expr == nil {
+			if seg.secret != "" && found != nil {
+				found(seg.secret, b.Len())
+			}
 			if err := sc.resolved(len(seg.lit)); err != nil { // limits.go
 				return "", err
 			}
@@ -205,14 +226,26 @@ func (t template) eval(sc Scope) (string, error) {
 // "$${" becomes a literal "${". v is not modified; the result shares no
 // maps or slices with v or sc.
 func Interpolate(v any, sc Scope) (any, error) {
-	return interpolate(v, sc, "")
+	return interpolate(v, sc, "", "", nil)
 }
 
-func interpolate(v any, sc Scope, path string) (any, error) {
+// InterpolateSecrets is Interpolate that also says where in the result
+// the spec's own ${secret.NAME} references are (see SecretRef): the
+// worker resolves those and nothing else.
+func InterpolateSecrets(v any, sc Scope) (any, []SecretRef, error) {
+	var refs []SecretRef
+	out, err := interpolate(v, sc, "", "", &refs)
+	return out, refs, err
+}
+
+// interpolate resolves v, path naming it for messages (env.TOKEN) and ptr
+// as a JSON Pointer (/env/TOKEN) for the secret references it records in
+// secrets, when that is not nil.
+func interpolate(v any, sc Scope, path, ptr string, secrets *[]SecretRef) (any, error) {
 	sc = sc.bounded() // limits.go
 	switch x := v.(type) {
 	case string:
-		r, err := interpolateString(x, sc)
+		r, err := interpolateString(x, sc, ptr, secrets)
 		if err != nil && path != "" {
 			err = fmt.Errorf("%s: %w", path, err)
 		}
@@ -221,7 +254,7 @@ func interpolate(v any, sc Scope, path string) (any, error) {
 		out := make(map[string]any, len(x))
 		// Sorted keys, so the error reported first is always the same one.
 		for _, k := range slices.Sorted(maps.Keys(x)) {
-			r, err := interpolate(x[k], sc, joinPath(path, k))
+			r, err := interpolate(x[k], sc, joinPath(path, k), ptr+"/"+pointerToken(k), secrets)
 			if err != nil {
 				return nil, err
 			}
@@ -233,11 +266,11 @@ func interpolate(v any, sc Scope, path string) (any, error) {
 		for k, s := range x {
 			m[k] = s
 		}
-		return interpolate(m, sc, path)
+		return interpolate(m, sc, path, ptr, secrets)
 	case []any:
 		out := make([]any, len(x))
 		for i, item := range x {
-			r, err := interpolate(item, sc, fmt.Sprintf("%s[%d]", path, i))
+			r, err := interpolate(item, sc, fmt.Sprintf("%s[%d]", path, i), ptr+"/"+strconv.Itoa(i), secrets)
 			if err != nil {
 				return nil, err
 			}
@@ -249,12 +282,12 @@ func interpolate(v any, sc Scope, path string) (any, error) {
 		for i, s := range x {
 			l[i] = s
 		}
-		return interpolate(l, sc, path)
+		return interpolate(l, sc, path, ptr, secrets)
 	}
 	return v, nil
 }
 
-func interpolateString(s string, sc Scope) (any, error) {
+func interpolateString(s string, sc Scope, ptr string, secrets *[]SecretRef) (any, error) {
 	sc = sc.bounded() // limits.go
 	t, err := parseTemplate(s)
 	if err != nil {
@@ -270,7 +303,17 @@ func interpolateString(s string, sc Scope) (any, error) {
 		}
 		return deepCopy(v), nil
 	}
-	return t.eval(sc)
+	if secrets == nil {
+		return t.eval(sc)
+	}
+	var spans []SecretSpan
+	out, err := t.evalSecrets(sc, func(name string, start int) {
+		spans = append(spans, SecretSpan{Name: name, Start: start})
+	})
+	if err == nil && len(spans) > 0 {
+		*secrets = append(*secrets, SecretRef{Path: ptr, Spans: spans})
+	}
+	return out, err
 }
 
 func joinPath(path, key string) string {

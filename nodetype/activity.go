@@ -23,6 +23,7 @@ func Activity(run Func) func(context.Context, Input) (Result, error) {
 		info := activity.GetInfo(ctx)
 		started := time.Now()
 		ctx, stop := StartKeepAlive(ctx)
+		ctx = withSecretRefs(ctx, in.Secrets) // for Funcs not made by New
 		outputs, err := run(ctx, in)
 		stop()
 		if err != nil {

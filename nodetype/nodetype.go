@@ -53,6 +53,12 @@ type Input struct {
 	// activities of their own (promote_features). Nil for activity nodes,
 	// and in runs recorded before it was sent.
 	Options *Options `json:"options,omitempty"`
+	// Secrets says where With holds ${secret.NAME} references that the
+	// pipeline's author wrote in the spec: the only ones a step resolves
+	// (ResolveSecrets). A "${secret." anywhere else in With arrived in a
+	// value (a param, an output) and is text. Empty in runs recorded
+	// before it was sent, whose references therefore stay text.
+	Secrets []dags.SecretRef `json:"secrets,omitempty"`
 }
 
 // Options are how a node's activities run, as its plan node says.
@@ -130,7 +136,7 @@ func New[W, O any](t dags.NodeType, run func(ctx context.Context, in Input, with
 			if err != nil {
 				return nil, Permanent(BadInput, "node %s (type %s): %v", in.Node, in.Type, err)
 			}
-			out, err := run(ctx, in, with)
+			out, err := run(withSecretRefs(ctx, in.Secrets), in, with)
 			if err != nil {
 				return nil, err
 			}

@@ -218,49 +218,57 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 	return firstErr
 }
 
+// nodeWith is a node's resolved `with` and where in it the spec's own
+// ${secret.NAME} references are (dags.SecretRef): the only ones the
+// worker resolves.
+type nodeWith struct {
+	values  map[string]any
+	secrets []dags.SecretRef
+}
+
 // prepare evaluates a node's `when` and resolves its `with` references.
-func (r *pipelineRun) prepare(node dags.PlanNode) (with map[string]any, run bool, err error) {
+func (r *pipelineRun) prepare(node dags.PlanNode) (with nodeWith, run bool, err error) {
 	if node.Foreach != nil {
-		return nil, true, nil // each instance is prepared by itself (foreach.go)
+		return nodeWith{}, true, nil // each instance is prepared by itself (foreach.go)
 	}
 	return prepareNode(node, r.scope())
 }
 
 // prepareNode evaluates a node's `when` and resolves its `with` against sc.
-func prepareNode(node dags.PlanNode, sc dags.Scope) (with map[string]any, run bool, err error) {
+func prepareNode(node dags.PlanNode, sc dags.Scope) (_ nodeWith, run bool, err error) {
 	defer guardEval(&err) // a panic or a value too large fails the node, not the workflow task (taskguard.go)
 	if node.When != "" {
 		ok, err := dags.EvalWhen(node.When, sc)
 		if err != nil {
-			return nil, false, fmt.Errorf("when %q: %w", node.When, err)
+			return nodeWith{}, false, fmt.Errorf("when %q: %w", node.When, err)
 		}
 		if !ok {
-			return nil, false, nil
+			return nodeWith{}, false, nil
 		}
 	}
 	if len(node.With) == 0 {
-		return nil, true, nil
+		return nodeWith{}, true, nil
 	}
-	v, err := dags.Interpolate(node.With, sc)
+	v, secrets, err := dags.InterpolateSecrets(node.With, sc)
 	if err != nil {
-		return nil, false, fmt.Errorf("with: %w", err)
+		return nodeWith{}, false, fmt.Errorf("with: %w", err)
 	}
 	with, ok := v.(map[string]any)
 	if !ok {
-		return nil, false, fmt.Errorf("with resolved to %T, want a mapping", v)
+		return nodeWith{}, false, fmt.Errorf("with resolved to %T, want a mapping", v)
 	}
 	// A reference keeps its value's type; convert it to the field's type
 	// here, so a mismatch fails the node before its activity is scheduled.
 	// A plan recorded without field types converts nothing, as before.
 	if with, err = dags.ConvertWith(node.Fields, node.With, with); err != nil {
-		return nil, false, err
+		return nodeWith{}, false, err
 	}
-	return with, true, nil
+	return nodeWith{values: with, secrets: secrets}, true, nil
 }
 
 // execute starts a node as an activity or a child workflow; a foreach
 // node, as its instances (foreach.go).
-func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map[string]any) workflow.Future {
+func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with nodeWith) workflow.Future {
 	if node.Foreach != nil {
 		return r.runForeach(ctx, node)
 	}
@@ -269,8 +277,8 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with map
 
 // startNode starts one node, or one instance of a foreach node (id is
 // then ID[i]), as an activity or a child workflow.
-func startNode(ctx workflow.Context, pipeline, runID string, node dags.PlanNode, id string, with map[string]any) workflow.Future {
-	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with}
+func startNode(ctx workflow.Context, pipeline, runID string, node dags.PlanNode, id string, with nodeWith) workflow.Future {
+	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: with.secrets}
 	retry := nodetype.RetryPolicy(node.Retry)
 	if node.Kind == dags.KindWorkflow {
 		// The child schedules activities of its own: they run on the

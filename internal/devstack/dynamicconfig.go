@@ -29,6 +29,11 @@ const (
 	namespaceRefreshInterval = time.Second
 )
 
+// StandaloneActivitiesKey is the server's dynamic config key that lets
+// clients start activities outside workflows; the stack turns it off
+// (docs/security.md says to do the same on a production namespace).
+const StandaloneActivitiesKey = "activity.enableStandalone"
+
 // tunedDynamicConfig returns the dynamic config the stack runs with: the
 // speed settings below, then overrides (keys as in the server's dynamic
 // config YAML, e.g. "history.transferProcessorMaxPollRPS") on top.
@@ -37,6 +42,12 @@ func tunedDynamicConfig(overrides map[string]any) *dynamicconfig.MemoryClient {
 	for _, kv := range tunedSettings() {
 		c.OverrideSetting(kv.setting, kv.value)
 	}
+	// Standalone activities (started by a client, outside any workflow)
+	// are on by default in server 1.32. retrain's activities only ever run
+	// for a Pipeline run, and a client that may start executions must not
+	// reach a node's activity without one: the worker refuses such starts
+	// too (worker/guard.go), and the server never offers them.
+	c.OverrideValue(dynamicconfig.MakeKey(StandaloneActivitiesKey), false)
 	for k, v := range overrides {
 		c.OverrideValue(dynamicconfig.MakeKey(k), v)
 	}

@@ -537,7 +537,7 @@ func (c *Checkpoints) fromCommand(ctx context.Context, cw *checkpoint.Writer, in
 	if err := process.CheckProgram(c.AllowCommands, w.Command); err != nil {
 		return checkpoint.Ref{}, err
 	}
-	cmd, secrets, err := process.CommandEnv(in, w.Command, w.Dir, c.Env, w.Env)
+	cmd, secrets, err := process.CommandEnv(ctx, in, w.Command, w.Dir, c.Env, w.Env)
 	if err != nil {
 		return checkpoint.Ref{}, err
 	}

@@ -29,7 +29,7 @@ func TestSourceConfined(t *testing.T) {
 	}
 	typ := TypeWith(Deps{Store: st, Logger: quiet, Env: progenv.Policy{AllowPaths: []string{allowed}}})
 	runIt := func(with map[string]any) error {
-		_, err := typ.Run(t.Context(), nodetype.Input{Pipeline: "p", RunID: "r", Node: "n", Type: Name, With: with})
+		_, err := typ.Run(t.Context(), nodetype.Input{Pipeline: "p", RunID: "r", Node: "n", Type: Name, With: with, Secrets: nodetest.SpecSecrets(with)})
 		return err
 	}
 	for _, src := range []string{outside, filepath.Join(allowed, "..", filepath.Base(outside), "a.csv"), filepath.Join(allowed, "*.csv")} {

@@ -118,7 +118,7 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 		return Outputs{}, fmt.Errorf("outputs folder: %w", err)
 	}
 
-	cmd, secrets, err := process.CommandEnv(in, spec.Argv, spec.Dir, c.Env, spec.Env)
+	cmd, secrets, err := process.CommandEnv(ctx, in, spec.Argv, spec.Dir, c.Env, spec.Env)
 	if err != nil {
 		return Outputs{}, err
 	}

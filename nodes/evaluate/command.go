@@ -49,11 +49,11 @@ func (a *attempt) runEvaluator(ctx context.Context, role, what, modelDir string)
 
 	// The node's env is appended last, after the contract's, so it
 	// overrides them.
-	nodeEnv, err := a.e.env.Resolve(a.w.Env)
+	nodeEnv, err := a.e.env.Resolve(ctx, "env", a.w.Env)
 	if err != nil {
 		return scored{}, err
 	}
-	cmd, _, err := process.CommandEnv(a.in, a.w.Argv, a.w.Dir, a.e.env, nil)
+	cmd, _, err := process.CommandEnv(ctx, a.in, a.w.Argv, a.w.Dir, a.e.env, nil)
 	if err != nil {
 		return scored{}, err
 	}

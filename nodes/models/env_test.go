@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
 	"github.com/retrain-ml/retrain/nodes/progenv"
@@ -53,5 +55,55 @@ func TestWebhookSecret(t *testing.T) {
 	}
 	if err := checkWebhook("https://hooks.example/${secret.HOOK}?k=${secret.K}"); err != nil {
 		t.Errorf("a webhook with secret references fails the check: %v", err)
+	}
+}
+
+// TestWebhookSecretOnlyWhereWritten: a ${secret.NAME} that reaches a
+// webhook inside a value (a param: the workflow records no span for it) is
+// sent as the text it is, never resolved; one the spec writes in the host
+// is refused before anything is sent.
+func TestWebhookSecretOnlyWhereWritten(t *testing.T) {
+	const value = "hook-s3cr3t-77"
+	t.Setenv("RETRAIN_SECRET_HOOK", value)
+	var paths []string
+	var mu sync.Mutex
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.RawPath+r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+	}))
+	defer hooks.Close()
+	m, _, _ := newModels(t)
+	// As a run resolves `webhooks: ["${params.notify}"]` with
+	// notify=URL/n?x=${secret.HOOK}: the value holds the text, no span.
+	in := deployInput("run-1", "deploy", map[string]any{
+		"model": "ctr", "dir": candidate(t, "w"),
+		"webhooks": []any{hooks.URL + "/n?x=${secret.HOOK}"},
+	})
+	in.Secrets = []dags.SecretRef{}
+	out, err := runDeploy(t.Context(), m, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := strings.Join(paths, " ")
+	mu.Unlock()
+	if strings.Contains(got, value) || !strings.Contains(got, "secret.HOOK") || out.WebhooksOK != 1 {
+		t.Errorf("webhook got %q (ok %d): want the reference's text, not its value", got, out.WebhooksOK)
+	}
+
+	// A secret in the host: refused at validation, and at run time.
+	host := "http://${secret.HOOK}:9/x"
+	if err := checkDeploy(map[string]any{"model": "ctr", "dir": "/m", "webhooks": []any{host}}); err == nil || !strings.Contains(err.Error(), "host") {
+		t.Errorf("validation of a secret in the host: %v", err)
+	}
+	out, err = runDeploy(t.Context(), m, deployInput("run-2", "deploy", map[string]any{
+		"model": "ctr", "dir": candidate(t, "w2"), "webhooks": []any{host},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.WebhooksOK != 0 || !strings.Contains(out.Webhooks[0].Error, "host") || strings.Contains(out.Webhooks[0].Error, value) {
+		t.Errorf("a secret in the host was not refused: %+v", out.Webhooks)
 	}
 }

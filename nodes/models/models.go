@@ -98,10 +98,17 @@ func checkDeploy(with map[string]any) error {
 	}
 	if hooks, ok := with["webhooks"].([]any); ok {
 		for _, h := range hooks {
-			if s, ok := h.(string); ok && !dags.HasRef(s) {
+			s, ok := h.(string)
+			if !ok {
+				continue
+			}
+			if !dags.HasRef(s) {
 				if err := checkWebhook(s); err != nil {
 					return err
 				}
+			}
+			if from, to := hostRange(s); strings.Contains(s[from:to], "${secret.") {
+				return fmt.Errorf("webhook %q: a secret may not be in the host (the request, and a DNS lookup of it, would send it to whoever the name points at); put it in the path, query or user information", displayURL(s))
 			}
 		}
 	}
@@ -470,7 +477,7 @@ func (m *Models) notify(ctx context.Context, w DeployWith, ev webhookEvent, log 
 	var wg sync.WaitGroup
 	for i, hook := range w.Webhooks {
 		wg.Go(func() {
-			results[i] = m.post(ctx, hook, body, w.WebhookAttempts)
+			results[i] = m.post(ctx, dags.PointerTo("webhooks", strconv.Itoa(i)), hook, body, w.WebhookAttempts)
 			if r := results[i]; r.Error != "" {
 				log.Warn("webhook failed; the deploy stands", "url", r.URL, "attempts", r.Attempts, "error", r.Error)
 			} else {
@@ -484,11 +491,15 @@ func (m *Models) notify(ctx context.Context, w DeployWith, ev webhookEvent, log 
 
 // post sends body to hook, retrying transport errors, 5xx and 429 with
 // exponential backoff.
-func (m *Models) post(ctx context.Context, hook string, body []byte, attempts int) (res WebhookResult) {
+func (m *Models) post(ctx context.Context, path, hook string, body []byte, attempts int) (res WebhookResult) {
 	// The result shows the URL as written, ${secret.NAME} and all; only
 	// the request gets the values, and errors have them masked.
 	res = WebhookResult{URL: displayURL(hook)}
-	hook, secrets, err := m.Env.ResolveString(hook)
+	if err := secretInHost(ctx, path, hook); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	hook, secrets, err := m.Env.ResolveString(ctx, path, hook)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -555,6 +566,37 @@ func checkWebhook(s string) error {
 	u, err := url.Parse(progenv.Placeholders(s)) // a secret's value is known only on the worker
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("webhook %q is not an http(s) URL", displayURL(s))
+	}
+	return nil
+}
+
+// hostRange returns the offsets of the host (and port) of the URL s: the
+// authority after "scheme://", less any user information.
+func hostRange(s string) (from, to int) {
+	i := strings.Index(s, "://")
+	if i < 0 {
+		return 0, 0
+	}
+	from = i + 3
+	to = len(s)
+	if j := strings.IndexAny(s[from:], "/?#"); j >= 0 {
+		to = from + j
+	}
+	if at := strings.LastIndexByte(s[from:to], '@'); at >= 0 {
+		from += at + 1
+	}
+	return from, to
+}
+
+// secretInHost refuses spans of secret references that lie in the host
+// of hook: checked at validation for the spec's text, and here again for
+// what the run resolved, whose host a param may have supplied.
+func secretInHost(ctx context.Context, path, hook string) error {
+	from, to := hostRange(hook)
+	for _, sp := range nodetype.SecretSpans(ctx, path) {
+		if sp.Start < to && sp.Start+len(dags.SecretText(sp.Name)) > from {
+			return nodetype.Permanent(errtype.BadInput, "webhook %s: secret %s is in the host; refused without sending anything", displayURL(hook), sp.Name)
+		}
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ func deployInput(run, node string, with map[string]any) nodetype.Input {
 // the outputs through JSON; they are read back as an O.
 func runAs[O any](ctx context.Context, typ nodetype.Type, in nodetype.Input) (O, error) {
 	var out O
+	if in.Secrets == nil {
+		in.Secrets = nodetest.SpecSecrets(in.With) // as the workflow sends a spec's `with`
+	}
 	m, err := typ.Run(ctx, in)
 	if err != nil {
 		return out, err

@@ -10,6 +10,8 @@
 package progenv
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -18,6 +20,9 @@ import (
 	"slices"
 	"strings"
 
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -85,33 +90,53 @@ type Env struct {
 	Secrets []string // the resolved secret values, to mask in output
 }
 
-// Resolve turns a node's env into NAME=value entries (sorted, so runs
-// are reproducible), replacing each ${secret.NAME} with the secret's
-// value. A secret that is missing fails the node as bad input, naming the
+// Resolve turns a node's env, the `with` field named field, into
+// NAME=value entries (sorted, so runs are reproducible), replacing the
+// ${secret.NAME} references that the spec's author wrote there (ctx
+// carries where: nodetype.SecretSpans) with the secrets' values. Any other
+// "${secret." in a value arrived through a param or an output and stays
+// text. A secret that is missing fails the node as bad input, naming the
 // secret; no error ever holds a value.
-func (p Policy) Resolve(env map[string]string) (Env, error) {
+func (p Policy) Resolve(ctx context.Context, field string, env map[string]string) (Env, error) {
 	var out Env
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		v := env[k]
-		var missing error
-		v = secretRe.ReplaceAllStringFunc(v, func(ref string) string {
-			name := secretRe.FindStringSubmatch(ref)[1]
-			val, err := p.Secret(name)
-			if err != nil {
-				missing = err
-				return ""
+		v, used, err := p.ResolveString(ctx, dags.PointerTo(field, k), env[k])
+		if err != nil {
+			return Env{}, fmt.Errorf("env %s: %w", k, err)
+		}
+		for _, s := range used {
+			if !slices.Contains(out.Secrets, s) {
+				out.Secrets = append(out.Secrets, s)
 			}
-			if val != "" && !slices.Contains(out.Secrets, val) {
-				out.Secrets = append(out.Secrets, val)
-			}
-			return val
-		})
-		if missing != nil {
-			return Env{}, fmt.Errorf("env %s: %w", k, missing)
 		}
 		out.Vars = append(out.Vars, k+"="+v)
 	}
 	return out, nil
+}
+
+// ResolveString replaces the spec's ${secret.NAME} references in s, the
+// string at path in the node's `with` (a JSON Pointer such as
+// /webhooks/0), returning the secret values it used.
+func (p Policy) ResolveString(ctx context.Context, path, s string) (string, []string, error) {
+	spans := nodetype.SecretSpans(ctx, path)
+	if len(spans) == 0 {
+		return s, nil, nil
+	}
+	var used []string
+	out, err := dags.ResolveSecretSpans(s, spans, func(name string) (string, error) {
+		v, err := p.Secret(name)
+		if err == nil && v != "" && !slices.Contains(used, v) {
+			used = append(used, v)
+		}
+		return v, err
+	})
+	if err != nil {
+		if _, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+			return "", nil, err
+		}
+		return "", nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	return out, used, nil
 }
 
 // Secret returns the value of ${secret.NAME}: the worker's
@@ -137,16 +162,6 @@ func (p Policy) Secret(name string) (string, error) {
 		where += " and no --secrets-dir"
 	}
 	return "", nodetype.Permanent(errtype.BadInput, "secret %s is not set: %s", name, where)
-}
-
-// ResolveString replaces the ${secret.NAME} references in s (a webhook
-// URL or header, say), returning the secret values it used.
-func (p Policy) ResolveString(s string) (string, []string, error) {
-	e, err := p.Resolve(map[string]string{"v": s})
-	if err != nil {
-		return "", nil, err
-	}
-	return strings.TrimPrefix(e.Vars[0], "v="), e.Secrets, nil
 }
 
 // CheckPath fails, as bad input that no retry fixes, when path is not

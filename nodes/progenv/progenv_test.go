@@ -1,14 +1,17 @@
 package progenv
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/nodes/internal/nodetest"
+	"github.com/retrain-ml/retrain/nodetype"
 )
 
 func TestBase(t *testing.T) {
@@ -33,23 +36,61 @@ func TestBase(t *testing.T) {
 	}
 }
 
+// resolveCtx interpolates with as a spec's `with` against params and
+// returns it with a context carrying where the spec's own secret
+// references landed, as the activity wrapper gives a step.
+func resolveCtx(t *testing.T, with map[string]any, params map[string]any) (context.Context, map[string]any) {
+	t.Helper()
+	v, refs, err := dags.InterpolateSecrets(with, dags.Scope{Params: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodetype.WithSecretRefs(context.Background(), refs), v.(map[string]any)
+}
+
+func envOf(t *testing.T, v any) map[string]string {
+	env := map[string]string{}
+	for k, x := range v.(map[string]any) {
+		env[k] = x.(string)
+	}
+	return env
+}
+
 func TestResolve(t *testing.T) {
 	t.Setenv("RETRAIN_SECRET_A", "alpha")
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "B"), []byte("beta\n"), 0o600)
 	p := Policy{SecretsDir: dir}
-	e, err := p.Resolve(map[string]string{"X": "${secret.A}:${secret.B}", "Y": "plain", "Z": "$${secret.A}"})
+	ctx, with := resolveCtx(t, map[string]any{"env": map[string]any{
+		"X": "${secret.A}:${secret.B}", "Y": "plain", "Z": "$${secret.A}",
+		"P": "${params.p}", "Q": "${secret.A}/${params.p}/${secret.A}",
+	}}, map[string]any{"p": "${secret.B}"})
+	e, err := p.Resolve(ctx, "env", envOf(t, with["env"]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(e.Vars, []string{"X=alpha:beta", "Y=plain", "Z=$alpha"}) || !slices.Equal(e.Secrets, []string{"alpha", "beta"}) {
-		t.Errorf("%+v", e)
+	// Only what the spec wrote is resolved: the escaped reference and the
+	// one that came in a param stay text.
+	want := []string{"P=${secret.B}", "Q=alpha/${secret.B}/alpha", "X=alpha:beta", "Y=plain", "Z=${secret.A}"}
+	if !slices.Equal(e.Vars, want) || !slices.Equal(e.Secrets, []string{"alpha", "beta"}) {
+		t.Errorf("got %+v, want vars %q", e, want)
 	}
-	_, err = p.Resolve(map[string]string{"X": "${secret.NOPE}"})
+	// Without the workflow's record, nothing is resolved.
+	e, err = p.Resolve(context.Background(), "env", map[string]string{"X": "${secret.A}"})
+	if err != nil || !slices.Equal(e.Vars, []string{"X=${secret.A}"}) || len(e.Secrets) > 0 {
+		t.Errorf("unrecorded reference: %+v, %v", e, err)
+	}
+	ctx, with = resolveCtx(t, map[string]any{"env": map[string]any{"X": "${secret.NOPE}"}}, nil)
+	_, err = p.Resolve(ctx, "env", envOf(t, with["env"]))
 	if nodetest.ErrType(err) != errtype.BadInput || !strings.Contains(err.Error(), "NOPE") || !strings.Contains(err.Error(), dir) {
 		t.Errorf("missing: %v", err)
 	}
-	if got := MaskString("a alpha b", e.Secrets); got != "a *** b" {
+	// Spans that do not fit the value (a tampered input) resolve nothing.
+	bad := nodetype.WithSecretRefs(context.Background(), []dags.SecretRef{{Path: "/env/X", Spans: []dags.SecretSpan{{Name: "A", Start: 3}}}})
+	if _, err := p.Resolve(bad, "env", map[string]string{"X": "${secret.A}"}); nodetest.ErrType(err) != errtype.BadInput {
+		t.Errorf("misplaced span: %v", err)
+	}
+	if got := MaskString("a alpha b", []string{"alpha"}); got != "a *** b" {
 		t.Errorf("MaskString %q", got)
 	}
 }

@@ -83,12 +83,12 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 
 	// The node's env is appended last, after the trainer's and the GPU lease's, so
 	// it overrides them.
-	nodeEnv, err := r.t.Env.Resolve(w.Env)
+	nodeEnv, err := r.t.Env.Resolve(ctx, "env", w.Env)
 	if err != nil {
 		return Outputs{}, err
 	}
 	r.secrets = nodeEnv.Secrets
-	cmd, _, err := process.CommandEnv(r.in, w.Argv, w.Dir, r.t.Env, nil)
+	cmd, _, err := process.CommandEnv(ctx, r.in, w.Argv, w.Dir, r.t.Env, nil)
 	if err != nil {
 		return Outputs{}, err
 	}

@@ -18,6 +18,9 @@ import (
 // given.
 func Run(t testing.TB, fn nodetype.Func, in nodetype.Input, heartbeat any) (map[string]any, error) {
 	t.Helper()
+	if in.Secrets == nil {
+		in.Secrets = SpecSecrets(in.With)
+	}
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(Quiet)) // the SDK's test logger prints every heartbeat
 	env := s.NewTestActivityEnvironment()
@@ -34,6 +37,19 @@ func Run(t testing.TB, fn nodetype.Func, in nodetype.Input, heartbeat any) (map[
 		return nil, err
 	}
 	return res.Outputs, nil
+}
+
+// SpecSecrets returns where with, taken as written in a spec, holds
+// ${secret.NAME} references: what the workflow would send with it. Run
+// uses it for an Input without Secrets, so tests write `with` as a spec
+// does; a test of a reference that arrived in a value sets Secrets to an
+// empty, non-nil list instead.
+func SpecSecrets(with map[string]any) []dags.SecretRef {
+	_, refs, err := dags.InterpolateSecrets(with, dags.Scope{})
+	if err != nil {
+		return nil
+	}
+	return refs
 }
 
 // ErrType returns the Temporal error type of err, "" if it has none.

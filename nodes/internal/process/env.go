@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 
@@ -15,8 +16,8 @@ import (
 // ${secret.NAME} references resolved. It returns the secret values used,
 // for the node's TailWriters to mask (TailWriter.Mask); a missing secret
 // is a permanent bad-input error naming it.
-func CommandEnv(in nodetype.Input, argv []string, dir string, policy progenv.Policy, env map[string]string) (*exec.Cmd, []string, error) {
-	resolved, err := policy.Resolve(env)
+func CommandEnv(ctx context.Context, in nodetype.Input, argv []string, dir string, policy progenv.Policy, env map[string]string) (*exec.Cmd, []string, error) {
+	resolved, err := policy.Resolve(ctx, "env", env)
 	if err != nil {
 		return nil, nil, err
 	}
