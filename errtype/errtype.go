@@ -45,3 +45,9 @@ const (
 	// table to other commits features.MaxRounds times in a row.
 	PromotionContended = "PromotionContended"
 )
+
+// Refused: a workflow or activity that reached a worker without a
+// Pipeline run of that worker's policy behind it (started directly by a
+// client, or sent by a run on a task queue the worker does not trust).
+// Nothing ran. Never retried.
+const Refused = "Refused"

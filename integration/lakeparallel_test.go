@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/worker"
 )
 
 // parallelStageSpec is a pipeline of n stage_features nodes with no
@@ -46,6 +47,7 @@ func TestParallelStagesFirstAttempt(t *testing.T) {
 	l := newTestLake(t)
 	other := newQueue(t)
 	t.Setenv(childLakeEnv, l.dir)
+	t.Setenv(worker.EnvTrustedQueues, l.queue) // the child runs nodes of the runs on the test's queue
 	startChildWorker(t, other)
 	waitForPoller(t, other)
 

@@ -99,6 +99,10 @@ func runChildWorker(queue string) int {
 		TaskQueue: queue, Pipelines: examples.FS, Store: storage.FromEnv(), AllowInlineSpecs: true,
 		Lake: lake.Config{DataDir: os.Getenv(childLakeEnv)}, // empty: no lake
 		Env:  progenv.Policy{PassEnv: testPassEnv},
+		// A child worker on a queue of its own may run the nodes of runs
+		// on the queues a test names (the lake tests send half a run's
+		// nodes to it).
+		TrustedQueues: trustedQueues(queue),
 	}, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -109,6 +113,16 @@ func runChildWorker(queue string) int {
 		return 1
 	}
 	return 0
+}
+
+// trustedQueues are the queues whose runs a child worker on queue takes
+// nodes from: its own and those in RETRAIN_TRUSTED_QUEUES.
+func trustedQueues(queue string) []string {
+	qs := []string{queue}
+	if v := os.Getenv(worker.EnvTrustedQueues); v != "" {
+		qs = append(qs, strings.Split(v, ",")...)
+	}
+	return qs
 }
 
 // testPassEnv are the test process's variables that test workers pass on

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -78,6 +79,11 @@ type Config struct {
 	// start workflows can only run the operator's pipelines; the dev
 	// stack turns it on (`retrain run FILE`).
 	AllowInlineSpecs bool
+	// TrustedQueues are the task queues whose Pipeline runs may run nodes
+	// on this worker (guard.go); empty means TaskQueue alone. A node that
+	// a run on any other queue sends here is refused: that run was
+	// resolved by workers whose policy this one does not know.
+	TrustedQueues []string
 	// AllowCommands lists the programs command nodes, command trainers
 	// and evaluators and checkpoint commands may start: a bare name
 	// matches that program anywhere, an absolute path only that file.
@@ -93,6 +99,7 @@ type Config struct {
 const (
 	EnvAllowInlineSpecs = "RETRAIN_ALLOW_INLINE_SPECS"
 	EnvAllowCommands    = "RETRAIN_ALLOW_COMMANDS"
+	EnvTrustedQueues    = "RETRAIN_TRUSTED_QUEUES"
 )
 
 // AddFlags registers the worker flags.
@@ -115,6 +122,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.StringSliceVar(&c.AllowCommands, "allow-commands", allowCommands,
 		"programs that command, trainer, evaluator and checkpoint steps may start, by name or absolute path, e.g. sh,python3,/usr/bin/python3; empty: any (env "+EnvAllowCommands+")")
+	fs.StringSliceVar(&c.TrustedQueues, "trusted-queues", splitEnv(EnvTrustedQueues),
+		"task queues whose pipeline runs may run nodes on this worker (default: --task-queue); nodes sent by runs on other queues are refused (env "+EnvTrustedQueues+")")
 	addEnvFlags(fs, &c.Env)
 	c.Lake.AddFlags(fs)
 	c.Store.AddFlags(fs) // after the lake's: they share --s3-endpoint and --s3-region
@@ -228,10 +237,17 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		logger.Info("steps may start only the allowed programs", "allow_commands", strings.Join(cfg.AllowCommands, ","))
 	}
 
+	trusted := cfg.TrustedQueues
+	if len(trusted) == 0 {
+		trusted = []string{cfg.TaskQueue}
+	}
+	// The guard comes first, so that nothing else (metrics included) sees
+	// an execution it refuses.
+	interceptors := append([]interceptor.WorkerInterceptor{newGuard(c, trusted, workflowTypes(types), logger)}, met.interceptors()...)
 	main := sdkworker.New(met.clientOr(c), cfg.TaskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
-		Interceptors:                           met.interceptors(),
+		Interceptors:                           interceptors,
 	})
 	workflows.Register(main)
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
@@ -241,7 +257,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	if cfg.GPU {
 		gw := sdkworker.New(met.clientOr(c), cfg.GPUQueue, sdkworker.Options{
 			MaxConcurrentActivityExecutionSize: gpuSlots,
-			Interceptors:                       met.interceptors(),
+			Interceptors:                       interceptors,
 		})
 		registerTypes(gw, types, false)
 		w.workers = append(w.workers, gw)
@@ -286,6 +302,18 @@ func checkReportURL(template string) error {
 		return fmt.Errorf("--report-url %q: has no {run} where the run id goes", template)
 	}
 	return nil
+}
+
+// workflowTypes are the workflow types a worker of these node types
+// registers: the ones whose activities the guard accepts.
+func workflowTypes(types []nodetype.Type) []string {
+	names := []string{runs.PipelineWorkflow, workflows.ForeachChunkWorkflow}
+	for _, t := range types {
+		if t.NodeType.Kind == dags.KindWorkflow {
+			names = append(names, t.TargetName())
+		}
+	}
+	return names
 }
 
 // registerTypes registers each node type's activity on w, and on the main
