@@ -115,7 +115,7 @@ func outputsMarkdown(t dags.NodeType) string {
 		return "any key."
 	}
 	if t.OpenOutputs {
-		return "`" + strings.Join(t.Outputs, "`, `") + "`, and the keys the node's `outputs` declares (see Structured outputs in the README)."
+		return "`" + strings.Join(t.Outputs, "`, `") + "`, and the keys the node's `outputs` declares (see Structured outputs in docs/pipeline-spec.md)."
 	}
 	return "`" + strings.Join(t.Outputs, "`, `") + "`."
 }
