@@ -17,19 +17,25 @@ import (
 // Activity adapts a Func to a Temporal activity: it stamps the attempt
 // and times on the result, keeps a liveness heartbeat going while the node
 // runs (so a crashed worker is noticed after the heartbeat timeout, not the
-// whole start-to-close timeout), and attaches the attempt number to errors.
+// whole start-to-close timeout), attaches the attempt number to errors,
+// and masks the secrets the attempt resolved (NoteSecrets) in its outputs,
+// error and progress heartbeats.
 func Activity(run Func) func(context.Context, Input) (Result, error) {
 	return func(ctx context.Context, in Input) (Result, error) {
 		info := activity.GetInfo(ctx)
 		started := time.Now()
 		ctx, stop := StartKeepAlive(ctx)
 		ctx = withSecretRefs(ctx, in.Secrets) // for Funcs not made by New
+		ctx, secrets := withSecretRegistry(ctx)
 		outputs, err := run(ctx, in)
 		stop()
+		// The secrets the attempt resolved (NoteSecrets) are masked in
+		// all it hands Temporal, whatever the step masked itself.
+		mask := secrets.get()
 		if err != nil {
-			return Result{}, withAttempt(err, info.Attempt)
+			return Result{}, mask.Error(withAttempt(err, info.Attempt))
 		}
-		return Result{Outputs: outputs, Attempt: info.Attempt, StartedAt: started, EndedAt: time.Now()}, nil
+		return Result{Outputs: mask.Outputs(outputs), Attempt: info.Attempt, StartedAt: started, EndedAt: time.Now()}, nil
 	}
 }
 
@@ -58,7 +64,10 @@ func (h *heartbeat) get() []any {
 // call it instead of activity.RecordHeartbeat because each heartbeat
 // replaces the last one's details, and the wrapper's liveness heartbeats
 // would otherwise wipe them; through here they repeat them instead.
+//
+// Details that hold a secret the node resolved are recorded masked.
 func RecordProgress(ctx context.Context, details ...any) {
+	details = SecretMasker(ctx).details(details)
 	if hb, ok := ctx.Value(heartbeatKey{}).(*heartbeat); ok {
 		hb.set(details)
 	}

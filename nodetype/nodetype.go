@@ -136,11 +136,17 @@ func New[W, O any](t dags.NodeType, run func(ctx context.Context, in Input, with
 			if err != nil {
 				return nil, Permanent(BadInput, "node %s (type %s): %v", in.Node, in.Type, err)
 			}
+			ctx, secrets := withSecretRegistry(ctx) // Activity's, when run there
 			out, err := run(withSecretRefs(ctx, in.Secrets), in, with)
+			mask := secrets.get()
 			if err != nil {
-				return nil, err
+				return nil, mask.Error(err)
 			}
-			return Outputs(out)
+			outputs, err := Outputs(out)
+			if err != nil {
+				return nil, mask.Error(err)
+			}
+			return mask.Outputs(outputs), nil
 		},
 	}
 }

@@ -220,9 +220,9 @@ func InferCSV(r io.Reader) ([]Column, error) {
 type CSVReader struct {
 	cr     *csv.Reader
 	schema *parquet.Schema
-	types  []Type // by CSV field
-	index  []int  // Parquet column index, by CSV field
-	line   int
+	types  []Type   // by CSV field
+	names  []string // column name, by CSV field
+	index  []int    // Parquet column index, by CSV field
 	rows   int64
 }
 
@@ -242,7 +242,7 @@ func NewCSVReader(r io.Reader, columns []Column) (*CSVReader, error) {
 	for _, c := range columns {
 		byName[c.Name] = c.Type
 	}
-	c := &CSVReader{cr: cr, schema: schema, line: 1}
+	c := &CSVReader{cr: cr, schema: schema}
 	for _, name := range header {
 		typ, ok := byName[name]
 		if !ok {
@@ -253,6 +253,7 @@ func NewCSVReader(r io.Reader, columns []Column) (*CSVReader, error) {
 			return nil, fmt.Errorf("tabular: column %q missing from schema", name)
 		}
 		c.types = append(c.types, typ)
+		c.names = append(c.names, name)
 		c.index = append(c.index, leaf.ColumnIndex)
 	}
 	if len(header) != len(columns) {
@@ -292,7 +293,6 @@ func (c *CSVReader) ReadRows(rows []parquet.Row) (int, error) {
 			}
 			return n, fmt.Errorf("tabular: CSV: %w", err)
 		}
-		c.line++
 		row := slices.Grow(rows[n][:0], len(rec))[:len(rec)]
 		for i, s := range rec {
 			var v parquet.Value
@@ -301,7 +301,11 @@ func (c *CSVReader) ReadRows(rows []parquet.Row) (int, error) {
 			} else {
 				pv, err := parse(c.types[i], s)
 				if err != nil {
-					return n, fmt.Errorf("tabular: CSV line %d, column %d: %q is not %s", c.line, i+1, truncate(s), article(c.types[i]))
+					// The value itself is not quoted: a cell may hold
+					// anything (a secret a step was given), and this
+					// message goes to the run's history and report.
+					line, _ := c.cr.FieldPos(i)
+					return n, fmt.Errorf("tabular: CSV line %d, column %q: the value is not %s (%s)", line, c.names[i], article(c.types[i]), shape(s))
 				}
 				v = pv.Level(0, 1, c.index[i])
 			}
@@ -313,11 +317,12 @@ func (c *CSVReader) ReadRows(rows []parquet.Row) (int, error) {
 	return len(rows), nil
 }
 
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
+// shape describes a value that failed to parse without showing it.
+func shape(s string) string {
+	if n := strings.Count(strings.TrimSpace(s), "\n"); n > 0 {
+		return fmt.Sprintf("%d bytes over %d lines", len(s), n+1)
 	}
-	return s
+	return fmt.Sprintf("%d bytes", len(s))
 }
 
 func article(t Type) string {

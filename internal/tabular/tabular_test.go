@@ -75,7 +75,7 @@ func TestCSVReader(t *testing.T) {
 		}
 	}
 	r, _ = NewCSVReader(strings.NewReader("id,name,score\n1,x,0.5\nseven,y,1\n"), cols)
-	if _, err := r.ReadRows(rows); err == nil || !strings.Contains(err.Error(), `line 3, column 1: "seven" is not an int64`) {
+	if _, err := r.ReadRows(rows); err == nil || !strings.Contains(err.Error(), `line 3, column "id": the value is not an int64`) || strings.Contains(err.Error(), "seven") {
 		t.Fatalf("bad value: %v", err)
 	}
 }

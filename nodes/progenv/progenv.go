@@ -130,6 +130,9 @@ func (p Policy) ResolveString(ctx context.Context, path, s string) (string, []st
 		}
 		return v, err
 	})
+	// Noted before anything can fail, so the activity wrapper masks them
+	// in whatever this attempt hands Temporal.
+	nodetype.NoteSecrets(ctx, used...)
 	if err != nil {
 		if _, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 			return "", nil, err
@@ -211,44 +214,9 @@ func evalExisting(path string) (string, error) {
 	}
 }
 
-// MaskString replaces each of secrets in s with ***.
-func MaskString(s string, secrets []string) string {
-	for _, v := range secrets {
-		if v != "" {
-			s = strings.ReplaceAll(s, v, "***")
-		}
-	}
-	return s
-}
-
 // Placeholders replaces each ${secret.NAME} in s with the word "secret",
 // for checks of a value's shape made where secrets are not known (a
 // webhook URL at validate time).
 func Placeholders(s string) string {
 	return secretRe.ReplaceAllString(s, "secret")
-}
-
-// MaskValue returns v, a JSON value (maps, lists, strings, numbers), with
-// each of secrets masked in its strings and map keys.
-func MaskValue(v any, secrets []string) any {
-	if len(secrets) == 0 {
-		return v
-	}
-	switch x := v.(type) {
-	case string:
-		return MaskString(x, secrets)
-	case map[string]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[MaskString(k, secrets)] = MaskValue(e, secrets)
-		}
-		return m
-	case []any:
-		l := make([]any, len(x))
-		for i, e := range x {
-			l[i] = MaskValue(e, secrets)
-		}
-		return l
-	}
-	return v
 }

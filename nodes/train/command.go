@@ -197,12 +197,13 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int) (progra
 		res      programResult
 		eventErr error
 		done     = make(chan struct{})
+		mask     = progenv.NewMasker(r.secrets) // once, not per line
 	)
 	go func() {
 		defer close(done)
 		eventErr = trainer.ReadEvents(pr, func(e trainer.Event) error {
 			if e.Kind != trainer.ProgressEvent {
-				r.log.Info("output", "stream", "stdout", "line", progenv.MaskString(e.Line, r.secrets))
+				r.log.Info("output", "stream", "stdout", "line", mask.String(e.Line))
 				return nil
 			}
 			if err := r.guard.CheckEvent(e); err != nil {

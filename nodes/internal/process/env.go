@@ -3,7 +3,6 @@ package process
 import (
 	"context"
 	"os/exec"
-	"strings"
 
 	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -33,20 +32,16 @@ func CommandEnv(ctx context.Context, in nodetype.Input, argv []string, dir strin
 // Mask makes w write *** in place of each of secrets in the lines it
 // logs and in its tail, so a program that prints a secret it was given
 // does not put it into node outputs, history, logs or error messages.
+// It masks what progenv.MaskString does: a line of a multi-line secret
+// too (w logs line by line, so the whole value never appears in one
+// logged line), and the secret's %q, JSON and URL-escaped forms.
 // Call it before the first Write.
 func (w *TailWriter) Mask(secrets []string) *TailWriter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var pairs []string
-	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		pairs = append(pairs, s, "***")
-		w.maskLen = max(w.maskLen, len(s))
-	}
-	if len(pairs) > 0 {
-		w.mask = strings.NewReplacer(pairs...)
+	if m := progenv.NewMasker(secrets); !m.Empty() {
+		w.mask = m
+		w.maskLen = m.Longest()
 	}
 	return w
 }
@@ -56,7 +51,7 @@ func (w *TailWriter) Mask(secrets []string) *TailWriter {
 // of it; the first maskLen bytes are dropped to be sure (the buffer keeps
 // that much more than the tail for this).
 func (w *TailWriter) maskedTail() string {
-	m := w.mask.Replace(string(w.buf))
+	m := w.mask.String(string(w.buf))
 	if w.trimmed {
 		m = m[min(w.maskLen, len(m)):]
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/retrain-ml/retrain/nodes/progenv"
 )
 
 // OutputTail is how much of stdout and stderr a command node keeps as
@@ -52,8 +54,8 @@ type TailWriter struct {
 	log    *slog.Logger
 	stream string
 	// mask hides secret values in logged lines and the tail (env.go).
-	mask    *strings.Replacer
-	maskLen int  // the longest secret's length
+	mask    *progenv.Masker
+	maskLen int  // the longest masked form's length
 	trimmed bool // buf lost its start
 }
 
@@ -88,7 +90,7 @@ func (w *TailWriter) Write(p []byte) (int, error) {
 func (w *TailWriter) emit() {
 	line := w.line.String()
 	if w.mask != nil {
-		line = w.mask.Replace(line)
+		line = w.mask.String(line)
 	}
 	w.log.Info("output", "stream", w.stream, "line", line)
 	w.line.Reset()
