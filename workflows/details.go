@@ -187,8 +187,8 @@ func duration(n runs.NodeState) string {
 }
 
 // summary is the outputs column: the error of a failed node, the reason a
-// node was skipped or cancelled, or its outputs as key=value, each value
-// cut short.
+// node was skipped or cancelled, its one-line "summary" output, or else its
+// outputs as key=value, each value cut short.
 func summary(n runs.NodeState) string {
 	switch {
 	case n.Error != "":
@@ -197,6 +197,10 @@ func summary(n runs.NodeState) string {
 		return cell(n.Reason, maxCellRunes)
 	case len(n.Outputs) == 0:
 		return ""
+	}
+	// A built-in node says what it did in one line.
+	if s, ok := n.Outputs["summary"].(string); ok && s != "" {
+		return cell(s, maxCellRunes)
 	}
 	keys := make([]string, 0, len(n.Outputs))
 	for k := range n.Outputs {

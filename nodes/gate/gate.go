@@ -75,7 +75,28 @@ type Outputs struct {
 	CandidateID     string   `json:"candidate_id"`
 	HasBaseline     bool     `json:"has_baseline"`
 	// Waited is set when the gate failed and waited for an approval.
-	Waited bool `json:"waited"`
+	Waited  bool   `json:"waited"`
+	Summary string `json:"summary"` // one line for the run's node table
+}
+
+// gateSummary says the verdict in a line: "passed 5 of 5 checks against
+// v1", "failed 1 of 3 checks (no baseline)", "forced by alice: ...".
+func gateSummary(r gate.Result) string {
+	failed := len(r.Failed())
+	total := len(r.Comparisons)
+	var s string
+	switch {
+	case r.Forced:
+		s = fmt.Sprintf("forced through by %s (%d of %d checks failed)", r.ForcedBy, failed, total)
+	case r.Passed:
+		s = fmt.Sprintf("passed %d of %d checks", total-failed, total)
+	default:
+		s = fmt.Sprintf("failed %d of %d checks", failed, total)
+	}
+	if r.HasBaseline {
+		return s + " against " + r.BaselineVersion
+	}
+	return s + " (no baseline)"
 }
 
 // checkGate checks what the schema cannot: which fields go together, the
@@ -296,6 +317,7 @@ func GateOutputs(r gate.Result, waited bool) Outputs {
 		Passed: r.Passed, Reason: r.Reason, Forced: r.Forced, ForcedBy: r.ForcedBy, ForceReason: r.ForceReason,
 		Comparisons: comparisons, Failed: failed, BaselineVersion: r.BaselineVersion,
 		CandidateID: r.CandidateID, HasBaseline: r.HasBaseline, Waited: waited,
+		Summary: gateSummary(r),
 	}
 }
 

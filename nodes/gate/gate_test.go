@@ -276,7 +276,7 @@ func TestSchema(t *testing.T) {
 		}
 	}
 	wantOut := []string{"passed", "reason", "forced", "forced_by", "force_reason", "comparisons", "failed",
-		"baseline_version", "candidate_id", "has_baseline", "waited"}
+		"baseline_version", "candidate_id", "has_baseline", "waited", "summary"}
 	if !slices.Equal(nt.Outputs, wantOut) {
 		t.Errorf("outputs %v, want %v", nt.Outputs, wantOut)
 	}

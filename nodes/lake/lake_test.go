@@ -44,7 +44,7 @@ func TestSchema(t *testing.T) {
 			{"features", L, false, ""}, {"prefix", S, false, ""}, {"staging_table", S, false, ""},
 			{"date_column", S, false, "date"}, {"event_time_column", S, false, "event_ts"},
 			{"feature_time_column", S, false, "ts"}, {"lookback_days", I, false, "7"},
-		}, []string{"staging_table", "snapshot_id", "rows", "matched", "feature_columns", "location", "start_date", "end_date"}},
+		}, []string{"staging_table", "snapshot_id", "rows", "matched", "feature_columns", "location", "start_date", "end_date", "summary"}},
 		"feature_stats": {[]field{
 			{"table", S, true, ""}, {"snapshot_id", A, false, ""}, {"columns", L, false, ""},
 			{"start_date", S, false, ""}, {"end_date", S, false, ""}, {"date_column", S, false, "date"},
@@ -53,9 +53,9 @@ func TestSchema(t *testing.T) {
 		"promote_features": {[]field{
 			{"training_table", S, true, ""}, {"staging_tables", L, true, ""}, {"start_date", S, true, ""},
 			{"end_date", S, true, ""}, {"date_column", S, false, "date"}, {"bucket_groups", I, false, ""},
-		}, []string{"previous_snapshot_id", "snapshot_id", "rows", "matched", "columns", "partitions", "files", "rounds"}},
+		}, []string{"previous_snapshot_id", "snapshot_id", "rows", "matched", "columns", "partitions", "files", "rounds", "summary"}},
 		"rollback_table": {[]field{{"table", S, true, ""}, {"to", A, true, ""}},
-			[]string{"table", "from_snapshot_id", "to_snapshot_id", "ancestor", "schema_restored", "noop"}},
+			[]string{"table", "from_snapshot_id", "to_snapshot_id", "ancestor", "schema_restored", "noop", "summary"}},
 	}
 	types := Types(Deps{Logger: quiet})
 	if len(types) != len(want) {

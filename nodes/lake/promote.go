@@ -14,6 +14,7 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -57,7 +58,17 @@ type PromoteOutputs struct {
 	Columns            []string `json:"columns"` // promoted columns
 	Partitions         int      `json:"partitions"`
 	Files              int      `json:"files"`
-	Rounds             int      `json:"rounds"` // plans it took: a round lost to another commit is redone
+	Rounds             int      `json:"rounds"`  // plans it took: a round lost to another commit is redone
+	Summary            string   `json:"summary"` // one line for the run's node table
+}
+
+func (o PromoteOutputs) summary() string {
+	s := fmt.Sprintf("promoted %d columns into %s rows (%d partitions, %d files): snapshot %d", len(o.Columns),
+		number.Count(o.Rows), o.Partitions, o.Files, o.SnapshotID)
+	if o.Rounds > 1 {
+		s += fmt.Sprintf(", after %d rounds", o.Rounds)
+	}
+	return s
 }
 
 func (l *Lake) promoteType() nodetype.Type {
@@ -127,6 +138,7 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 			out.Rows += r.Rows
 			out.Matched += r.Matched
 		}
+		out.Summary = out.summary()
 		outputs, err := nodetype.Outputs(out)
 		if err != nil {
 			return nodetype.Result{}, fmt.Errorf("promote_features outputs: %w", err)

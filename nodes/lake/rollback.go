@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
@@ -24,6 +25,18 @@ type RollbackOutputs struct {
 	Ancestor       bool   `json:"ancestor"`        // to was an ancestor of main's head
 	SchemaRestored bool   `json:"schema_restored"` // to's schema was made current again
 	NoOp           bool   `json:"noop"`            // main was already at to
+	Summary        string `json:"summary"`         // one line for the run's node table
+}
+
+func (o RollbackOutputs) summary() string {
+	if o.NoOp {
+		return fmt.Sprintf("%s: main already at snapshot %d", o.Table, o.ToSnapshotID)
+	}
+	s := fmt.Sprintf("%s: main %d → %d", o.Table, o.FromSnapshotID, o.ToSnapshotID)
+	if o.SchemaRestored {
+		s += ", schema restored"
+	}
+	return s
 }
 
 func (l *Lake) rollbackType() nodetype.Type {
@@ -54,8 +67,10 @@ func (l *Lake) Rollback(ctx context.Context, in nodetype.Input, w RollbackWith) 
 		return RollbackOutputs{}, Error(err)
 	}
 	l.log(in).Info("rolled back", "table", w.Table, "from", res.From, "to", res.To, "schema_restored", res.Schema)
-	return RollbackOutputs{
+	out := RollbackOutputs{
 		Table: res.Table, FromSnapshotID: res.From, ToSnapshotID: res.To,
 		Ancestor: res.Ancestor, SchemaRestored: res.Schema, NoOp: res.NoOp,
-	}, nil
+	}
+	out.Summary = out.summary()
+	return out, nil
 }

@@ -2,10 +2,12 @@ package lake
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -47,6 +49,12 @@ type StageOutputs struct {
 	Location       string   `json:"location"`
 	StartDate      string   `json:"start_date"`
 	EndDate        string   `json:"end_date"`
+	Summary        string   `json:"summary"` // one line for the run's node table
+}
+
+func (o StageOutputs) summary() string {
+	return fmt.Sprintf("staged %d features onto %s rows (%s..%s, %s matched) into %s",
+		len(o.FeatureColumns), number.Count(o.Rows), o.StartDate, o.EndDate, number.Count(o.Matched), o.StagingTable)
 }
 
 func (l *Lake) stageType() nodetype.Type {
@@ -74,8 +82,10 @@ func (l *Lake) Stage(ctx context.Context, in nodetype.Input, w StageWith) (Stage
 	if err != nil {
 		return StageOutputs{}, Error(err)
 	}
-	return StageOutputs{
+	out := StageOutputs{
 		StagingTable: res.Staging, SnapshotID: res.SnapshotID, Rows: res.Rows, Matched: res.Matched,
 		FeatureColumns: res.Features, Location: res.Location, StartDate: w.StartDate, EndDate: w.EndDate,
-	}, nil
+	}
+	out.Summary = out.summary()
+	return out, nil
 }

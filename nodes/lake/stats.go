@@ -8,6 +8,7 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/colstats"
 	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -91,6 +92,6 @@ func (l *Lake) Stats(ctx context.Context, in nodetype.Input, w StatsWith) (Stats
 	return StatsOutputs{
 		ReportURI: res.ReportURI, HTMLURI: res.HTMLURI, Rows: res.Rows, Columns: res.Columns,
 		SnapshotID: res.Snapshot, Scope: res.Scope, Dates: res.Dates, Files: res.Files,
-		Summary: fmt.Sprintf("%d rows: %s", res.Rows, res.Scope),
+		Summary: fmt.Sprintf("%s rows: %s", number.Count(res.Rows), res.Scope),
 	}, nil
 }

@@ -80,6 +80,20 @@ type DeployOutputs struct {
 	WebhooksOK      int             `json:"webhooks_ok"`
 	WebhooksFailed  int             `json:"webhooks_failed"`
 	Webhooks        []WebhookResult `json:"webhooks"`
+	Summary         string          `json:"summary"` // one line for the run's node table
+}
+
+// summary says what the deploy did to the alias: "production: v1 → v2",
+// "production: none → v1", "production already at v2".
+func (o DeployOutputs) summary() string {
+	s := fmt.Sprintf("%s %s: %s → %s", o.Model, o.Alias, cmpOr(o.PreviousVersion, "none"), o.Version)
+	if !o.Moved {
+		s = fmt.Sprintf("%s %s already at %s", o.Model, o.Alias, o.Version)
+	}
+	if o.WebhooksFailed > 0 {
+		s += fmt.Sprintf("; %d of %d webhooks failed", o.WebhooksFailed, len(o.Webhooks))
+	}
+	return s
 }
 
 // checkDeploy refuses, before any run, a deploy block no run could use;
@@ -143,6 +157,7 @@ type RollbackModelOutputs struct {
 	To      string `json:"to"`
 	Changed bool   `json:"changed"`
 	Seq     int64  `json:"seq"`
+	Summary string `json:"summary"` // one line for the run's node table
 }
 
 func checkRollbackModel(with map[string]any) error {
@@ -303,6 +318,7 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 		}
 	}
 	out.WebhooksFailed = len(out.Webhooks) - out.WebhooksOK
+	out.Summary = out.summary()
 	return out, nil
 }
 
@@ -436,7 +452,12 @@ func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input, w Rollbac
 	if !mv.Changed {
 		from = mv.To // nothing moved: the alias already named the target
 	}
-	return RollbackModelOutputs{Model: w.Model, Alias: w.Alias, From: from, To: mv.To, Changed: mv.Changed, Seq: mv.Seq}, nil
+	out := RollbackModelOutputs{Model: w.Model, Alias: w.Alias, From: from, To: mv.To, Changed: mv.Changed, Seq: mv.Seq}
+	out.Summary = fmt.Sprintf("%s %s: %s → %s (rolled back)", w.Model, w.Alias, cmpOr(from, "none"), mv.To)
+	if !mv.Changed {
+		out.Summary = fmt.Sprintf("%s %s already at %s", w.Model, w.Alias, mv.To)
+	}
+	return out, nil
 }
 
 func cmpOr(a, b string) string {

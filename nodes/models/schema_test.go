@@ -22,13 +22,13 @@ func TestSchema(t *testing.T) {
 		DeployName: {
 			fields: []string{"model", "dir", "version", "alias", "metrics", "data_snapshots", "labels", "reason", "webhooks", "webhook_attempts"},
 			outputs: []string{"model", "alias", "version", "ref", "previous_version", "moved", "seq", "checksum", "uri",
-				"webhooks_ok", "webhooks_failed", "webhooks"},
+				"webhooks_ok", "webhooks_failed", "webhooks", "summary"},
 			defaults: map[string]string{"alias": models.DefaultAlias, "webhook_attempts": "3"},
 			required: []string{"model"},
 		},
 		RollbackModelName: {
 			fields:   []string{"model", "alias", "to", "from", "reason"},
-			outputs:  []string{"model", "alias", "from", "to", "changed", "seq"},
+			outputs:  []string{"model", "alias", "from", "to", "changed", "seq", "summary"},
 			defaults: map[string]string{"alias": models.DefaultAlias},
 			required: []string{"model"},
 		},

@@ -271,7 +271,7 @@ func TestSchema(t *testing.T) {
 	if got := strings.Join(builtinOnly, " "); got != "dense sparse transforms dim buckets epochs steps batch_size learning_rate l2 seed workers checkpoint_every" {
 		t.Errorf("builtin-only fields %s", got)
 	}
-	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu"
+	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu summary"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {
 		t.Errorf("outputs %s, want %s", got, wantOut)
 	}
