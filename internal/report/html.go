@@ -184,6 +184,10 @@ func nodeRow(n runs.NodeState) nodeView {
 
 // summarize shows a node's scalar outputs briefly.
 func summarize(out map[string]any) string {
+	// A built-in node says what it did in one line.
+	if s, ok := out["summary"].(string); ok && s != "" {
+		return s
+	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(out)) {
 		switch x := out[k].(type) {

@@ -24,6 +24,7 @@ import (
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/tabular"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -55,6 +56,29 @@ type Outputs struct {
 	checkpointOutputs
 	Fingerprint string `json:"fingerprint"` // of the inputs: the same fingerprint is the same checkpoint
 	Reused      bool   `json:"reused"`      // found complete, not written by this attempt
+	Summary     string `json:"summary"`     // one line for the run's node table
+}
+
+func (o Outputs) summary() string {
+	verb := "checkpointed"
+	if o.Reused {
+		verb = "reused the checkpoint of"
+	}
+	return fmt.Sprintf("%s %s rows, %d columns (%d files, %s) of %s", verb, number.Count(o.Rows), len(o.Columns), o.Files, bytesText(o.Bytes), o.Dataset)
+}
+
+// bytesText writes a size in B, KiB, MiB or GiB.
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n)/unit, 0
+	for f >= unit && i < 2 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMG"[i])
 }
 
 // checkpointOutputs are recorded in the manifest and returned on a hit.
@@ -210,7 +234,9 @@ func (c *Checkpoints) Run(ctx context.Context, in nodetype.Input, w With) (Outpu
 	}
 	out.Columns = columnStrings(ds)
 	log.Info("checkpoint ready", "uri", out.URI, "rows", out.Rows, "files", out.Files, "reused", hit)
-	return Outputs{checkpointOutputs: out, Fingerprint: fingerprint, Reused: hit}, nil
+	o := Outputs{checkpointOutputs: out, Fingerprint: fingerprint, Reused: hit}
+	o.Summary = o.summary()
+	return o, nil
 }
 
 // errBadData marks input that no retry will fix: unparsable CSV, files

@@ -33,7 +33,7 @@ func TestSchema(t *testing.T) {
 	if want := []string{"command", "source", "format", "columns", "inputs", "dataset", "max_file_rows", "env", "dir"}; !slices.Equal(names, want) {
 		t.Errorf("fields %v, want %v", names, want)
 	}
-	if got, want := typ.NodeType.Outputs, []string{"uri", "manifest", "dataset", "rows", "files", "bytes", "columns", "fingerprint", "reused"}; !slices.Equal(got, want) {
+	if got, want := typ.NodeType.Outputs, []string{"uri", "manifest", "dataset", "rows", "files", "bytes", "columns", "fingerprint", "reused", "summary"}; !slices.Equal(got, want) {
 		t.Errorf("outputs %v, want %v", got, want)
 	}
 	if CheckpointType.Name != Name || len(CheckpointType.Fields) != len(names) {
