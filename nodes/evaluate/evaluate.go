@@ -17,6 +17,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/internal/models"
+	figures "github.com/retrain-ml/retrain/internal/number" // this package has a func number
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodes/internal/process"
@@ -302,7 +303,7 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 
 // evalSummary says in one line what was scored on which rows.
 func evalSummary(scope EvalScope, auc float64, baselineVersion string, base *scored) string {
-	s := fmt.Sprintf("%d %s rows (%s): candidate AUC %.4f", scope.Rows, scope.Dataset, scope.Window, auc)
+	s := fmt.Sprintf("%s %s rows (%s): candidate AUC %.4f", figures.Count(scope.Rows), scope.Dataset, scope.Window, auc)
 	if base != nil {
 		return s + fmt.Sprintf(", baseline %s AUC %.4f", baselineVersion, base.metrics[MetricAUC])
 	}

@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/backfill"
@@ -53,8 +54,18 @@ type StageOutputs struct {
 }
 
 func (o StageOutputs) summary() string {
-	return fmt.Sprintf("staged %d features onto %s rows (%s..%s, %s matched) into %s",
-		len(o.FeatureColumns), number.Count(o.Rows), o.StartDate, o.EndDate, number.Count(o.Matched), o.StagingTable)
+	dates := o.StartDate + ".." + o.EndDate
+	if a, err := time.Parse(time.DateOnly, o.StartDate); err == nil {
+		if b, err := time.Parse(time.DateOnly, o.EndDate); err == nil {
+			dates = fmt.Sprintf("%d dates", int(b.Sub(a).Hours()/24)+1)
+		}
+	}
+	matched := ""
+	if o.Matched != o.Rows {
+		matched = ", " + number.Count(o.Matched) + " matched"
+	}
+	return fmt.Sprintf("staged %d features onto %s rows (%s%s) into %s",
+		len(o.FeatureColumns), number.Count(o.Rows), dates, matched, o.StagingTable)
 }
 
 func (l *Lake) stageType() nodetype.Type {

@@ -325,7 +325,7 @@ func (o Record) summary() string {
 		}
 		return dataset.Window{Start: ds[0], End: ds[len(ds)-1]}.String()
 	}
-	s := fmt.Sprintf("window %s: %d train rows (%s), %d eval rows (%s)", o.Window, o.TrainRows, dates(o.TrainDates), o.EvalRows, dates(o.EvalDates))
+	s := fmt.Sprintf("window %s: %s train rows (%s), %s eval rows (%s)", o.Window, number.Count(o.TrainRows), dates(o.TrainDates), number.Count(o.EvalRows), dates(o.EvalDates))
 	if name != "" {
 		s += fmt.Sprintf("; max null rate %.3f (%s)", worst, name)
 	}

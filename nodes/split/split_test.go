@@ -94,7 +94,7 @@ func TestSplitReadsOnlyTheRunsWindow(t *testing.T) {
 	if got := strs(out["eval_dates"]); len(got) != 1 || got[0] != day(3) {
 		t.Errorf("eval dates %v, want [%s] (the last date of the window, not of the table)", got, day(3))
 	}
-	if want := "window " + day(0) + ".." + day(3) + ": 1500 train rows (" + day(0) + ".." + day(2) + "), 500 eval rows (" + day(3) + "); max null rate"; !strings.HasPrefix(out["summary"].(string), want) {
+	if want := "window " + day(0) + ".." + day(3) + ": 1,500 train rows (" + day(0) + ".." + day(2) + "), 500 eval rows (" + day(3) + "); max null rate"; !strings.HasPrefix(out["summary"].(string), want) {
 		t.Errorf("summary %q, want it to start %q", out["summary"], want)
 	}
 	win := out["window"].(map[string]any)
