@@ -1,0 +1,95 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// RollbackModelWith is a rollback_model node's `with` block.
+type RollbackModelWith struct {
+	Model  string `json:"model" required:"true" doc:"model name"`
+	Alias  string `json:"alias" default:"production" doc:"alias to move"` // models.DefaultAlias
+	To     string `json:"to" doc:"version to move back to, e.g. ${nodes.deploy.outputs.previous_version}"`
+	From   string `json:"from" doc:"version being undone, e.g. ${nodes.deploy.outputs.version}; the alias is left alone if it names another"`
+	Reason string `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that rolled back)"`
+}
+
+// RollbackModelOutputs are a rollback_model node's outputs.
+type RollbackModelOutputs struct {
+	Model   string `json:"model"`
+	Alias   string `json:"alias"`
+	From    string `json:"from"` // what the alias named before; to when nothing moved
+	To      string `json:"to"`
+	Changed bool   `json:"changed"`
+	Seq     int64  `json:"seq"`
+	Summary string `json:"summary"` // one line for the run's node table
+}
+
+func checkRollbackModel(with map[string]any) error {
+	_, from := with["from"]
+	_, to := with["to"]
+	if from && !to {
+		return errors.New("from needs to: the version to move back to")
+	}
+	return CheckNames(with, "model", "alias")
+}
+
+func (m *Models) rollbackModelType() nodetype.Type {
+	return nodetype.New(dags.NodeType{
+		Name: RollbackModelName,
+		Doc: "Move a model's alias back. With from and to (a deploy's version and previous_version, as an on_failure " +
+			"compensation does), it undoes exactly that deploy, and only while the alias still names from; " +
+			"with neither, it undoes the alias's latest move. Every move is recorded in the alias history.",
+		Check: checkRollbackModel,
+	}, m.RollbackModel)
+}
+
+// RollbackModel runs a rollback_model node.
+func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input, w RollbackModelWith) (RollbackModelOutputs, error) {
+	// Whether from and to are given is read from the block itself: a key
+	// whose value is null or "" still counts as given.
+	_, hasFrom := in.With["from"]
+	_, hasTo := in.With["to"]
+	if hasTo && w.To == "" {
+		// The usual cause: the deploy being undone was the alias's first.
+		return RollbackModelOutputs{}, nodetype.Permanent(errtype.BadInput, "to is empty: %s of %s named no version before %s, so it cannot be moved back and still names it", w.Alias, w.Model, cmpOr(w.From, "this deploy"))
+	}
+	if hasFrom && !hasTo {
+		return RollbackModelOutputs{}, nodetype.Permanent(errtype.BadInput, "from needs to: the version to move back to")
+	}
+	reg, err := m.registry()
+	if err != nil {
+		return RollbackModelOutputs{}, err
+	}
+	reason := w.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("rollback by node %s of pipeline %s", in.Node, in.Pipeline)
+	}
+	var mv models.Move
+	if hasTo {
+		mv, err = reg.Revert(ctx, w.Model, w.Alias, w.From, w.To, actor(in), reason)
+	} else {
+		mv, err = reg.Rollback(ctx, w.Model, w.Alias, actor(in), reason)
+	}
+	if err != nil {
+		return RollbackModelOutputs{}, modelsError(err)
+	}
+	m.Logger.Info("model rolled back", "pipeline", in.Pipeline, "run", in.RunID, "node", in.Node,
+		"model", w.Model, "alias", w.Alias, "from", mv.From, "to", mv.To, "changed", mv.Changed, "seq", mv.Seq)
+	from := mv.From
+	if !mv.Changed {
+		from = mv.To // nothing moved: the alias already named the target
+	}
+	out := RollbackModelOutputs{Model: w.Model, Alias: w.Alias, From: from, To: mv.To, Changed: mv.Changed, Seq: mv.Seq}
+	out.Summary = fmt.Sprintf("%s %s: %s → %s (rolled back)", w.Model, w.Alias, cmpOr(from, "none"), mv.To)
+	if !mv.Changed {
+		out.Summary = fmt.Sprintf("%s %s already at %s", w.Model, w.Alias, mv.To)
+	}
+	return out, nil
+}
