@@ -373,41 +373,54 @@ func decodePayloads(v any) any {
 
 // amplification: a 40 KB param of date_range expressions fails the run
 // at once as InvalidPipeline, and the worker's memory stays where it was
-// (case 7, weakness 5).
+// (case 7, weakness 5). A run still going after 30 s is terminated.
 func (e *secEnv) amplification(t *testing.T) {
 	expr := "${date_range('2000-01-01','2027-01-01')}"
 	x := strings.Repeat(expr, 40*1024/len(expr)+1)
-	before := rssKB(t, e.proc.Process.Pid)
+	pid := e.proc.Process.Pid
+	before := procKB(t, pid, "VmRSS")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	start := time.Now()
-	res, typ := e.run(t, "echoer", map[string]any{"x": x}, time.Minute)
-	took := time.Since(start)
-	after := rssKB(t, e.proc.Process.Pid)
-	t.Logf("%d-byte param: run %s (%s) after %.1fs: %.200s", len(x), res.Status, typ, took.Seconds(), res.Error)
-	t.Logf("worker RSS before %d MB, after %d MB", before/1024, after/1024)
-	if res.Status != runs.StatusFailed || typ != errtype.InvalidPipeline {
-		t.Errorf("run %s (%s), want failed as %s", res.Status, typ, errtype.InvalidPipeline)
+	run, err := runs.Start(ctx, tclient, runs.Request{Pipeline: "echoer", Params: map[string]any{"x": x}, TaskQueue: e.queue})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if took > 20*time.Second {
-		t.Errorf("the run took %s to fail, want at once", took)
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	took := time.Since(start)
+	after, peak := procKB(t, pid, "VmRSS"), procKB(t, pid, "VmHWM")
+	t.Logf("worker RSS before %d MB, after %d MB (peak over its life %d MB)", before/1024, after/1024, peak/1024)
+	if err != nil {
+		_ = tclient.TerminateWorkflow(context.Background(), run.ID, "", "security test: run did not end in time")
+		t.Errorf("%d-byte param: run %s still going after %.0fs (%v), terminated; want failed at once", len(x), run.ID, took.Seconds(), err)
+	} else {
+		typ := errorType(tclient.GetWorkflow(ctx, run.ID, "").Get(ctx, nil))
+		t.Logf("%d-byte param: run %s (%s) after %.1fs: %.200s", len(x), res.Status, typ, took.Seconds(), res.Error)
+		if res.Status != runs.StatusFailed || typ != errtype.InvalidPipeline {
+			t.Errorf("run %s (%s), want failed as %s", res.Status, typ, errtype.InvalidPipeline)
+		}
+		if took > 20*time.Second {
+			t.Errorf("the run took %s to fail, want at once", took)
+		}
 	}
 	if grew := after - before; grew > 50*1024 {
 		t.Errorf("the worker's RSS grew by %d MB, want under 50", grew/1024)
 	}
 }
 
-// rssKB reads VmRSS of process pid, in kB.
-func rssKB(t *testing.T, pid int) int {
+// procKB reads field (VmRSS, VmHWM) of process pid's status, in kB.
+func procKB(t *testing.T, pid int, field string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
 			n, _ := strconv.Atoi(f[1])
 			return n
 		}
 	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }

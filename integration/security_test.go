@@ -427,7 +427,9 @@ nodes:
 `, queue, strconv.Quote(markCode))
 	}
 	res := runSpec(t, permissive, spec(e.queue), nil)
-	wantStatus(t, res, runs.StatusFailed)
+	if res.Status != runs.StatusFailed {
+		t.Errorf("run %s, want failed", res.Status)
+	}
 	n := node(t, res, "hop")
 	if n.Status != runs.NodeFailed || n.Attempts != 1 || !strings.Contains(n.Error, "trusted-queues") {
 		t.Errorf("node sent to %s: %s after %d attempts: %s; want failed at once, refused naming --trusted-queues", e.queue, n.Status, n.Attempts, n.Error)
