@@ -1,7 +1,6 @@
 package train
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,13 +15,10 @@ import (
 	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/nodes/split"
 
-	"go.temporal.io/sdk/activity"
-
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
-	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/trainer"
@@ -41,9 +37,6 @@ const EnvGPUs = "RETRAIN_GPUS"
 
 // ModelFile is the builtin model's artifact in a candidate folder.
 const ModelFile = "model.bin"
-
-// maxCurvePoints bounds the loss curve kept for the report.
-const maxCurvePoints = 2000
 
 // doc is the train node type's description.
 const doc = "Train a candidate model on a split (${nodes.split.outputs.uri}): the builtin pure-Go CTR trainer (hashed factorization machine, " +
@@ -268,22 +261,6 @@ func (t *Trainers) Run(ctx context.Context, in nodetype.Input) (map[string]any, 
 	return t.Type().Run(ctx, in)
 }
 
-// TrainProgress is a train node's heartbeat: the latest step and the last
-// checkpoint, so that a retried attempt resumes there.
-type TrainProgress struct {
-	Step           int64  `json:"step"`
-	Checkpoint     string `json:"checkpoint,omitempty"`
-	CheckpointStep int64  `json:"checkpoint_step,omitempty"`
-}
-
-// CurvePoint is one point of a loss curve.
-type CurvePoint struct {
-	Step           int64   `json:"step"`
-	Loss           float64 `json:"loss"`
-	EmbMaxNorm     float64 `json:"emb_max_norm,omitempty"`
-	ExamplesPerSec float64 `json:"examples_per_sec,omitempty"`
-}
-
 // trainRun is one attempt of a train node.
 type trainRun struct {
 	t      *Trainers
@@ -341,237 +318,6 @@ func (t *Trainers) train(ctx context.Context, in nodetype.Input, w With) (Output
 	}
 	out.Summary = out.summary(w, time.Since(started))
 	return out, nil
-}
-
-// record adds a progress point to the curve and heartbeats it.
-func (r *trainRun) record(ctx context.Context, p trainer.Progress) {
-	r.addPoint(p)
-	r.beat(ctx, p.Step, p.CheckpointURI)
-}
-
-func (r *trainRun) addPoint(p trainer.Progress) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.curve = append(r.curve, CurvePoint{Step: p.Step, Loss: p.Loss, EmbMaxNorm: p.EmbMaxNorm, ExamplesPerSec: p.ExamplesPerSec})
-	if len(r.curve) > maxCurvePoints {
-		r.curve = thin(r.curve)
-	}
-}
-
-// beat heartbeats the latest step and, if one was saved there, checkpoint.
-func (r *trainRun) beat(ctx context.Context, step int64, ckpt string) {
-	r.mu.Lock()
-	r.last.Step = step
-	if ckpt != "" {
-		r.last.Checkpoint, r.last.CheckpointStep = ckpt, step
-	}
-	hb := r.last
-	r.mu.Unlock()
-	nodetype.RecordProgress(ctx, hb)
-}
-
-// thin halves a curve, keeping its last point.
-func thin(c []CurvePoint) []CurvePoint {
-	out := c[:0]
-	for i := range c {
-		if i%2 == 0 || i == len(c)-1 {
-			out = append(out, c[i])
-		}
-	}
-	return out
-}
-
-// saveCurve stores the curve so far; a resumed attempt continues it.
-func (r *trainRun) saveCurve(ctx context.Context) (string, error) {
-	r.mu.Lock()
-	curve := append([]CurvePoint(nil), r.curve...)
-	r.mu.Unlock()
-	if err := objects.PutJSON(ctx, r.t.Store, r.curveKey(), curve); err != nil {
-		return "", fmt.Errorf("save the loss curve: %w", err)
-	}
-	return objects.KeyURI(r.t.Store, r.curveKey()), nil
-}
-
-// storedCurve returns the curve an earlier attempt saved, if any.
-func (r *trainRun) storedCurve(ctx context.Context) []CurvePoint {
-	var curve []CurvePoint
-	if err := objects.GetJSON(ctx, r.t.Store, r.curveKey(), &curve); err != nil {
-		return nil
-	}
-	return curve
-}
-
-// prepend puts the points of an earlier attempt up to step before the
-// curve recorded so far.
-func (r *trainRun) prepend(prior []CurvePoint, upTo int64) {
-	var head []CurvePoint
-	for _, p := range prior {
-		if p.Step <= upTo {
-			head = append(head, p)
-		}
-	}
-	r.mu.Lock()
-	r.curve = append(head, r.curve...)
-	r.mu.Unlock()
-}
-
-// loadCurve restores the curve of an earlier attempt up to step.
-func (r *trainRun) loadCurve(ctx context.Context, upTo int64) {
-	r.prepend(r.storedCurve(ctx), upTo)
-}
-
-// earlier returns the progress an earlier attempt heartbeated, if any.
-func earlier(ctx context.Context) (TrainProgress, bool) {
-	var p TrainProgress
-	if !activity.HasHeartbeatDetails(ctx) || activity.GetHeartbeatDetails(ctx, &p) != nil {
-		return TrainProgress{}, false
-	}
-	return p, true
-}
-
-func divergence(err error) error {
-	var div *trainer.DivergenceError
-	if errors.As(err, &div) {
-		return nodetype.Permanent(errtype.Diverged, "%v", err)
-	}
-	return err
-}
-
-// builtin trains with the trainer package, checkpointing to the store.
-func (r *trainRun) builtin(ctx context.Context) (Outputs, error) {
-	w := r.w
-	store := r.t.Store
-	sd, err := split.Open(ctx, store, w.Data)
-	if err != nil {
-		return Outputs{}, err
-	}
-	schema := sd.Record.Schema
-	dense, sparse := w.Dense, w.Sparse
-	if dense == nil && sparse == nil {
-		dense, sparse = schema.Dense(), schema.Sparse()
-	}
-	transforms := make([]trainer.Transform, len(dense))
-	for name, s := range w.Transforms {
-		i := indexOf(dense, name)
-		if i < 0 {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "transforms: %s is not a dense feature (%v)", name, dense)
-		}
-		if err := transforms[i].UnmarshalText([]byte(s)); err != nil {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "transforms: %s: %v", name, err)
-		}
-	}
-	if err := schema.HasFeatures(dense, sparse); err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-
-	cfg := trainer.Config{
-		Model: trainer.ModelConfig{
-			Dense: dense, Transforms: transforms, Sparse: sparse, Buckets: w.Buckets, Dim: w.Dim,
-		},
-		// Seed 0 has always trained as seed 1.
-		Seed:            max(w.Seed, 1),
-		Workers:         w.Workers,
-		BatchSize:       w.BatchSize,
-		Steps:           w.Steps,
-		LearningRate:    w.LearningRate,
-		L2:              w.L2,
-		CheckpointEvery: w.CheckpointEvery,
-		Guard:           r.guard,
-	}
-	tr, err := trainer.New(cfg)
-	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	ck := &s3Checkpointer{store: store, prefix: r.prefix + "training/", keep: 2}
-	if hb, ok := earlier(ctx); ok {
-		r.log.Info("retried attempt; resuming from the latest checkpoint", "heartbeat_step", hb.Step, "heartbeat_checkpoint", hb.Checkpoint)
-	}
-	// The split is streamed once into chunk files on local disk, and the
-	// epochs read them a chunk at a time: memory stays bounded by the
-	// chunk, not the table (see dataset.SpillSource for the order).
-	src, err := spillSplit(ctx, sd, store, dense, sparse, cfg.Seed, w.Epochs)
-	if err != nil {
-		return Outputs{}, err
-	}
-	defer src.Close()
-	r.log.Info("split spilled to local chunks", "rows", src.Rows(), "chunks", src.Chunks())
-	// An earlier attempt's curve, continued from the step training
-	// resumes at (known only once Run has restored its checkpoint).
-	prior := r.storedCurve(ctx)
-	continued := false
-	cont := func(resumed int64) {
-		if !continued {
-			continued = true
-			r.prepend(prior, resumed)
-		}
-	}
-	res, err := tr.Run(ctx, src, ck, func(p trainer.Progress) {
-		cont(p.Step - 1)
-		r.record(ctx, p)
-		if p.CheckpointURI != "" {
-			if _, err := r.saveCurve(ctx); err != nil {
-				r.log.Warn("cannot save the loss curve", "error", err)
-			}
-		}
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return Outputs{}, ctx.Err()
-		}
-		return Outputs{}, divergence(err)
-	}
-	cont(res.ResumedFrom)
-	if res.ResumedFrom > 0 {
-		r.log.Info("resumed training", "from_step", res.ResumedFrom, "checkpoint", res.Checkpoint)
-	}
-
-	var model bytes.Buffer
-	if _, err := tr.Model().WriteTo(&model); err != nil {
-		return Outputs{}, fmt.Errorf("encode the model: %w", err)
-	}
-	if _, err := store.Put(ctx, r.modelPrefix()+ModelFile, bytes.NewReader(model.Bytes())); err != nil {
-		return Outputs{}, fmt.Errorf("upload the model: %w", err)
-	}
-	curveURI, err := r.saveCurve(ctx)
-	if err != nil {
-		return Outputs{}, err
-	}
-	r.log.Info("trained", "steps", res.Step, "resumed_from", res.ResumedFrom, "examples", res.Examples, "loss", res.Loss)
-	return Outputs{
-		Trainer:      BuiltinTrainer,
-		ModelURI:     objects.KeyURI(store, r.modelPrefix()),
-		Steps:        res.Step,
-		ResumedFrom:  res.ResumedFrom,
-		Examples:     &res.Examples,
-		Loss:         finite(res.Loss),
-		LossCurveURI: curveURI,
-		Checkpoint:   res.Checkpoint,
-		TrainRows:    src.Rows(),
-	}, nil
-}
-
-// spillSplit streams the split's training rows into a spill and returns
-// the source over it.
-func spillSplit(ctx context.Context, sd *split.Data, store *s3store.Store, dense, sparse []string, seed uint64, epochs int64) (*dataset.SpillSource, error) {
-	sp, err := dataset.NewSpill(dataset.SpillConfig{Dense: dense, Sparse: sparse, Rows: sd.Rows(split.TrainDataset)})
-	if err != nil {
-		return nil, err
-	}
-	err = sd.Batches(ctx, store, split.TrainDataset, sp.Add)
-	if err != nil {
-		sp.Close()
-		return nil, err
-	}
-	return sp.Source(seed, epochs, sd.Record.Schema.RequestID != "")
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // FiniteOrNil keeps non-finite figures out of outputs: JSON cannot carry
