@@ -81,7 +81,7 @@ var refBodyRe = regexp.MustCompile(`^(?:params\.([A-Za-z_][A-Za-z0-9_-]*)|nodes\
 
 // secretRefRe matches a secret reference, ${secret.NAME}: text the
 // workflow passes through unchanged for the worker to resolve (see
-// nodes/progenv).
+// activities/progenv).
 var secretRefRe = regexp.MustCompile(`^\$\{secret\.[A-Za-z0-9_]+\}$`)
 
 // parseTemplate splits s into text and references. "$${" is a literal "${".

@@ -19,12 +19,12 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/dags/examples"
-	"github.com/retrain-ml/retrain/internal/devstack"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
-	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/internal/storage"
-	"github.com/retrain-ml/retrain/nodes/progenv"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/temporalconn"
 	"github.com/retrain-ml/retrain/worker"

@@ -13,8 +13,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	lakenodes "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/internal/features"
-	lakenodes "github.com/retrain-ml/retrain/nodes/lake"
 )
 
 // groupRun is one bucket group as the promotion's history records it.

@@ -14,11 +14,11 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/retrain-ml/retrain/internal/demodata"
+	lakenodes "github.com/retrain-ml/retrain/activities/lake"
+	"github.com/retrain-ml/retrain/internal/devkit/demodata"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
-	"github.com/retrain-ml/retrain/internal/s3test"
-	lakenodes "github.com/retrain-ml/retrain/nodes/lake"
 	"github.com/retrain-ml/retrain/runs"
 )
 

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
-	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+	gatenode "github.com/retrain-ml/retrain/activities/gate"
 
 	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/devkit/demodata"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/internal/s3store"
-	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/runs"

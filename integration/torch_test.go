@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/internal/torchtest"
+	"github.com/retrain-ml/retrain/internal/devkit/torchtest"
 
 	"github.com/retrain-ml/retrain/dags/examples"
-	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/devkit/demodata"
 	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/runs"
 )

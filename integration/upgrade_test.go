@@ -23,7 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+	gatenode "github.com/retrain-ml/retrain/activities/gate"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/workflows"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/retrain-ml/retrain/nodes/progenv"
+	"github.com/retrain-ml/retrain/activities/progenv"
 )
 
 // Environment variables that default the program environment flags.

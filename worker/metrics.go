@@ -14,11 +14,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/retrain-ml/retrain/activities/gate"
+	"github.com/retrain-ml/retrain/activities/models"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/metrics"
-	"github.com/retrain-ml/retrain/nodes/gate"
-	"github.com/retrain-ml/retrain/nodes/models"
 	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/runs"
 )

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	gatenode "github.com/retrain-ml/retrain/nodes/gate"
-	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+	gatenode "github.com/retrain-ml/retrain/activities/gate"
+	lakenode "github.com/retrain-ml/retrain/activities/lake"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"

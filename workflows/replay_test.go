@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+	gatenode "github.com/retrain-ml/retrain/activities/gate"
 	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/runs"
 )

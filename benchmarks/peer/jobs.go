@@ -11,7 +11,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/devkit/demodata"
 	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
 )

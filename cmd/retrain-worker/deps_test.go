@@ -18,7 +18,7 @@ func TestWorkerCarriesNoDevStack(t *testing.T) {
 		"go.temporal.io/server/",
 		"github.com/temporalio/ui-server/",
 		"github.com/versity/versitygw/",
-		"github.com/retrain-ml/retrain/internal/devstack",
+		"github.com/retrain-ml/retrain/internal/devkit/devstack",
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/retrain-ml/retrain/internal/bench"
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/internal/devstack"
+	"github.com/retrain-ml/retrain/internal/devkit/bench"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack"
 	"github.com/retrain-ml/retrain/worker"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/internal/demodata"
-	"github.com/retrain-ml/retrain/internal/devstack"
+	"github.com/retrain-ml/retrain/internal/devkit/demodata"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
 )

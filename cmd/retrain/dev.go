@@ -8,8 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/internal/datadir"
-	"github.com/retrain-ml/retrain/internal/devstack"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack"
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/internal/tracing"
 	"github.com/retrain-ml/retrain/worker"
@@ -87,7 +86,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.DataDir, "data-dir", datadir.Default, "where the stack keeps its state")
+	f.StringVar(&opts.DataDir, "data-dir", storage.DefaultDataDir, "where the stack keeps its state")
 	f.BoolVar(&opts.Headless, "headless", false, "do not serve the Web UI")
 	f.IntVar(&opts.Port, "port", 7233, "Temporal frontend gRPC port")
 	f.IntVar(&opts.UIPort, "ui-port", 8233, "Web UI port")

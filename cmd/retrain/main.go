@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/internal/devstack/s3server"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack/s3server"
 	"github.com/retrain-ml/retrain/internal/version"
 )
 

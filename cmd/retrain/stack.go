@@ -12,8 +12,8 @@ import (
 
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/internal/devstack"
-	"github.com/retrain-ml/retrain/internal/devstack/s3server"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack/s3server"
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/s3store"
-	"github.com/retrain-ml/retrain/internal/s3test"
 )
 
 // event is a typical row of intermediate training data: ids, numbers, a

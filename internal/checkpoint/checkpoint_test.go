@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/s3store"
-	"github.com/retrain-ml/retrain/internal/s3test"
 )
 
 type sample struct {

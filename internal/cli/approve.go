@@ -7,7 +7,7 @@ import (
 	"os/user"
 	"strings"
 
-	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+	gatenode "github.com/retrain-ml/retrain/activities/gate"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/serviceerror"

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+	lakenode "github.com/retrain-ml/retrain/activities/lake"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"

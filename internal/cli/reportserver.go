@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"time"
 
-	lakenode "github.com/retrain-ml/retrain/nodes/lake"
+	lakenode "github.com/retrain-ml/retrain/activities/lake"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"

@@ -20,7 +20,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/retrain-ml/retrain/internal/backfill"
-	"github.com/retrain-ml/retrain/internal/demodata"
+	"github.com/retrain-ml/retrain/internal/devkit/demodata"
 	"github.com/retrain-ml/retrain/internal/lake"
 )
 

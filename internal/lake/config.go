@@ -18,8 +18,8 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/spf13/pflag"
 
-	"github.com/retrain-ml/retrain/internal/datadir"
 	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/storage"
 )
 
 // Catalog types Open understands.
@@ -83,7 +83,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 func (c *Config) AddDataDirFlag(fs *pflag.FlagSet) {
 	// The dev stack's catalog lives in DIR/catalog.db and its warehouse in
 	// DIR/warehouse unless configured otherwise.
-	fs.StringVar(&c.DataDir, "data-dir", datadir.FromEnv(), "dev stack data dir: its catalog.db and warehouse/ are the lake unless --catalog-uri is set (env RETRAIN_DATA_DIR)")
+	fs.StringVar(&c.DataDir, "data-dir", storage.DataDirFromEnv(), "dev stack data dir: its catalog.db and warehouse/ are the lake unless --catalog-uri is set (env RETRAIN_DATA_DIR)")
 }
 
 // Configured reports whether the config names a catalog at all.

@@ -12,8 +12,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
-	"github.com/retrain-ml/retrain/internal/s3test"
 )
 
 func openLake(t *testing.T, cfg lake.Config) *lake.Catalog {

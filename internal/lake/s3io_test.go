@@ -10,10 +10,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
+	"github.com/retrain-ml/retrain/internal/devkit/s3fault"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
-	"github.com/retrain-ml/retrain/internal/s3fault"
 	"github.com/retrain-ml/retrain/internal/s3store"
-	"github.com/retrain-ml/retrain/internal/s3test"
 )
 
 // TestS3WarehouseRetriesFaults writes, overwrites and reads a table whose

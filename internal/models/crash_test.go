@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/internal/s3test"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 )
 
 // These tests stop the registry's protocols midway, as a crashed process

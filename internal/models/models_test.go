@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/models"
-	"github.com/retrain-ml/retrain/internal/s3test"
 )
 
 // artifacts writes files into a new directory and returns them.

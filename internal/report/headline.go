@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrain-ml/retrain/nodes/evaluate"
-	gatenode "github.com/retrain-ml/retrain/nodes/gate"
-	lakenode "github.com/retrain-ml/retrain/nodes/lake"
-	modelsnode "github.com/retrain-ml/retrain/nodes/models"
+	"github.com/retrain-ml/retrain/activities/evaluate"
+	gatenode "github.com/retrain-ml/retrain/activities/gate"
+	lakenode "github.com/retrain-ml/retrain/activities/lake"
+	modelsnode "github.com/retrain-ml/retrain/activities/models"
 
 	"github.com/retrain-ml/retrain/runs"
 )

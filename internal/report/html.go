@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retrain-ml/retrain/nodes/evaluate"
-	gatenode "github.com/retrain-ml/retrain/nodes/gate"
+	"github.com/retrain-ml/retrain/activities/evaluate"
+	gatenode "github.com/retrain-ml/retrain/activities/gate"
 
 	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/runs"

@@ -19,10 +19,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/retrain-ml/retrain/nodes/evaluate"
-	lakenode "github.com/retrain-ml/retrain/nodes/lake"
-	"github.com/retrain-ml/retrain/nodes/split"
-	"github.com/retrain-ml/retrain/nodes/train"
+	"github.com/retrain-ml/retrain/activities/evaluate"
+	lakenode "github.com/retrain-ml/retrain/activities/lake"
+	"github.com/retrain-ml/retrain/activities/split"
+	"github.com/retrain-ml/retrain/activities/train"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/colstats"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/nodes/evaluate"
-	"github.com/retrain-ml/retrain/nodes/train"
+	"github.com/retrain-ml/retrain/activities/evaluate"
+	"github.com/retrain-ml/retrain/activities/train"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/colstats"

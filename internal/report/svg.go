@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/retrain-ml/retrain/nodes/train"
+	"github.com/retrain-ml/retrain/activities/train"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/runs"

@@ -17,8 +17,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/s3store"
-	"github.com/retrain-ml/retrain/internal/s3test"
 )
 
 func randomBytes(n int) []byte {

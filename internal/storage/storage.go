@@ -26,7 +26,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/retrain-ml/retrain/internal/datadir"
 	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
@@ -97,7 +96,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // flag set already has (the lake's), for commands that have none of their
 // own.
 func (c *Config) AddDataDirFlag(fs *pflag.FlagSet) {
-	bindString(fs, "data-dir", &c.DataDir, datadir.FromEnv(), "dev stack data dir: its S3 server holds checkpoints and models unless --s3-uri is set (env RETRAIN_DATA_DIR)",
+	bindString(fs, "data-dir", &c.DataDir, DataDirFromEnv(), "dev stack data dir: its S3 server holds checkpoints and models unless --s3-uri is set (env RETRAIN_DATA_DIR)",
 		"its S3 server holds checkpoints and models unless --s3-uri is set")
 }
 

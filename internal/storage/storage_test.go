@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/s3store"
-	"github.com/retrain-ml/retrain/internal/s3test"
 	"github.com/retrain-ml/retrain/internal/storage"
 )
 

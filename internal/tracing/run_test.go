@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/retrain-ml/retrain/dags/examples"
-	"github.com/retrain-ml/retrain/internal/devstack"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack"
 	"github.com/retrain-ml/retrain/internal/tracing"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/temporalconn"

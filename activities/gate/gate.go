@@ -1,0 +1,352 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/retrain-ml/retrain/activities/evaluate"
+	"github.com/retrain-ml/retrain/nodetype"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/internal/gate"
+	"github.com/retrain-ml/retrain/internal/number"
+)
+
+// GateWorkflow is the workflow a gate node runs as: a child workflow, so
+// that it can wait for a human's approval (workflow id <run>/<node>).
+const GateWorkflow = "Gate"
+
+// What a gate does with a candidate that did not pass (after waiting for
+// an approval, if configured).
+const (
+	// RejectSkip: the node succeeds with passed = false; a deploy with
+	// `when: ${nodes.gate.outputs.passed}` is skipped, the run succeeds.
+	RejectSkip = "skip"
+	// RejectFail: the node fails, so the run fails and its on_failure
+	// compensations undo what it changed (the promoted table, say).
+	RejectFail = "fail"
+)
+
+// gateConfigKeys are the `with` keys that configure the thresholds; the
+// others say what to gate and how to treat a rejection.
+var gateConfigKeys = []string{"metrics", "no_baseline", "zero_baseline"}
+
+// Name is the gate node type's name.
+const Name = "gate"
+
+// GateType is the `gate` node type's declaration (its name, fields and
+// outputs), for code that names the type.
+var GateType = Types()[0].NodeType
+
+// With is a gate node's `with` block. The metric maps and the evaluation
+// are read by package gate's rules (numbers, numeric text or null), so
+// they stay untyped here.
+type With struct {
+	Metrics         any    `json:"metrics" required:"true" type:"any" doc:"metric -> {direction, min, max, min_absolute_change, min_relative_change}; the changes are the least improvement over the baseline in the metric's direction (negative: that much worse is allowed)"`
+	NoBaseline      string `json:"no_baseline" default:"value_only" doc:"without a production model: value_only, block or bless"`
+	ZeroBaseline    string `json:"zero_baseline" default:"fail" doc:"a baseline of 0 under a min_relative_change check: fail or skip_relative"`
+	Evaluation      any    `json:"evaluation" type:"any" doc:"an evaluate node's ${nodes.ID.outputs.evaluation}"`
+	Candidate       any    `json:"candidate" type:"any" doc:"instead of evaluation: the candidate's metrics, a map of name to number, from any node (a map output ${nodes.ID.outputs.KEY}, or a map of references)"`
+	Baseline        any    `json:"baseline" type:"any" doc:"with candidate: the baseline's metrics, a map like candidate's (absent or null: no baseline)"`
+	BaselineVersion string `json:"baseline_version" doc:"with candidate: the baseline's version, for the record"`
+	CandidateID     string `json:"candidate_id" doc:"with candidate: the candidate's id, for the record"`
+	CandidateData   any    `json:"candidate_data" type:"any" doc:"with candidate: the rows it was scored on ({split, dataset, window, dates, rows}); the gate refuses to compare different rows"`
+	BaselineData    any    `json:"baseline_data" type:"any" doc:"with candidate: the rows the baseline was scored on"`
+	// The tag is a quoted string: the doc holds backquotes.
+	WaitForApproval string "json:\"wait_for_approval\" type:\"duration\" doc:\"when the gate fails, wait this long for `retrain approve` (absent: do not wait)\""
+	OnReject        string `json:"on_reject" default:"skip" doc:"skip (output passed=false) or fail (fail the node, and so the run)"`
+}
+
+// Outputs are a gate node's outputs: the verdict and every comparison.
+type Outputs struct {
+	Passed      bool              `json:"passed"`
+	Reason      string            `json:"reason"`
+	Forced      bool              `json:"forced"`
+	ForcedBy    string            `json:"forced_by"`
+	ForceReason string            `json:"force_reason"`
+	Comparisons []gate.Comparison `json:"comparisons"`
+	// Failed names each failed comparison with its figures.
+	Failed          []string `json:"failed"`
+	BaselineVersion string   `json:"baseline_version"`
+	CandidateID     string   `json:"candidate_id"`
+	HasBaseline     bool     `json:"has_baseline"`
+	// Waited is set when the gate failed and waited for an approval.
+	Waited  bool   `json:"waited"`
+	Summary string `json:"summary"` // one line for the run's node table
+}
+
+// gateSummary says the verdict in a line: "passed 5 of 5 checks against
+// v1", "failed 1 of 3 checks (no baseline)", "forced by alice: ...".
+func gateSummary(r gate.Result) string {
+	failed := len(r.Failed())
+	total := len(r.Comparisons)
+	var s string
+	switch {
+	case r.Forced:
+		s = fmt.Sprintf("forced through by %s (%d of %d checks failed)", r.ForcedBy, failed, total)
+	case r.Passed:
+		s = fmt.Sprintf("passed %d of %d checks", total-failed, total)
+	default:
+		s = fmt.Sprintf("failed %d of %d checks", failed, total)
+	}
+	if r.HasBaseline {
+		return s + " against " + r.BaselineVersion
+	}
+	return s + " (no baseline)"
+}
+
+// checkGate checks what the schema cannot: which fields go together, the
+// value of on_reject and the thresholds (by package gate's parser). It runs
+// on the raw block, where a value holding ${...} is left to run time.
+func checkGate(with map[string]any) error {
+	_, ev := with["evaluation"]
+	_, cand := with["candidate"]
+	if ev == cand {
+		return errors.New("give evaluation (an evaluate node's outputs.evaluation) or candidate (a map of metrics), not both")
+	}
+	if ev {
+		for _, k := range []string{"baseline", "baseline_version", "candidate_id", "candidate_data", "baseline_data"} {
+			if _, ok := with[k]; ok {
+				return fmt.Errorf("%s goes with candidate; evaluation carries its own", k)
+			}
+		}
+	}
+	if r, ok := with["on_reject"].(string); ok && !dags.HasRef(r) && r != RejectSkip && r != RejectFail {
+		return fmt.Errorf("on_reject %q: want skip or fail", r)
+	}
+	// A metric whose thresholds hold a reference is left to run time, but
+	// a removed key (absolute, relative) is refused by its name alone.
+	var errs []error
+	if m, ok := with["metrics"].(map[string]any); ok {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			if dags.HasRef(m[name]) {
+				errs = append(errs, gate.RemovedKeys(name, m[name]))
+			}
+		}
+	}
+	if cfg, ok := literalGateConfig(with); ok {
+		_, err := gate.ParseConfig(cfg)
+		errs = append(errs, err)
+	} // else thresholds given by reference are checked when the node runs
+	return errors.Join(errs...)
+}
+
+// literalGateConfig returns the threshold keys of with, leaving out what
+// holds a ${...} reference (only known at run time). ok is false when no
+// metric is left to check.
+func literalGateConfig(with map[string]any) (map[string]any, bool) {
+	cfg := map[string]any{}
+	for _, k := range gateConfigKeys {
+		v, ok := with[k]
+		if !ok {
+			continue
+		}
+		if k == "metrics" {
+			m, isMap := v.(map[string]any)
+			if !isMap {
+				if dags.HasRef(v) {
+					return nil, false
+				}
+				cfg[k] = v
+				continue
+			}
+			lit := map[string]any{}
+			for name, t := range m {
+				if !dags.HasRef(t) {
+					lit[name] = t
+				}
+			}
+			if len(lit) == 0 && len(m) > 0 {
+				return nil, false
+			}
+			cfg[k] = lit
+			continue
+		}
+		if !dags.HasRef(v) {
+			cfg[k] = v
+		}
+	}
+	return cfg, true
+}
+
+// GateDecision is a gate's verdict before any human override, with what
+// the workflow needs to act on it. It is computed from the node's resolved
+// `with` by [DecideGate], a pure function.
+type GateDecision struct {
+	Result   gate.Result   `json:"result"`
+	Wait     time.Duration `json:"wait"`
+	OnReject string        `json:"on_reject"`
+	// Error is set when the input is bad: the node fails without retry.
+	Error string `json:"error,omitempty"`
+}
+
+// DecideGate parses a gate node's resolved `with` and evaluates it.
+func DecideGate(with map[string]any) GateDecision {
+	d, err := decideGate(with)
+	if err != nil {
+		return GateDecision{Error: err.Error()}
+	}
+	return d
+}
+
+func decideGate(with map[string]any) (GateDecision, error) {
+	// The raw block's rules first: they are the validator's, and some are
+	// about which keys are present, which the decoded block cannot say.
+	if err := checkGate(with); err != nil {
+		return GateDecision{}, err
+	}
+	w, err := nodetype.DecodeWith[With](with)
+	if err != nil {
+		return GateDecision{}, err
+	}
+	if w.OnReject != RejectSkip && w.OnReject != RejectFail {
+		return GateDecision{}, fmt.Errorf("on_reject %q: want skip or fail", w.OnReject)
+	}
+	d := GateDecision{OnReject: w.OnReject}
+	if w.WaitForApproval != "" {
+		wait, err := dags.ParseDuration(w.WaitForApproval)
+		if err != nil {
+			return d, fmt.Errorf("wait_for_approval: %w", err)
+		}
+		d.Wait = wait
+	}
+	cfgWith := map[string]any{"no_baseline": w.NoBaseline, "zero_baseline": w.ZeroBaseline}
+	if w.Metrics != nil {
+		cfgWith["metrics"] = w.Metrics
+	}
+	cfg, err := gate.ParseConfig(cfgWith)
+	if err != nil {
+		return d, err
+	}
+	_, fromEvaluation := with["evaluation"]
+	cand, base, err := gateInputs(w, fromEvaluation)
+	if err != nil {
+		return d, err
+	}
+	if d.Result, err = gate.Evaluate(cfg, cand, base); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// gateInputs reads the candidate and baseline from evaluation (when the
+// block has that key), or from candidate/baseline.
+func gateInputs(w With, fromEvaluation bool) (gate.Candidate, *gate.Baseline, error) {
+	var (
+		candM, baseM             any
+		candD, baseD             any
+		baseVersion, candidateID string
+	)
+	if fromEvaluation {
+		m, ok := w.Evaluation.(map[string]any)
+		if !ok {
+			return gate.Candidate{}, nil, fmt.Errorf("evaluation: want an evaluate node's outputs.evaluation, got %T", w.Evaluation)
+		}
+		candM, baseM = m["candidate"], m["baseline"]
+		candD, baseD = m["candidate_data"], m["baseline_data"]
+		baseVersion, _ = m["baseline_version"].(string)
+		candidateID, _ = m["candidate_id"].(string)
+	} else {
+		candM, baseM = w.Candidate, w.Baseline
+		candD, baseD = w.CandidateData, w.BaselineData
+		baseVersion, candidateID = w.BaselineVersion, w.CandidateID
+	}
+	cs, err := evaluate.ParseScope("candidate_data", candD)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	bs, err := evaluate.ParseScope("baseline_data", baseD)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	if baseM != nil {
+		if err := evaluate.SameScope(cs, bs); err != nil {
+			return gate.Candidate{}, nil, err
+		}
+	}
+	cm, err := metricValuesOf("candidate", candM)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	cand := gate.Candidate{ID: candidateID, Metrics: cm}
+	if baseM == nil {
+		return cand, nil, nil
+	}
+	bm, err := metricValuesOf("baseline", baseM)
+	if err != nil {
+		return gate.Candidate{}, nil, err
+	}
+	return cand, &gate.Baseline{Version: baseVersion, Metrics: bm}, nil
+}
+
+// metricValuesOf reads a map of metric figures by package number's rule
+// for figures: a null figure (the evaluate node writes a NaN AUC as null)
+// becomes NaN, which fails every check on it rather than passing silently;
+// numeric strings are numbers, as templating yields text.
+func metricValuesOf(what string, v any) (map[string]float64, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: want a map of metric name to number, got %T", what, v)
+	}
+	out := make(map[string]float64, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		f, err := number.Figure(m[k])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", what, k, err)
+		}
+		out[k] = f
+	}
+	return out, nil
+}
+
+// GateOutputs are a gate node's outputs for a result.
+func GateOutputs(r gate.Result, waited bool) Outputs {
+	failed := []string{}
+	for _, c := range r.Failed() {
+		failed = append(failed, fmt.Sprintf("%s %s: %s", c.Metric, c.Check, c.Reason))
+	}
+	comparisons := r.Comparisons
+	if comparisons == nil {
+		comparisons = []gate.Comparison{}
+	}
+	return Outputs{
+		Passed: r.Passed, Reason: r.Reason, Forced: r.Forced, ForcedBy: r.ForcedBy, ForceReason: r.ForceReason,
+		Comparisons: comparisons, Failed: failed, BaselineVersion: r.BaselineVersion,
+		CandidateID: r.CandidateID, HasBaseline: r.HasBaseline, Waited: waited,
+		Summary: gateSummary(r),
+	}
+}
+
+// RejectionMessage says why a gate rejected a candidate; the gate's
+// reason names each failed check with its figures.
+func RejectionMessage(r gate.Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gate rejected candidate %s", r.CandidateID)
+	if r.HasBaseline {
+		fmt.Fprintf(&b, " against baseline %s", r.BaselineVersion)
+	} else {
+		b.WriteString(" (no baseline)")
+	}
+	fmt.Fprintf(&b, ": %s", r.Reason)
+	return b.String()
+}
+
+// Types returns the gate node type: a child workflow, so that a rejected
+// candidate can wait for `retrain approve` without holding a worker slot.
+func Types() []nodetype.Type {
+	return []nodetype.Type{nodetype.NewWorkflow[With, Outputs](dags.NodeType{
+		Name: Name,
+		Doc: "Compare a candidate's metrics with thresholds and with the baseline's, from an evaluate node's evaluation or from any " +
+			"node's metric maps (candidate, baseline). See package gate for the exact semantics: min/max bounds inclusive; " +
+			"min_absolute_change and min_relative_change (MLflow's names and direction-aware meaning) are the least improvement in " +
+			"the metric's direction, candidate - baseline for higher_is_better and baseline - candidate for lower_is_better, relative " +
+			"divided by |baseline|, a negative figure allowing that much worse; the old keys absolute and relative are refused. " +
+			"Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
+			"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
+		Check: checkGate,
+	}, GateWorkflow, Gate, nil)}
+}

@@ -1,0 +1,264 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retrain-ml/retrain/activities/internal/process"
+	"github.com/retrain-ml/retrain/internal/trainer"
+)
+
+// A command trainer with processes: N > 1 runs as N ranks of argv that the
+// node starts itself, with torch.distributed's env:// variables, instead of
+// under a launcher such as torchrun: the node then supervises every rank
+// (a rank that dies takes the others down at once rather than leaving them
+// blocked in a collective until a timeout) and reads rank 0's progress.
+
+// processCount is how many ranks of argv the node starts: processes when
+// given, else one per leased GPU, except for a program that launches its
+// own ranks (torchrun), which runs once as it always has.
+func processCount(w With) int {
+	switch {
+	case w.Processes > 0:
+		return w.Processes
+	case w.GPUs > 0 && !launchesRanks(w.Argv):
+		return w.GPUs
+	}
+	return 1
+}
+
+// launchesRanks reports whether argv runs a launcher that starts the ranks
+// itself: torchrun or python -m torch.distributed.run (or .launch), also
+// inside a shell command line such as sh -c "torchrun ...".
+func launchesRanks(argv []string) bool {
+	for _, arg := range argv {
+		for _, word := range strings.Fields(arg) {
+			switch filepath.Base(word) {
+			case "torchrun", "torch.distributed.run", "torch.distributed.launch":
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rankEnv is what rank of n gets on top of the single process's
+// environment.
+func rankEnv(rank, n, port int) []string {
+	return []string{
+		trainer.EnvMasterAddr + "=127.0.0.1",
+		trainer.EnvMasterPort + "=" + strconv.Itoa(port),
+		trainer.EnvRank + "=" + strconv.Itoa(rank),
+		trainer.EnvLocalRank + "=" + strconv.Itoa(rank),
+		trainer.EnvWorldSize + "=" + strconv.Itoa(n),
+		trainer.EnvLocalWorldSize + "=" + strconv.Itoa(n),
+	}
+}
+
+// freePort returns a TCP port on the loopback interface that nothing
+// listens on now, for rank 0's rendezvous. Another program may take it
+// before rank 0 does; the attempt then fails and is retried.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port for the ranks: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// drainWait bounds how long a rank's stdout and stderr are read once its
+// process group is gone: a child that left the group can hold them open.
+const drainWait = 2 * time.Second
+
+// rankGroup is the running ranks of one attempt.
+type rankGroup struct {
+	cmds   []*exec.Cmd
+	stderr []*process.TailWriter
+	// drained[rank] closes once the rank's logged streams reached EOF;
+	// abandon[rank] stops reading them.
+	drained []chan struct{}
+	abandon []func()
+	log     *slog.Logger
+}
+
+// startRanks starts n ranks of base (its program, arguments, directory and
+// environment), each in its own process group, rank 0 listening on port.
+// Rank 0's standard output goes to stdout0, the progress stream; every
+// other stream is logged, and each rank's stderr tail is kept for the
+// error that names it. When a rank cannot start, those started are
+// stopped and the error is the start's.
+//
+// The logged streams are pipes the group reads itself rather than writers
+// exec copies to: exec's Wait would wait for the copy to end, which a child
+// the rank left running (a data loader) can delay until it is killed, and
+// it is killed only once Wait returned. A rank's failure must stop the
+// others at once. The secrets' values are masked in every logged stream.
+func startRanks(base *exec.Cmd, n, port int, stdout0 *os.File, log *slog.Logger, secrets ...string) (*rankGroup, error) {
+	g := &rankGroup{log: log}
+	for rank := range n {
+		cmd := exec.Command(base.Path, base.Args[1:]...)
+		cmd.Args[0] = base.Args[0]
+		cmd.Dir = base.Dir
+		cmd.Env = append(append([]string(nil), base.Env...), rankEnv(rank, n, port)...)
+		rlog := log.With("rank", rank)
+		stderr := process.NewTailWriter(process.OutputTail, rlog, "stderr").Mask(secrets)
+		writers := []io.Writer{stderr}
+		if rank > 0 {
+			writers = append(writers, process.NewTailWriter(process.OutputTail, rlog, "stdout").Mask(secrets))
+		}
+		ends, drained, abandon, err := readPipes(writers)
+		if err != nil {
+			g.stop()
+			return nil, err
+		}
+		cmd.Stderr, cmd.Stdout = ends[0], stdout0
+		if rank > 0 {
+			cmd.Stdout = ends[1]
+		}
+		process.SetProcessGroup(cmd)
+		err = cmd.Start()
+		for _, f := range ends {
+			f.Close() // the rank holds them now
+		}
+		if err != nil {
+			abandon()
+			g.stop()
+			return nil, err
+		}
+		g.cmds = append(g.cmds, cmd)
+		g.stderr = append(g.stderr, stderr)
+		g.drained = append(g.drained, drained)
+		g.abandon = append(g.abandon, abandon)
+	}
+	log.Info("trainer ranks started", "ranks", n, "master_port", port)
+	return g, nil
+}
+
+// readPipes makes a pipe per writer and copies each pipe's read end into
+// its writer until EOF. It returns the write ends for the child, a channel
+// closed when every copy has ended, and a func that ends them at once.
+func readPipes(writers []io.Writer) ([]*os.File, chan struct{}, func(), error) {
+	var (
+		ends    []*os.File
+		readers []*os.File
+		wg      sync.WaitGroup
+	)
+	closeReaders := func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}
+	for _, w := range writers {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			closeReaders()
+			for _, f := range ends {
+				f.Close()
+			}
+			return nil, nil, nil, err
+		}
+		readers, ends = append(readers, r), append(ends, wr)
+		wg.Go(func() { _, _ = io.Copy(w, r) })
+	}
+	drained := make(chan struct{})
+	go func() {
+		wg.Wait()
+		closeReaders()
+		close(drained)
+	}()
+	return ends, drained, closeReaders, nil
+}
+
+// stop ends the ranks started so far, when a later one could not start.
+func (g *rankGroup) stop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for rank, cmd := range g.cmds {
+		_ = process.WaitOrKill(ctx, cmd, g.log)
+		g.abandon[rank]()
+	}
+}
+
+// drain waits for a rank's logged streams to end (its group was killed,
+// so they end unless a child escaped it), but not past drainWait.
+func (g *rankGroup) drain(rank int) {
+	select {
+	case <-g.drained[rank]:
+	case <-time.After(drainWait):
+		g.abandon[rank]()
+		<-g.drained[rank]
+	}
+	g.stderr[rank].Flush()
+}
+
+// RankError is a rank that failed: it exited with a non-zero code or was
+// killed by a signal the node did not send. The node stopped the others.
+type RankError struct {
+	Rank, Ranks int
+	Program     string
+	Code        int   // the exit code; -1 when a signal ended it
+	Err         error // the wait error, naming the signal
+	Stderr      string
+}
+
+func (e *RankError) Error() string {
+	how := fmt.Sprintf("exited with code %d", e.Code)
+	if e.Code < 0 {
+		how = fmt.Sprintf("was killed (%v)", e.Err)
+	}
+	return fmt.Sprintf("rank %d of %d (%s) %s, so the other ranks were stopped; its stderr: %s",
+		e.Rank, e.Ranks, e.Program, how, process.LastLines(e.Stderr, 5))
+}
+
+// wait waits for every rank to end. The first rank to fail, or ctx
+// ending, stops all the others (SIGTERM to each process group, SIGKILL
+// after process.KillGrace); wait then returns that rank's *RankError, or
+// nil when every rank exited 0 or ctx ended first (the caller tells that
+// case by ctx). Whatever a rank left running in its group is killed.
+func (g *rankGroup) wait(ctx context.Context) error {
+	stopCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	type exit struct {
+		rank int
+		err  error
+	}
+	exits := make(chan exit, len(g.cmds))
+	for rank, cmd := range g.cmds {
+		go func() {
+			exits <- exit{rank, process.WaitOrKill(stopCtx, cmd, g.log.With("rank", rank))}
+		}()
+	}
+	var failed *RankError
+	for range g.cmds {
+		e := <-exits
+		g.drain(e.rank)
+		code := g.cmds[e.rank].ProcessState.ExitCode()
+		// A rank that ends once the others are being stopped is not to
+		// blame: it is ending because it was told to, or because a peer
+		// it was talking to went away.
+		if code == 0 || stopCtx.Err() != nil {
+			continue
+		}
+		failed = &RankError{
+			Rank: e.rank, Ranks: len(g.cmds), Program: g.cmds[e.rank].Args[0],
+			Code: code, Err: e.err, Stderr: g.stderr[e.rank].Tail(),
+		}
+		g.log.Warn("trainer rank failed; stopping the other ranks", "rank", e.rank, "exit_code", code, "error", e.err)
+		stopAll()
+	}
+	if failed == nil {
+		return nil // not a nil *RankError in a non-nil error
+	}
+	return failed
+}

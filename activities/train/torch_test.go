@@ -1,0 +1,279 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/internal/devkit/torchtest"
+
+	"github.com/retrain-ml/retrain/activities/internal/nodetest"
+	"github.com/retrain-ml/retrain/activities/internal/objects"
+	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/activities/split"
+	"github.com/retrain-ml/retrain/activities/split/splittest"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
+	"github.com/retrain-ml/retrain/internal/npy"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// The tests below run examples/torch/train.py and evaluate.py with the
+// real PyTorch, as 2 ranks over gloo on the CPU.
+
+func example(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", "examples", "torch", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// logBuffer collects a logger's output, which is where the ranks' log
+// lines (their pids) go.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var pidLine = regexp.MustCompile(`rank (\d+) of (\d+): pid (\d+)`)
+
+// ranksGone checks that the ranks whose pids the log names have ended.
+func ranksGone(t *testing.T, log string, want int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, m := range pidLine.FindAllStringSubmatch(log, -1) {
+		pid, _ := strconv.Atoi(m[3])
+		if seen[m[1]] {
+			continue // an earlier attempt's rank
+		}
+		seen[m[1]] = true
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("rank %s (pid %d) still runs", m[1], pid)
+		}
+	}
+	if len(seen) != want {
+		t.Errorf("the log names %d ranks' pids, want %d", len(seen), want)
+	}
+}
+
+type torchSetup struct {
+	st    *s3store.Store
+	split string
+	py    string
+	log   *logBuffer
+	tr    *Trainers
+}
+
+func newTorchSetup(t *testing.T, run string) *torchSetup {
+	py := torchtest.Python(t)
+	srv := s3test.Start(t)
+	st := srv.Open(t, "")
+	s := &torchSetup{st: st, split: splittest.Write(t, st, run, 2000, 500), py: py, log: &logBuffer{}}
+	s.tr = &Trainers{Store: st, Logger: slog.New(slog.NewTextHandler(s.log, nil)),
+		Env: progenv.Policy{PassEnv: []string{"PYTHONDONTWRITEBYTECODE", "TRAIN_PY_EXIT_AT"}}} // train.py's knobs
+	return s
+}
+
+// node is a train node running train.py as 2 ranks on npy data: 2000
+// rows in batches of 250, 16 steps over 2 epochs, a checkpoint every 2.
+func (s *torchSetup) node(t *testing.T, run string, args ...string) nodetype.Input {
+	argv := []any{s.py, example(t, "train.py"), "--epochs", "2", "--batch-size", "250", "--buckets", "4096", "--dim", "4", "--checkpoint-every", "2"}
+	for _, a := range args {
+		argv = append(argv, a)
+	}
+	return nodetype.Input{Pipeline: "test", RunID: run, Node: "train", Type: "train", With: map[string]any{
+		"trainer": "command", "data": s.split, "data_format": "npy", "processes": 2, "argv": argv,
+	}}
+}
+
+func TestTorchDDP(t *testing.T) {
+	s := newTorchSetup(t, "t1")
+	ctx := context.Background()
+	start := time.Now()
+	out, err := nodetest.Run(t, s.tr.Run, s.node(t, "t1"), nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, s.log)
+	}
+	t.Logf("2 ranks trained %v steps in %v; outputs %v", out["steps"], time.Since(start), out)
+	loss, ok := out["loss"].(float64)
+	if out["steps"] != 16.0 || !ok || !(loss > 0 && loss < 0.7) || out["resumed_from"] != 0.0 || out["checkpoint"] == "" {
+		t.Fatalf("outputs %v: want 16 steps with a finite loss below 0.7 and a checkpoint", out)
+	}
+	ranksGone(t, s.log.String(), 2)
+
+	// One process (processes: 1, no torch.distributed) trains on the same
+	// global batches: the same model, up to the order of float sums.
+	one := s.node(t, "t1")
+	one.With["processes"] = 1
+	single, err := nodetest.Run(t, s.tr.Run, one, nil)
+	if err != nil {
+		t.Fatalf("one process: %v\n%s", err, s.log)
+	}
+	if single["steps"] != 16.0 || math.Abs(single["loss"].(float64)-loss) > 1e-4 {
+		t.Errorf("one process: outputs %v; 2 ranks' loss %v", single, loss)
+	}
+
+	// The model folder, scored by evaluate.py on the eval data.
+	dir := t.TempDir()
+	key, _ := objects.StoreKey(s.st, out["model_uri"].(string))
+	if _, err := objects.DownloadPrefix(ctx, s.st, key, filepath.Join(dir, "model")); err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Dim, Buckets  int
+		Dense, Sparse []string
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "model", "meta.json")); err != nil || json.Unmarshal(b, &meta) != nil {
+		t.Fatalf("meta.json: %v, %s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model", "model.pt")); err != nil || meta.Dim != 4 || meta.Buckets != 4096 ||
+		fmt.Sprint(meta.Dense, meta.Sparse) != "[x] [user_id]" {
+		t.Fatalf("model folder: %v, meta %+v", err, meta)
+	}
+	sd, err := split.Open(ctx, s.st, s.split)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sd.Localize(ctx, s.st, split.EvalDataset, filepath.Join(dir, "eval"), split.FormatNPY); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(s.py, example(t, "evaluate.py"))
+	cmd.Env = append(os.Environ(), "RETRAIN_MODEL_DIR="+filepath.Join(dir, "model"), "RETRAIN_EVAL_DATA="+filepath.Join(dir, "eval"),
+		"RETRAIN_METRICS_OUT="+filepath.Join(dir, "metrics.json"), "RETRAIN_PREDICTIONS_OUT="+filepath.Join(dir, "predictions.npy"),
+		"RETRAIN_MODEL_ROLE=candidate")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("evaluate.py: %v\n%s", err, b)
+	}
+	var metrics struct {
+		Rows    int `json:"rows"`
+		Overall struct {
+			AUC     float64 `json:"auc"`
+			LogLoss float64 `json:"log_loss"`
+		} `json:"overall"`
+		Slices map[string]struct {
+			Rows int `json:"rows"`
+		} `json:"slices"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "metrics.json"))
+	if err := json.Unmarshal(b, &metrics); err != nil {
+		t.Fatalf("metrics.json: %v: %s", err, b)
+	}
+	// The labels follow sigmoid(2x + user effect - 1): a model that learnt
+	// anything ranks well above chance.
+	if metrics.Rows != 500 || !(metrics.Overall.AUC > 0.7) || !(metrics.Overall.LogLoss > 0 && metrics.Overall.LogLoss < 0.69) || metrics.Slices["2"].Rows != 500 {
+		t.Errorf("metrics %s", b)
+	}
+	f, err := os.Open(filepath.Join(dir, "predictions.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	preds, shape, err := npy.Read[float32](f)
+	if err != nil || len(preds) != 500 || fmt.Sprint(shape) != "[500]" {
+		t.Fatalf("predictions.npy: %d values of shape %v, %v", len(preds), shape, err)
+	}
+	for _, p := range preds {
+		if !(p > 0 && p < 1) {
+			t.Fatalf("prediction %v", p)
+		}
+	}
+	t.Logf("evaluate.py: %s", b)
+}
+
+// TestTorchRankFailsThenResumes: rank 1 exits 7 after step 5, which fails
+// the attempt naming rank 1 and stops rank 0; the retry resumes from the
+// checkpoint of step 4 and ends where an uninterrupted run would.
+func TestTorchRankFailsThenResumes(t *testing.T) {
+	s := newTorchSetup(t, "t2")
+	in := s.node(t, "t2")
+	t.Setenv("TRAIN_PY_EXIT_AT", "1:5")
+	start := time.Now()
+	_, err := nodetest.Run(t, s.tr.Run, in, nil)
+	if err == nil || !strings.Contains(err.Error(), "rank 1 of 2") || !strings.Contains(err.Error(), "exited with code 7") ||
+		!strings.Contains(err.Error(), "TRAIN_PY_EXIT_AT") {
+		t.Fatalf("first attempt: %v, want rank 1's exit 7 named\n%s", err, s.log)
+	}
+	if typ := nodetest.ErrType(err); typ == errtype.Diverged || typ == errtype.BadInput {
+		t.Errorf("error type %s: a crashed rank is retried", typ)
+	}
+	t.Logf("first attempt failed after %v: %v", time.Since(start), err)
+	ranksGone(t, s.log.String(), 2)
+
+	// The retry gets the last heartbeat, as Temporal gives it: the step
+	// and checkpoint the store recorded.
+	fp, err := checkpoint.Fingerprint(in.With)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hb TrainProgress
+	if err := objects.GetJSON(context.Background(), s.st, fmt.Sprintf("checkpoints/test/t2/train/%s/command/resume.json", fp), &hb); err != nil {
+		t.Fatal(err)
+	}
+	if hb.CheckpointStep != 4 {
+		t.Fatalf("recorded %+v, want the checkpoint of step 4", hb)
+	}
+	hb.Step = 5
+	t.Setenv("TRAIN_PY_EXIT_AT", "")
+	start = time.Now()
+	out, err := nodetest.Run(t, s.tr.Run, in, hb)
+	if err != nil {
+		t.Fatalf("retry: %v\n%s", err, s.log)
+	}
+	t.Logf("retry resumed from step %v and ran to %v in %v", out["resumed_from"], out["steps"], time.Since(start))
+	if out["resumed_from"] != 4.0 || out["steps"] != 16.0 || !strings.Contains(s.log.String(), "at step 4") {
+		t.Fatalf("outputs %v: want steps 5 to 16 after resuming from 4", out)
+	}
+	var curve []CurvePoint
+	key, _ := objects.StoreKey(s.st, out["loss_curve_uri"].(string))
+	if err := objects.GetJSON(context.Background(), s.st, key, &curve); err != nil || len(curve) != 16 {
+		t.Fatalf("curve of %d points, %v: want steps 1-4 of the first attempt and 5-16 of the retry", len(curve), err)
+	}
+	for i, p := range curve {
+		if p.Step != int64(i+1) || math.IsNaN(p.Loss) {
+			t.Fatalf("curve point %d: %+v", i, p)
+		}
+	}
+}
+
+// TestTorchDivergence: a learning rate of 1e6 blows the embeddings up in
+// the first step; the guard reads it from rank 0's progress line, stops
+// both ranks and fails for good.
+func TestTorchDivergence(t *testing.T) {
+	s := newTorchSetup(t, "t3")
+	_, err := nodetest.Run(t, s.tr.Run, s.node(t, "t3", "--lr", "1e6"), nil)
+	if nodetest.ErrType(err) != errtype.Diverged || !strings.Contains(err.Error(), "diverged at step 1") {
+		t.Fatalf("error %v, want %s naming step 1\n%s", err, errtype.Diverged, s.log)
+	}
+	t.Logf("divergence: %v", err)
+	ranksGone(t, s.log.String(), 2)
+}

@@ -1,0 +1,355 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retrain-ml/retrain/activities/internal/objects"
+	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/activities/split"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/number"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/trainer"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// Trainers a train node can run.
+const (
+	BuiltinTrainer = "builtin"
+	CommandTrainer = "command"
+)
+
+// EnvGPUs tells a command trainer how many GPUs it was given (also the
+// length of CUDA_VISIBLE_DEVICES), e.g. for torchrun --nproc_per_node.
+const EnvGPUs = "RETRAIN_GPUS"
+
+// ModelFile is the builtin model's artifact in a candidate folder.
+const ModelFile = "model.bin"
+
+// doc is the train node type's description.
+const doc = "Train a candidate model on a split (${nodes.split.outputs.uri}): the builtin pure-Go CTR trainer (hashed factorization machine, " +
+	"synchronous data-parallel Adagrad), or a command (your trainer program, e.g. examples/torch/train.py) that follows retrain's trainer contract, run once or as `processes` ranks that the node starts and supervises (torch.distributed's env://), reading the split as Parquet or npy. " +
+	"The builtin trainer streams the split once into chunk files on the worker's local disk (its temp folder; about 100 bytes a row with ten features) and trains a chunk of at most 512Ki rows at a time, so its memory does not grow with the split. " +
+	"Checkpoints go to the object store; a retried attempt resumes from the last one. A diverging run (NaN/Inf loss, embedding norm " +
+	"above max_emb_norm) fails without retry, naming the step and the figure. Outputs the candidate's folder (model_uri) and the loss curve."
+
+// TrainType is the `train` node type's declaration (its name, fields and
+// outputs), for code that names or documents it without running it.
+var TrainType = (&Trainers{}).Type().NodeType
+
+// With is a train node's `with` block: the one place its fields, their
+// defaults and docs are declared. A field tagged trainer:"builtin" or
+// trainer:"command" is taken only by that trainer (checkTrain refuses it
+// with the other), and its doc says so first.
+type With struct {
+	Data       string  `json:"data" required:"true" doc:"the split to train on: ${nodes.split.outputs.uri}"`
+	Trainer    string  `json:"trainer" default:"builtin" doc:"builtin or command"`
+	MaxEmbNorm float64 `json:"max_emb_norm" default:"100" doc:"divergence guard: the largest embedding row L2 norm allowed (0 = only NaN/Inf)"`
+
+	Dense           []string          `json:"dense" trainer:"builtin" doc:"builtin: dense features (default: the split's)"`
+	Sparse          []string          `json:"sparse" trainer:"builtin" doc:"builtin: id features (default: the split's)"`
+	Transforms      map[string]string `json:"transforms" trainer:"builtin" doc:"builtin: dense feature -> identity, log, log1p or logit"`
+	Dim             int               `json:"dim" trainer:"builtin" default:"8" doc:"builtin: embedding size of the factorization machine (0: logistic regression)"`
+	Buckets         int               `json:"buckets" trainer:"builtin" default:"262144" doc:"builtin: rows of the hashed id table"`
+	Epochs          int64             `json:"epochs" trainer:"builtin" default:"2" doc:"builtin: passes over the training data"`
+	Steps           int64             `json:"steps" trainer:"builtin" doc:"builtin: stop after this many steps (default: the end of the epochs)"`
+	BatchSize       int               `json:"batch_size" trainer:"builtin" default:"1024" doc:"builtin: global batch of one synchronous step"`
+	LearningRate    float64           `json:"learning_rate" trainer:"builtin" default:"0.05" doc:"builtin: Adagrad learning rate"`
+	L2              float64           `json:"l2" trainer:"builtin" default:"0.001" doc:"builtin: L2 regularization of the weights a step updates"`
+	Seed            uint64            `json:"seed" trainer:"builtin" default:"1" doc:"builtin: seed of the initial weights and the shuffle (0 is the same as 1)"`
+	Workers         int               `json:"workers" trainer:"builtin" doc:"builtin: goroutines computing gradients in lockstep (default: the CPUs); does not change the result"`
+	CheckpointEvery int64             `json:"checkpoint_every" trainer:"builtin" default:"50" doc:"builtin: steps between checkpoints"`
+
+	Argv []string          `json:"argv" trainer:"command" doc:"command: the trainer program and its arguments (no shell unless argv names one)"`
+	Env  map[string]string `json:"env" trainer:"command" doc:"command: extra environment (the worker's own is not inherited beyond PATH, HOME, locale and --pass-env); values may hold ${secret.NAME}"`
+	Dir  string            `json:"dir" trainer:"command" doc:"command: working directory"`
+	GPUs int               `json:"gpus" trainer:"command" doc:"command: GPUs to lease on the worker (CUDA_VISIBLE_DEVICES, RETRAIN_GPUS); run the node on the GPU queue"`
+	// Processes has no default tag: its default depends on gpus and argv.
+	Processes  int    `json:"processes" trainer:"command" doc:"command: ranks of argv the node starts and supervises, each with MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE (torch.distributed's env://); only rank 0's stdout is read for progress, and a rank that fails stops the others (default: gpus when above 0 and argv does not run torchrun, else 1)"`
+	DataFormat string `json:"data_format" trainer:"command" default:"parquet" doc:"command: how RETRAIN_TRAIN_DATA and RETRAIN_EVAL_DATA are written: parquet (the split's files) or npy (NumPy arrays and schema.json, which numpy.load reads without other libraries)"`
+}
+
+// Outputs are what a train node outputs. Both trainers output every key
+// but examples (builtin only) and gpu (a command given GPUs, on a worker
+// that samples their utilization).
+type Outputs struct {
+	Trainer     string `json:"trainer"`
+	ModelURI    string `json:"model_uri"` // the candidate's folder
+	Steps       int64  `json:"steps"`
+	ResumedFrom int64  `json:"resumed_from"` // the step this attempt resumed from; 0 if none
+	Examples    *int64 `json:"examples,omitempty"`
+	// Loss is the last step's loss; null when it is not finite, which JSON
+	// cannot carry.
+	Loss         *float64  `json:"loss"`
+	LossCurveURI string    `json:"loss_curve_uri"`
+	Checkpoint   string    `json:"checkpoint"` // the last checkpoint's URI
+	TrainRows    int64     `json:"train_rows"`
+	GPUs         int       `json:"gpus"`
+	GPU          *GPUUsage `json:"gpu,omitempty"`
+	Summary      string    `json:"summary"` // one line for the run's node table
+}
+
+// summary says what an attempt trained, e.g. "trained 2 epochs, 44
+// steps on 28,572 rows, loss 0.386, 0.69 s (builtin)".
+func (o Outputs) summary(w With, took time.Duration) string {
+	s := "trained "
+	if o.Trainer != CommandTrainer && w.Epochs > 0 {
+		s += fmt.Sprintf("%d epochs, ", w.Epochs)
+	}
+	s += fmt.Sprintf("%s steps", number.Count(o.Steps))
+	if o.TrainRows > 0 {
+		s += " on " + number.Count(o.TrainRows) + " rows"
+	}
+	if o.Loss != nil {
+		s += fmt.Sprintf(", loss %.3f", *o.Loss)
+	}
+	if o.ResumedFrom > 0 {
+		s += fmt.Sprintf(", resumed from step %d", o.ResumedFrom)
+	}
+	if o.GPUs > 0 {
+		s += fmt.Sprintf(", %d GPUs", o.GPUs)
+	}
+	return s + fmt.Sprintf(", %s (%s)", took.Round(10*time.Millisecond), o.Trainer)
+}
+
+// GPUUsage sums up how busy a command trainer kept its GPUs.
+type GPUUsage struct {
+	Samples         int      `json:"samples"`
+	MeanUtilization float64  `json:"mean_utilization"`
+	MaxUtilization  uint32   `json:"max_utilization"`
+	IdleGPUs        []string `json:"idle_gpus"`
+	IdleWarnings    int      `json:"idle_warnings"`
+}
+
+// Fields only one trainer takes, by their trainer tag.
+var (
+	builtinOnly = trainerFields(BuiltinTrainer)
+	commandOnly = trainerFields(CommandTrainer)
+)
+
+// trainerFields are the `with` keys of With's fields tagged
+// trainer:"kind".
+func trainerFields(kind string) []string {
+	var names []string
+	for _, sf := range reflect.VisibleFields(reflect.TypeFor[With]()) {
+		if sf.Tag.Get("trainer") == kind {
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// checkTrain checks what the schema cannot: which trainer takes which
+// fields, transforms, and the ranges of numbers.
+func checkTrain(with map[string]any) error {
+	kind := BuiltinTrainer
+	if t, ok := with["trainer"].(string); ok && !dags.HasRef(t) {
+		kind = t
+	}
+	var wrong []string
+	switch kind {
+	case BuiltinTrainer:
+		for _, f := range commandOnly {
+			if _, ok := with[f]; ok {
+				wrong = append(wrong, f)
+			}
+		}
+	case CommandTrainer:
+		if _, ok := with["argv"]; !ok {
+			return errors.New("trainer command needs argv")
+		}
+		if argv, ok := with["argv"].([]any); ok && len(argv) == 0 {
+			return errors.New("argv must name a program")
+		}
+		for _, f := range builtinOnly {
+			if _, ok := with[f]; ok {
+				wrong = append(wrong, f)
+			}
+		}
+	default:
+		if dags.HasRef(with["trainer"]) {
+			return nil
+		}
+		return fmt.Errorf("trainer %q: want builtin or command", kind)
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("trainer %s does not take %s", kind, strings.Join(wrong, ", "))
+	}
+	if tr, ok := with["transforms"].(map[string]any); ok {
+		for name, v := range tr {
+			if s, ok := v.(string); ok && !dags.HasRef(s) {
+				var t trainer.Transform
+				if err := t.UnmarshalText([]byte(s)); err != nil {
+					return fmt.Errorf("transforms: %s: %v", name, err)
+				}
+			}
+		}
+	}
+	if f, ok := with["data_format"].(string); ok && !dags.HasRef(f) && f != split.FormatParquet && f != split.FormatNPY {
+		return fmt.Errorf("data_format %q: want %s or %s", f, split.FormatParquet, split.FormatNPY)
+	}
+	if n, ok := with["processes"].(float64); ok && n > 1 {
+		var words []string
+		switch argv := with["argv"].(type) {
+		case []string:
+			words = argv
+		case []any:
+			for _, a := range argv {
+				if s, ok := a.(string); ok {
+					words = append(words, s)
+				}
+			}
+		}
+		if launchesRanks(words) {
+			return fmt.Errorf("processes %v: argv runs torchrun, which starts the ranks itself; leave processes out (or 1)", n)
+		}
+	}
+	for _, f := range []string{"epochs", "batch_size", "workers", "checkpoint_every", "buckets", "processes"} {
+		if n, ok := with[f].(float64); ok && n < 1 {
+			return fmt.Errorf("%s must be at least 1, got %v", f, n)
+		}
+	}
+	for _, f := range []string{"gpus", "dim", "steps", "max_emb_norm", "l2"} {
+		if n, ok := with[f].(float64); ok && n < 0 {
+			return fmt.Errorf("%s must not be negative, got %v", f, n)
+		}
+	}
+	if n, ok := with["learning_rate"].(float64); ok && !(n > 0) {
+		return fmt.Errorf("learning_rate must be positive, got %v", n)
+	}
+	return nil
+}
+
+// Trainers runs train nodes.
+type Trainers struct {
+	Store  *s3store.Store // nil: no object store configured
+	Logger *slog.Logger
+	// GPUs leases this worker's GPUs to command trainers; nil on a worker
+	// without GPUs. Monitor samples their utilization while a job runs.
+	GPUs    *gpu.Allocator
+	Monitor gpu.UtilizationReader
+	// SamplerConfig tunes the utilization sampler (tests shorten it).
+	SamplerConfig gpu.SamplerConfig
+	// AllowCommands are the programs this worker's operator lets command
+	// trainers start (its --allow-commands); empty allows any.
+	AllowCommands []string
+	// Env is what command trainers see of the worker: its environment
+	// and secrets.
+	Env progenv.Policy
+}
+
+// Type is the train node type, run by t.
+func (t *Trainers) Type() nodetype.Type {
+	return nodetype.New(dags.NodeType{Name: "train", Doc: doc, Check: checkTrain}, t.train)
+}
+
+// Run runs one attempt of a train node, as t.Type() does.
+func (t *Trainers) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
+	return t.Type().Run(ctx, in)
+}
+
+// trainRun is one attempt of a train node.
+type trainRun struct {
+	t      *Trainers
+	in     nodetype.Input
+	w      With
+	log    *slog.Logger
+	prefix string // checkpoints/P/R/N/F/: this node's folder for its inputs
+	guard  trainer.Guard
+	// secrets are the values of the secrets the trainer's env holds,
+	// masked in its logged output and stderr tail.
+	secrets []string
+
+	mu    sync.Mutex
+	curve []CurvePoint
+	last  TrainProgress
+}
+
+func (r *trainRun) curveKey() string    { return r.prefix + "training/curve.json" }
+func (r *trainRun) modelPrefix() string { return r.prefix + "model/" }
+
+// train runs one attempt of a train node.
+func (t *Trainers) train(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
+	// The schema checked the types; the rules across fields are checked
+	// again here on the resolved block.
+	if err := checkTrain(in.With); err != nil {
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	if t.Store == nil {
+		return Outputs{}, objects.NoStore()
+	}
+	fingerprint, err := checkpoint.Fingerprint(in.With)
+	if err != nil {
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	for _, seg := range []string{in.Pipeline, in.RunID, in.Node} {
+		if err := s3store.ValidateKey(seg); err != nil || strings.Contains(seg, "/") {
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "cannot train for pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
+		}
+	}
+	r := &trainRun{
+		t: t, in: in, w: w,
+		log:    t.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "trainer", w.Trainer),
+		prefix: fmt.Sprintf("checkpoints/%s/%s/%s/%s/", in.Pipeline, in.RunID, in.Node, fingerprint),
+		guard:  trainer.Guard{MaxEmbNorm: w.MaxEmbNorm},
+	}
+	started := time.Now()
+	var out Outputs
+	if w.Trainer == CommandTrainer {
+		out, err = r.command(ctx)
+	} else {
+		out, err = r.builtin(ctx)
+	}
+	if err != nil {
+		return Outputs{}, err
+	}
+	out.Summary = out.summary(w, time.Since(started))
+	return out, nil
+}
+
+// FiniteOrNil keeps non-finite figures out of outputs: JSON cannot carry
+// them, and a missing figure reads better than a made-up one.
+func FiniteOrNil(f float64) any {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	return f
+}
+
+// finite is f as an output: nil when it is not finite (see FiniteOrNil).
+func finite(f float64) *float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	return &f
+}
+
+// Deps are what the train node type needs from the worker.
+type Deps struct {
+	Store   *s3store.Store
+	Logger  *slog.Logger
+	GPUs    *gpu.Allocator
+	Monitor gpu.UtilizationReader
+	// AllowCommands: see Trainers.AllowCommands.
+	AllowCommands []string
+	Env           progenv.Policy // see Trainers.Env
+}
+
+// Type returns the train node type.
+func Type(d Deps) nodetype.Type {
+	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands, Env: d.Env}
+	return t.Type()
+}
