@@ -55,10 +55,11 @@ type Input struct {
 	Options *Options `json:"options,omitempty"`
 	// Secrets says where With holds ${secret.NAME} references that the
 	// pipeline's author wrote in the spec: the only ones a step resolves
-	// (ResolveSecrets). A "${secret." anywhere else in With arrived in a
-	// value (a param, an output) and is text. Empty in runs recorded
-	// before it was sent, whose references therefore stay text.
-	Secrets []dags.SecretRef `json:"secrets,omitempty"`
+	// (progenv). A "${secret." anywhere else in With arrived in a value
+	// (a param, an output) and is text. Always sent, as [] when there is
+	// none: its absence marks an input scheduled by a worker from before
+	// it existed (LegacySecrets).
+	Secrets []dags.SecretRef `json:"secrets"`
 }
 
 // Options are how a node's activities run, as its plan node says.

@@ -13,6 +13,14 @@ type secretRefsKey struct{}
 // several calls down (progenv) learns where they are without every step
 // passing them along.
 func withSecretRefs(ctx context.Context, refs []dags.SecretRef) context.Context {
+	if refs == nil {
+		// An input with no record at all was scheduled by a worker from
+		// before the record existed (the field is always sent now, empty
+		// when the spec wrote no reference): its references resolve as
+		// they did then (LegacySecrets), so a rolling upgrade does not
+		// break nodes in flight.
+		return context.WithValue(ctx, secretRefsKey{}, legacy{})
+	}
 	if len(refs) == 0 {
 		return ctx
 	}
@@ -33,6 +41,20 @@ func WithSecretRefs(ctx context.Context, refs []dags.SecretRef) context.Context 
 // in the string at path (a JSON Pointer into the node's `with`, see
 // dags.PointerTo), in order; none when the spec wrote none there.
 func SecretSpans(ctx context.Context, path string) []dags.SecretSpan {
-	byPath, _ := ctx.Value(secretRefsKey{}).(map[string][]dags.SecretSpan)
+	byPath, _ := ctx.Value(secretRefsKey{}).(map[string][]dags.SecretSpan) // none for legacy inputs
 	return byPath[path]
+}
+
+// legacy marks a node whose input predates the record of secret
+// references.
+type legacy struct{}
+
+// LegacySecrets reports whether the running node's input was sent by a
+// worker from before secret references were recorded: then every
+// ${secret.NAME} in a secret-bearing field resolves, as it did then. New
+// runs always send the record, so a client that may only start runs
+// cannot get this behaviour.
+func LegacySecrets(ctx context.Context) bool {
+	_, ok := ctx.Value(secretRefsKey{}).(legacy)
+	return ok
 }

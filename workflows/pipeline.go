@@ -278,7 +278,11 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with nod
 // startNode starts one node, or one instance of a foreach node (id is
 // then ID[i]), as an activity or a child workflow.
 func startNode(ctx workflow.Context, pipeline, runID string, node dags.PlanNode, id string, with nodeWith) workflow.Future {
-	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: with.secrets}
+	secrets := with.secrets
+	if secrets == nil {
+		secrets = []dags.SecretRef{} // sent as []: none, as opposed to a legacy input's absent record
+	}
+	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets}
 	retry := nodetype.RetryPolicy(node.Retry)
 	if node.Kind == dags.KindWorkflow {
 		// The child schedules activities of its own: they run on the

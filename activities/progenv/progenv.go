@@ -119,6 +119,9 @@ func (p Policy) Resolve(ctx context.Context, field string, env map[string]string
 // /webhooks/0), returning the secret values it used.
 func (p Policy) ResolveString(ctx context.Context, path, s string) (string, []string, error) {
 	spans := nodetype.SecretSpans(ctx, path)
+	if nodetype.LegacySecrets(ctx) {
+		spans = legacySpans(s)
+	}
 	if len(spans) == 0 {
 		return s, nil, nil
 	}
@@ -140,6 +143,19 @@ func (p Policy) ResolveString(ctx context.Context, path, s string) (string, []st
 		return "", nil, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	return out, used, nil
+}
+
+// legacySpans finds every ${secret.NAME} in s: how a node scheduled by a
+// worker from before secret references were recorded resolves them.
+func legacySpans(s string) []dags.SecretSpan {
+	var spans []dags.SecretSpan
+	for _, m := range secretRe.FindAllStringSubmatchIndex(s, -1) {
+		if m[0] > 0 && s[m[0]-1] == '$' {
+			continue // $${...}: an escaped reference, text
+		}
+		spans = append(spans, dags.SecretSpan{Name: s[m[2]:m[3]], Start: m[0]})
+	}
+	return spans
 }
 
 // Secret returns the value of ${secret.NAME}: the worker's

@@ -120,3 +120,24 @@ func TestCheckPath(t *testing.T) {
 		t.Errorf("no roots: %v", err)
 	}
 }
+
+// TestResolveLegacyInput: an input with no record of secret references
+// at all (nil, as a worker from before the record sends it) resolves every
+// reference as that worker's activities did, so nodes in flight across a
+// rolling upgrade keep their secrets; an input with an empty record (what
+// every run now sends when its spec wrote none) resolves nothing.
+func TestResolveLegacyInput(t *testing.T) {
+	t.Setenv("RETRAIN_SECRET_A", "alpha")
+	p := Policy{}
+	env := map[string]string{"X": "${secret.A}", "Y": "$${secret.A}"}
+	legacy := nodetype.WithSecretRefs(context.Background(), nil)
+	e, err := p.Resolve(legacy, "env", env)
+	if err != nil || !slices.Equal(e.Vars, []string{"X=alpha", "Y=$${secret.A}"}) {
+		t.Errorf("legacy input: %+v, %v", e, err)
+	}
+	none := nodetype.WithSecretRefs(context.Background(), []dags.SecretRef{})
+	e, err = p.Resolve(none, "env", env)
+	if err != nil || !slices.Equal(e.Vars, []string{"X=${secret.A}", "Y=$${secret.A}"}) {
+		t.Errorf("input recording no references: %+v, %v", e, err)
+	}
+}
