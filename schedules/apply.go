@@ -203,6 +203,7 @@ func recordDiff(have, want Record) []string {
 	field("jitter", a.Jitter, b.Jitter)
 	field("paused", a.Paused, b.Paused)
 	field("task_queue", a.TaskQueue, b.TaskQueue)
+	field("daylight_saving", a.DaylightSaving, b.DaylightSaving)
 	if len(out) == 0 {
 		out = append(out, "spec")
 	}

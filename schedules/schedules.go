@@ -66,7 +66,11 @@ type Record struct {
 	Jitter         string         `json:"jitter,omitempty"`
 	Paused         bool           `json:"paused,omitempty"`
 	TaskQueue      string         `json:"task_queue"`
-	File           string         `json:"file,omitempty"` // the spec file it came from
+	// DaylightSaving names the entries a cron in a zone with clock changes
+	// gets so that it fires once on the days a change skips or repeats its
+	// time (dst.go): a new time zone database changes it.
+	DaylightSaving string `json:"daylight_saving,omitempty"`
+	File           string `json:"file,omitempty"` // the spec file it came from
 }
 
 // NewRecord describes a spec schedule of pipeline, run on taskQueue.
@@ -151,6 +155,12 @@ func Build(pipeline string, sc *dags.Schedule, o BuildOptions) (client.ScheduleO
 	switch {
 	case sc.Cron != "":
 		spec.CronExpressions = []string{sc.Cron}
+		adj, err := DaylightSaving(sc.Cron, sc.Timezone)
+		if err != nil {
+			return client.ScheduleOptions{}, fmt.Errorf("schedule %s of %s: %w", sc.ID, pipeline, err)
+		}
+		spec.Calendars, spec.Skip = adj.Calendars, adj.Skip
+		rec.DaylightSaving = adj.Digest()
 	case sc.Every > 0:
 		spec.Intervals = []client.ScheduleIntervalSpec{{Every: sc.Every}}
 	default:
