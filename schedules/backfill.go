@@ -1,13 +1,11 @@
 package schedules
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/retrain-ml/retrain/runs"
@@ -41,53 +39,6 @@ func Dates(from, to string) ([]string, error) {
 		out = append(out, d.Format(DateLayout))
 	}
 	return out, nil
-}
-
-// Backfill asks Temporal to run the actions a schedule would have taken
-// on the dates from..to (both included, in the schedule's time zone), each
-// with its own nominal time and so its own logical date, under the
-// schedule's overlap policy, or overlap when not empty. It returns the
-// time range asked for.
-func Backfill(ctx context.Context, c client.Client, id, from, to, overlap string) (client.ScheduleBackfill, error) {
-	if _, err := Dates(from, to); err != nil {
-		return client.ScheduleBackfill{}, err
-	}
-	h := c.ScheduleClient().GetHandle(ctx, id)
-	desc, err := h.Describe(ctx)
-	if err != nil {
-		return client.ScheduleBackfill{}, fmt.Errorf("schedule %s: %w", id, err)
-	}
-	tzName := ""
-	if desc.Schedule.Spec != nil {
-		tzName = desc.Schedule.Spec.TimeZoneName
-	}
-	loc, err := time.LoadLocation(cmp.Or(tzName, "UTC"))
-	if err != nil {
-		return client.ScheduleBackfill{}, fmt.Errorf("schedule %s: time zone %q: %w", id, tzName, err)
-	}
-	f, _ := time.ParseInLocation(DateLayout, from, loc)
-	t, _ := time.ParseInLocation(DateLayout, to, loc)
-	policy := enumspb.SCHEDULE_OVERLAP_POLICY_UNSPECIFIED // the schedule's own
-	if desc.Schedule.Policy != nil {
-		policy = desc.Schedule.Policy.Overlap
-	}
-	if overlap != "" {
-		if policy, err = Overlap(overlap); err != nil {
-			return client.ScheduleBackfill{}, err
-		}
-	}
-	// Temporal takes the actions strictly after Start and up to End: a
-	// second's margin keeps an action at midnight on the first date and
-	// leaves out one at midnight after the last.
-	bf := client.ScheduleBackfill{
-		Start:   f.Add(-time.Second),
-		End:     t.AddDate(0, 0, 1).Add(-time.Second),
-		Overlap: policy,
-	}
-	if err := h.Backfill(ctx, client.ScheduleBackfillOptions{Backfill: []client.ScheduleBackfill{bf}}); err != nil {
-		return bf, fmt.Errorf("backfill schedule %s: %w", id, err)
-	}
-	return bf, nil
 }
 
 // DateRequest is a backfill of a pipeline with no schedule: one run per

@@ -30,10 +30,10 @@ func NewScheduleCommand(app *App) *cobra.Command {
 	}
 	cmd.AddCommand(newScheduleApply(app), newScheduleList(app), newScheduleDescribe(app))
 	cmd.AddCommand(newScheduleSimple(app, "pause", "Pause a schedule: it starts no run until unpaused", func(ctx context.Context, h client.ScheduleHandle, note string) error {
-		return h.Pause(ctx, client.SchedulePauseOptions{Note: note})
+		return h.Pause(ctx, client.SchedulePauseOptions{Note: pauseNote("paused", note)})
 	}))
 	cmd.AddCommand(newScheduleSimple(app, "unpause", "Unpause a schedule", func(ctx context.Context, h client.ScheduleHandle, note string) error {
-		return h.Unpause(ctx, client.ScheduleUnpauseOptions{Note: note})
+		return h.Unpause(ctx, client.ScheduleUnpauseOptions{Note: pauseNote("unpaused", note)})
 	}))
 	cmd.AddCommand(newScheduleSimple(app, "trigger", "Start the schedule's action now (its overlap policy applies)", func(ctx context.Context, h client.ScheduleHandle, _ string) error {
 		return h.Trigger(ctx, client.ScheduleTriggerOptions{})
@@ -76,6 +76,7 @@ func newScheduleApply(app *App) *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(app.Out, summarizeChanges(changes, dryRun))
+			warnNoWorkers(ctx, app, c, queue, specs) // scheduleworkers.go
 			return nil
 		},
 	}
@@ -238,35 +239,6 @@ func newScheduleSimple(app *App, verb, short string, do func(context.Context, cl
 	return cmd
 }
 
-func newScheduleBackfill(app *App) *cobra.Command {
-	var from, to, overlap string
-	cmd := &cobra.Command{
-		Use:   "backfill ID --from DATE --to DATE",
-		Short: "Run the actions the schedule would have taken on these dates (in its time zone), each with its own logical date, under its overlap policy",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, id, err := dialSchedule(cmd, app, args[0])
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			bf, err := schedules.Backfill(cmd.Context(), c, id, from, to, overlap)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(app.Out, "%s: backfill of the actions after %s up to %s requested (overlap %s)\n",
-				id, bf.Start.Format(time.RFC3339), bf.End.Format(time.RFC3339), schedules.OverlapName(bf.Overlap))
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&from, "from", "", "first date, YYYY-MM-DD (required)")
-	cmd.Flags().StringVar(&to, "to", "", "last date, YYYY-MM-DD, included (required)")
-	cmd.Flags().StringVar(&overlap, "overlap", "", "overlap policy for these runs: "+strings.Join(dags.Overlaps, ", ")+" (default: the schedule's)")
-	_ = cmd.MarkFlagRequired("from")
-	_ = cmd.MarkFlagRequired("to")
-	return cmd
-}
-
 // scheduleRow is what list prints of a schedule.
 type scheduleRow struct {
 	ID         string     `json:"id"`
@@ -321,9 +293,9 @@ func newScheduleList(app *App) *cobra.Command {
 				return enc.Encode(rows)
 			}
 			tw := tabwriter.NewWriter(app.Out, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tPAUSED\tNEXT\tLAST ACTION")
+			fmt.Fprintln(tw, "ID\tPAUSED\tNEXT\tLAST ACTION\tNOTE")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", r.ID, r.Paused, scheduleTime(r.Next), scheduleTime(r.LastAction))
+				fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", r.ID, r.Paused, scheduleTime(r.Next), scheduleTime(r.LastAction), listNote(r))
 			}
 			return tw.Flush()
 		},
@@ -399,6 +371,7 @@ func printSchedule(app *App, id string, rec schedules.Record, desc *client.Sched
 	if rec.File != "" {
 		fmt.Fprintf(w, "from      %s\n", rec.File)
 	}
+	printDSTLine(w, rec)
 	if st := desc.Schedule.State; st != nil {
 		fmt.Fprintf(w, "paused    %v", st.Paused)
 		if st.Note != "" {
@@ -412,7 +385,7 @@ func printSchedule(app *App, id string, rec schedules.Record, desc *client.Sched
 		if i == 3 {
 			break
 		}
-		fmt.Fprintf(w, "next      %s\n", t.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "next      %s\n", localAction(t, rec.Timezone))
 	}
 	for _, a := range info.RecentActions {
 		wid := ""
