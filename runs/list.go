@@ -32,6 +32,8 @@ const (
 	logicalDateAttr = "RetrainLogicalDate"
 	// scheduledByAttr is Temporal's own: the schedule that started a run.
 	scheduledByAttr = "TemporalScheduledById"
+	// scheduledStartAttr is the nominal time of a scheduled run's action.
+	scheduledStartAttr = "TemporalScheduledStartTime"
 )
 
 // gateType is the gate node type's name, whose "passed" output is a run's
@@ -70,6 +72,11 @@ type RunInfo struct {
 	// with several gates); empty without a gate or when unknown.
 	Gate  string `json:"gate,omitempty"`
 	Error string `json:"error,omitempty"`
+
+	// nominal is the schedule action's nominal time of a run a schedule
+	// started (TemporalScheduledStartTime): its logical time, even when
+	// the run failed before it labelled itself with its logical date.
+	nominal time.Time
 }
 
 // Duration is how long the run took, or has taken so far at now.
@@ -187,6 +194,9 @@ func infoOf(e *workflowpb.WorkflowExecutionInfo) RunInfo {
 	if r.Schedule == "" {
 		r.Schedule = attrString(attrs, scheduledByAttr)
 	}
+	if p := attrs[scheduledStartAttr]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &r.nominal)
+	}
 	if e.GetCloseTime() != nil && r.Status != StatusRunning {
 		end := e.GetCloseTime().AsTime()
 		r.EndedAt = &end
@@ -294,7 +304,8 @@ func resultOf(ctx context.Context, c client.Client, id, runID string) (*Result, 
 }
 
 // inputLogicalDate is the logical date of a run whose visibility record
-// lacks it: the input's logical_date, else the start date in the input's
+// lacks it: the input's logical_date, else the nominal time of the
+// schedule action that started it, else the start date, in the input's
 // time zone (UTC by default). It reads the first history event only.
 func inputLogicalDate(ctx context.Context, c client.Client, namespace string, r RunInfo) string {
 	resp, err := c.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
@@ -321,6 +332,9 @@ func inputLogicalDate(ctx context.Context, c client.Client, namespace string, r 
 		if l, err := time.LoadLocation(in.Timezone); err == nil {
 			loc = l
 		}
+	}
+	if !r.nominal.IsZero() {
+		return r.nominal.In(loc).Format(time.DateOnly)
 	}
 	return r.StartedAt.In(loc).Format(time.DateOnly)
 }
