@@ -150,6 +150,9 @@ func TestScheduleUnresolvedRunLogicalDate(t *testing.T) {
 	}
 	_, results := scheduledRuns(t, schedules.ID(name, "nightly"), 1, time.Minute)
 	wantStatus(t, results[0], runs.StatusFailed)
+	if results[0].LogicalDate != "2026-03-27" {
+		t.Errorf("unresolved run %s: result's logical date %q, want 2026-03-27", results[0].ID, results[0].LogicalDate)
+	}
 	for i := 0; ; i++ {
 		out, _ = e.cli(t, "runs", "list", "--schedule", schedules.ID(name, "nightly"))
 		if strings.Contains(out, results[0].ID) {

@@ -40,6 +40,9 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 	if err != nil {
 		return run.invalid(ctx, in, err)
 	}
+	// Known before the pipeline resolves: a scheduled run whose pipeline
+	// does not resolve still reports its nominal date (state and result).
+	run.result.LogicalDate = start.values.LogicalDate
 	resolved, err := resolve(ctx, in)
 	if err != nil {
 		return run.invalid(ctx, in, unwrapActivity(err))
