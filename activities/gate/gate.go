@@ -82,16 +82,24 @@ type Outputs struct {
 // gateSummary says the verdict in a line: "passed 5 of 5 checks against
 // v1", "failed 1 of 3 checks (no baseline)", "forced by alice: ...".
 func gateSummary(r gate.Result) string {
-	failed := len(r.Failed())
+	failed, skipped := len(r.Failed()), 0
+	for _, c := range r.Comparisons {
+		if c.Skipped {
+			skipped++
+		}
+	}
 	total := len(r.Comparisons)
 	var s string
 	switch {
 	case r.Forced:
 		s = fmt.Sprintf("forced through by %s (%d of %d checks failed)", r.ForcedBy, failed, total)
 	case r.Passed:
-		s = fmt.Sprintf("passed %d of %d checks", total-failed, total)
+		s = fmt.Sprintf("passed %d of %d checks", total-failed-skipped, total)
 	default:
 		s = fmt.Sprintf("failed %d of %d checks", failed, total)
+	}
+	if skipped > 0 {
+		s += fmt.Sprintf(", %d skipped", skipped)
 	}
 	if r.HasBaseline {
 		return s + " against " + r.BaselineVersion

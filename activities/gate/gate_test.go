@@ -381,3 +381,22 @@ func TestOldThresholdKeysRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestGateSummary: the one-line verdict counts passed, failed and skipped
+// checks and names the baseline.
+func TestGateSummary(t *testing.T) {
+	pass, fail, skip := gate.Comparison{Passed: true}, gate.Comparison{}, gate.Comparison{Passed: true, Skipped: true}
+	for _, c := range []struct {
+		r    gate.Result
+		want string
+	}{
+		{gate.Result{Passed: true, Comparisons: []gate.Comparison{pass, pass, pass, skip, skip}}, "passed 3 of 5 checks, 2 skipped (no baseline)"},
+		{gate.Result{Passed: true, HasBaseline: true, BaselineVersion: "v1", Comparisons: []gate.Comparison{pass, pass}}, "passed 2 of 2 checks against v1"},
+		{gate.Result{HasBaseline: true, BaselineVersion: "v2", Comparisons: []gate.Comparison{pass, fail, fail}}, "failed 2 of 3 checks against v2"},
+		{gate.Result{Passed: true, Forced: true, ForcedBy: "alice", HasBaseline: true, BaselineVersion: "v2", Comparisons: []gate.Comparison{fail}}, "forced through by alice (1 of 1 checks failed) against v2"},
+	} {
+		if got := gateSummary(c.r); got != c.want {
+			t.Errorf("gateSummary = %q, want %q", got, c.want)
+		}
+	}
+}
