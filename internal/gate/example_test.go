@@ -29,7 +29,7 @@ func Example() {
 	fmt.Println("gate passed:", r.Passed)
 	// Output:
 	// auc     value_min           passed=true  auc 0.7985 >= min 0.7
-	// auc     min_absolute_change passed=true  auc improvement -0.0015000000000000568 >= minimum -0.002 (higher_is_better)
-	// logloss min_relative_change passed=true  logloss relative improvement -0.004878048780487809 >= minimum -0.01 (lower_is_better)
+	// auc     min_absolute_change passed=true  auc improvement -0.0015 >= minimum -0.002 (higher_is_better)
+	// logloss min_relative_change passed=true  logloss relative improvement -0.00487805 >= minimum -0.01 (lower_is_better)
 	// gate passed: true
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Number is a figure in a Result. It encodes to JSON as a number when
@@ -20,7 +21,10 @@ func num(f float64) *Number {
 	return &n
 }
 
-// String formats n like strconv with the shortest representation.
+// String formats n for a message: the shortest representation, rounded
+// to six significant digits when it has more (0.23640000000000005 is
+// 0.2364, an AUC 0.7663825254602966 is 0.766383), so float noise does not
+// reach a gate's reasons. JSON keeps every digit (MarshalJSON).
 func (n Number) String() string {
 	f := float64(n)
 	switch {
@@ -31,7 +35,20 @@ func (n Number) String() string {
 	case math.IsInf(f, -1):
 		return "-Inf"
 	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
+	if short := strconv.FormatFloat(f, 'g', -1, 64); significantDigits(short) <= 6 {
+		return short
+	}
+	return strconv.FormatFloat(f, 'g', 6, 64)
+}
+
+// significantDigits counts the digits of a formatted number's mantissa,
+// leading zeros left out.
+func significantDigits(s string) int {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.TrimLeft(strings.NewReplacer("-", "", ".", "").Replace(s), "0")
+	return len(s)
 }
 
 // MarshalJSON implements json.Marshaler.
