@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,6 +27,9 @@ func NewBackfillCommand(app *App) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := checkPipelineName(args[0]); err != nil {
+				return err
+			}
 			values, err := parseParams(params)
 			if err != nil {
 				return err
@@ -84,4 +89,16 @@ func backfillDuration(res *runs.Result) string {
 		return "-"
 	}
 	return res.EndedAt.Sub(res.StartedAt).Round(100 * time.Millisecond).String()
+}
+
+// checkPipelineName refuses what is a file path rather than the name of a
+// pipeline the workers know: runs named after it would have ids holding
+// "/" and fail on the worker, where only `retrain status` says why.
+func checkPipelineName(name string) error {
+	if strings.ContainsAny(name, `/\`) || strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") {
+		base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(name), ".yaml"), ".yml")
+		return fmt.Errorf("backfill takes the name of a pipeline in the workers' pipeline folder, not a file: "+
+			"%q; name it (e.g. `retrain backfill %s ...`, its spec's `name`), and start the workers with --pipelines on the folder that holds it", name, base)
+	}
+	return nil
 }

@@ -151,3 +151,17 @@ func TestCheckLogicalDate(t *testing.T) {
 		}
 	}
 }
+
+// TestBackfillRefusesFilePath: `retrain backfill pipelines/x.yaml` says to
+// name the pipeline, before it connects anywhere.
+func TestBackfillRefusesFilePath(t *testing.T) {
+	for _, bad := range []string{"pipelines/x.yaml", "x.yaml", "./x", `a\b`} {
+		err := checkPipelineName(bad)
+		if err == nil || !strings.Contains(err.Error(), "not a file") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if err := checkPipelineName("ctr-retrain"); err != nil {
+		t.Errorf("a name: %v", err)
+	}
+}
