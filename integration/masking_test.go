@@ -3,17 +3,13 @@ package integration
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
-	"github.com/retrain-ml/retrain/worker"
 )
 
 // TestMultiLineSecretMaskedEverywhere (issue 17, weakness 4): a
@@ -26,28 +22,7 @@ func TestMultiLineSecretMaskedEverywhere(t *testing.T) {
 	line1, line2, marker := randomValue(t, "l1-"), randomValue(t, "l2-"), randomValue(t, "marker-")
 	t.Setenv("RETRAIN_SECRET_IT_MULTI", line1+"\n"+line2+"\n}")
 
-	queue := newQueue(t)
-	logPath := filepath.Join(t.TempDir(), "worker.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	w, err := worker.New(context.Background(), tclient, server.Namespace(),
-		worker.Config{TaskQueue: queue, Pipelines: examples.FS, AllowInlineSpecs: true}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			w.Stop()
-		}
-	}()
+	queue, logPath, stopWorker := startLoggedWorker(t)
 
 	res := runSpec(t, queue, `
 name: multisecret
@@ -92,25 +67,9 @@ nodes:
 	if err := cli.WriteRunReport(context.Background(), tclient, nil, res, reportPath, cli.ReportLinks{}); err != nil {
 		t.Fatal(err)
 	}
-	w.Stop()
-	stopped = true
-	logFile.Sync()
+	stopWorker()
 
-	dbFiles, _ := filepath.Glob(server.DatabasePath() + "*")
-	if len(dbFiles) == 0 {
-		t.Fatalf("no database files at %s", server.DatabasePath())
-	}
-	var dbHasMarker bool
-	for deadline := time.Now().Add(30 * time.Second); !dbHasMarker && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		for _, f := range dbFiles {
-			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(marker)) {
-				dbHasMarker = true
-			}
-		}
-	}
-	if !dbHasMarker {
-		t.Errorf("the marker is in none of %v: the grep would prove nothing", dbFiles)
-	}
+	dbFiles := databaseFilesWith(t, marker)
 	for _, f := range append([]string{logPath, reportPath}, dbFiles...) {
 		b, err := os.ReadFile(f)
 		if err != nil {

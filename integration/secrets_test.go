@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,59 @@ import (
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
 )
+
+// startLoggedWorker starts an in-process worker on a queue of its own that
+// accepts inline specs and logs at debug level to a file; stop it (stop is
+// idempotent, and also runs at the test's end) before reading the log.
+func startLoggedWorker(t *testing.T) (queue, logPath string, stop func()) {
+	t.Helper()
+	queue = newQueue(t)
+	logPath = filepath.Join(t.TempDir(), "worker.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w, err := worker.New(context.Background(), tclient, server.Namespace(),
+		worker.Config{TaskQueue: queue, Pipelines: examples.FS, AllowInlineSpecs: true}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			w.Stop()
+			logFile.Sync()
+			logFile.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return queue, logPath, stop
+}
+
+// databaseFilesWith returns the server's database files (the database,
+// its -wal and -shm) once marker has reached one of them: the history is
+// written there a moment after a run ends, and the marker's presence
+// proves a grep of those files looks in the right place.
+func databaseFilesWith(t *testing.T, marker string) []string {
+	t.Helper()
+	dbFiles, _ := filepath.Glob(server.DatabasePath() + "*")
+	if len(dbFiles) == 0 {
+		t.Fatalf("no database files at %s", server.DatabasePath())
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		for _, f := range dbFiles {
+			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(marker)) {
+				return dbFiles
+			}
+		}
+	}
+	t.Errorf("the marker is in none of %v: the grep would prove nothing", dbFiles)
+	return dbFiles
+}
 
 func randomValue(t *testing.T, prefix string) string {
 	b := make([]byte, 12)
@@ -38,28 +92,7 @@ func TestPlantedSecretLeavesNoTrace(t *testing.T) {
 	t.Setenv("RETRAIN_SECRET_IT_TOKEN", secret)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", awsKey)
 
-	queue := newQueue(t)
-	logPath := filepath.Join(t.TempDir(), "worker.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	w, err := worker.New(context.Background(), tclient, server.Namespace(),
-		worker.Config{TaskQueue: queue, Pipelines: examples.FS, AllowInlineSpecs: true}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			w.Stop()
-		}
-	}()
+	queue, logPath, stopWorker := startLoggedWorker(t)
 
 	res := runSpec(t, queue, `
 name: secrets
@@ -90,29 +123,9 @@ nodes:
 	if err := cli.WriteRunReport(context.Background(), tclient, nil, res, reportPath, cli.ReportLinks{}); err != nil {
 		t.Fatal(err)
 	}
-	w.Stop() // the log is complete
-	stopped = true
-	logFile.Sync()
+	stopWorker() // the log is complete
 
-	files := []string{logPath, reportPath}
-	dbFiles, _ := filepath.Glob(server.DatabasePath() + "*") // the database, its -wal and -shm
-	if len(dbFiles) == 0 {
-		t.Fatalf("no database files at %s", server.DatabasePath())
-	}
-	files = append(files, dbFiles...)
-	// The history reaches the files once the server wrote it: wait for the
-	// marker there, which also proves the grep looks in the right place.
-	var dbHasMarker bool
-	for deadline := time.Now().Add(30 * time.Second); !dbHasMarker && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		for _, f := range dbFiles {
-			if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte(marker)) {
-				dbHasMarker = true
-			}
-		}
-	}
-	if !dbHasMarker {
-		t.Errorf("the marker the command printed is in none of %v: the grep would prove nothing", dbFiles)
-	}
+	files := append([]string{logPath, reportPath}, databaseFilesWith(t, marker)...)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
