@@ -55,8 +55,8 @@ func (r *trainRun) builtin(ctx context.Context) (Outputs, error) {
 		Model: trainer.ModelConfig{
 			Dense: dense, Transforms: transforms, Sparse: sparse, Buckets: w.Buckets, Dim: w.Dim,
 		},
-		// Seed 0 has always trained as seed 1.
-		Seed:            max(w.Seed, 1),
+		// Every seed is its own, 0 included (it trained as 1 before 0.10).
+		Seed:            w.Seed,
 		Workers:         w.Workers,
 		BatchSize:       w.BatchSize,
 		Steps:           w.Steps,

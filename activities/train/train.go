@@ -68,7 +68,7 @@ type With struct {
 	BatchSize       int               `json:"batch_size" trainer:"builtin" default:"1024" doc:"builtin: global batch of one synchronous step"`
 	LearningRate    float64           `json:"learning_rate" trainer:"builtin" default:"0.05" doc:"builtin: Adagrad learning rate"`
 	L2              float64           `json:"l2" trainer:"builtin" default:"0.001" doc:"builtin: L2 regularization of the weights a step updates"`
-	Seed            uint64            `json:"seed" trainer:"builtin" default:"1" doc:"builtin: seed of the initial weights and the shuffle (0 is the same as 1)"`
+	Seed            uint64            `json:"seed" trainer:"builtin" default:"1" doc:"builtin: seed of the initial weights and the shuffle; every value is a seed of its own, 0 included"`
 	Workers         int               `json:"workers" trainer:"builtin" doc:"builtin: goroutines computing gradients in lockstep (default: the CPUs); does not change the result"`
 	CheckpointEvery int64             `json:"checkpoint_every" trainer:"builtin" default:"50" doc:"builtin: steps between checkpoints"`
 

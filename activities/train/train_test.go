@@ -317,3 +317,29 @@ func TestBuiltinDefaultsRun(t *testing.T) {
 }
 
 var quiet = nodetest.Quiet
+
+// TestBuiltinSeedZeroIsItsOwn: seed 0 trains a model of its own, not seed
+// 1's (a sweep over seeds 0..9 gets ten models), and the same seed trains
+// the same model again.
+func TestBuiltinSeedZeroIsItsOwn(t *testing.T) {
+	srv := s3test.Start(t)
+	st := srv.Open(t, "")
+	split := splittest.Write(t, st, "seeds", 2000, 500)
+	tr := &Trainers{Store: st, Logger: quiet}
+	loss := func(run string, seed int) float64 {
+		in := nodetype.Input{Pipeline: "test", RunID: run, Node: "train", Type: "train",
+			With: map[string]any{"data": split, "seed": seed, "buckets": 256, "epochs": 1}}
+		out, err := nodetest.Run(t, tr.Run, in, nil)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		return out["loss"].(float64)
+	}
+	zero, one, zeroAgain := loss("s0", 0), loss("s1", 1), loss("s0b", 0)
+	if zero == one {
+		t.Errorf("seed 0 trained seed 1's model (loss %v)", zero)
+	}
+	if zero != zeroAgain {
+		t.Errorf("seed 0 twice: loss %v then %v", zero, zeroAgain)
+	}
+}
