@@ -70,8 +70,12 @@ type RunInfo struct {
 	// Gate is the verdict of the run's gate nodes: passed, rejected,
 	// failed, running, pending, skipped or cancelled ("id=verdict, ..."
 	// with several gates); empty without a gate or when unknown.
-	Gate  string `json:"gate,omitempty"`
-	Error string `json:"error,omitempty"`
+	Gate string `json:"gate,omitempty"`
+	// Deployed names what the run's deploy nodes moved an alias to
+	// (model@version, "(rolled back)" when a compensation moved it back);
+	// empty when it deployed nothing or when unknown.
+	Deployed string `json:"deployed,omitempty"`
+	Error    string `json:"error,omitempty"`
 
 	// nominal is the schedule action's nominal time of a run a schedule
 	// started (TemporalScheduledStartTime): its logical time, even when
@@ -279,6 +283,7 @@ func addDetails(ctx context.Context, c client.Client, namespace string, list []R
 				return
 			}
 			r.Gate = Verdict(res)
+			r.Deployed = Deployed(res)
 			if r.Error == "" {
 				r.Error = res.Error
 			}
@@ -365,6 +370,41 @@ func Verdict(res *Result) string {
 			v = n.ID + "=" + v
 		}
 		parts = append(parts, v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// deployType and rollbackModelType are the node types whose outputs say
+// what a run deployed (activities/models).
+const (
+	deployType        = "deploy"
+	rollbackModelType = "rollback_model"
+)
+
+// Deployed says what a run's deploy nodes put behind their aliases:
+// "ctr@v3", or "ctr@v3 (rolled back)" when an on_failure rollback_model
+// moved the alias back; several deploys are joined with ", ". A deploy
+// that found the alias already there moved nothing and is left out.
+func Deployed(res *Result) string {
+	rolledBack := map[string]bool{}
+	for _, c := range res.Compensations {
+		if c.Type == rollbackModelType && c.Status == NodeSucceeded {
+			rolledBack[c.Compensates] = true
+		}
+	}
+	var parts []string
+	for _, n := range res.Nodes {
+		if n.Type != deployType || n.Status != NodeSucceeded {
+			continue
+		}
+		ref, _ := n.Outputs["ref"].(string)
+		if moved, _ := n.Outputs["moved"].(bool); !moved || ref == "" {
+			continue
+		}
+		if rolledBack[n.ID] {
+			ref += " (rolled back)"
+		}
+		parts = append(parts, ref)
 	}
 	return strings.Join(parts, ", ")
 }

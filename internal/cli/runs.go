@@ -24,7 +24,7 @@ func NewRunsCommand(app *App) *cobra.Command {
 	)
 	list := &cobra.Command{
 		Use:   "list",
-		Short: "List runs, newest first: logical date, status, duration and the gate's verdict",
+		Short: "List runs, newest first: logical date, status, duration, the gate's verdict and what was deployed",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -100,10 +100,10 @@ func PrintRuns(w io.Writer, list []runs.RunInfo, now time.Time) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tPIPELINE\tLOGICAL DATE\tSTATUS\tSTARTED\tDURATION\tGATE")
+	fmt.Fprintln(tw, "RUN\tPIPELINE\tLOGICAL DATE\tSTATUS\tSTARTED\tDURATION\tGATE\tDEPLOYED")
 	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Pipeline), dash(r.LogicalDate), r.Status,
-			r.StartedAt.Local().Format(time.DateTime), shortDuration(r.Duration(now)), dash(r.Gate))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Pipeline), dash(r.LogicalDate), r.Status,
+			r.StartedAt.Local().Format(time.DateTime), shortDuration(r.Duration(now)), dash(r.Gate), dash(r.Deployed))
 	}
 	tw.Flush()
 }

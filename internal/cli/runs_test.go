@@ -14,14 +14,14 @@ func TestPrintRuns(t *testing.T) {
 	end := start.Add(4*time.Minute + 5*time.Second)
 	list := []runs.RunInfo{
 		{ID: "ctr-retrain-20261120-030000-abc123", Pipeline: "ctr-retrain", LogicalDate: "2026-11-19", Status: runs.StatusSucceeded,
-			StartedAt: start, EndedAt: &end, Gate: "passed"},
+			StartedAt: start, EndedAt: &end, Gate: "passed", Deployed: "ctr@v3"},
 		{ID: "hello-1", Pipeline: "hello", Status: runs.StatusRunning, StartedAt: start},
 	}
 	var b bytes.Buffer
 	PrintRuns(&b, list, start.Add(90*time.Second))
-	want := `RUN                                 PIPELINE     LOGICAL DATE  STATUS     STARTED              DURATION  GATE
-ctr-retrain-20261120-030000-abc123  ctr-retrain  2026-11-19    succeeded  2026-11-20 03:00:00  4m05s     passed
-hello-1                             hello        -             running    2026-11-20 03:00:00  1m30s     -
+	want := `RUN                                 PIPELINE     LOGICAL DATE  STATUS     STARTED              DURATION  GATE    DEPLOYED
+ctr-retrain-20261120-030000-abc123  ctr-retrain  2026-11-19    succeeded  2026-11-20 03:00:00  4m05s     passed  ctr@v3
+hello-1                             hello        -             running    2026-11-20 03:00:00  1m30s     -       -
 `
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
