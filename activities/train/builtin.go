@@ -82,6 +82,7 @@ func (r *trainRun) builtin(ctx context.Context) (Outputs, error) {
 	}
 	defer src.Close()
 	r.log.Info("split spilled to local chunks", "rows", src.Rows(), "chunks", src.Chunks())
+	r.setTotal(totalSteps(src.Rows(), w.Epochs, cfg.BatchSize, w.Steps))
 	// An earlier attempt's curve, continued from the step training
 	// resumes at (known only once Run has restored its checkpoint).
 	prior := r.storedCurve(ctx)
@@ -159,4 +160,18 @@ func indexOf(names []string, name string) int {
 		}
 	}
 	return -1
+}
+
+// totalSteps is the step the builtin trainer ends at: a step takes one
+// global batch from the epochs read back to back (a batch may span two
+// epochs), and steps, when set, stops it sooner.
+func totalSteps(rows, epochs int64, batch int, steps int64) int64 {
+	if batch < 1 {
+		batch = 1024 // trainer.Config's default
+	}
+	total := (rows*max(epochs, 1) + int64(batch) - 1) / int64(batch)
+	if steps > 0 && steps < total {
+		return steps
+	}
+	return total
 }

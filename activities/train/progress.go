@@ -21,7 +21,11 @@ const maxCurvePoints = 2000
 // TrainProgress is a train node's heartbeat: the latest step and the last
 // checkpoint, so that a retried attempt resumes there.
 type TrainProgress struct {
-	Step           int64  `json:"step"`
+	Step int64 `json:"step"`
+	// Total is the step training ends at when it is known before it
+	// starts (the builtin trainer: epochs × rows / batch, or steps), so
+	// `retrain status --follow` draws a bar and an ETA; 0 when unknown.
+	Total          int64  `json:"total,omitempty"`
 	Checkpoint     string `json:"checkpoint,omitempty"`
 	CheckpointStep int64  `json:"checkpoint_step,omitempty"`
 }
@@ -47,6 +51,13 @@ func (r *trainRun) addPoint(p trainer.Progress) {
 	if len(r.curve) > maxCurvePoints {
 		r.curve = thin(r.curve)
 	}
+}
+
+// setTotal records the step training will end at, for the heartbeats.
+func (r *trainRun) setTotal(total int64) {
+	r.mu.Lock()
+	r.last.Total = total
+	r.mu.Unlock()
 }
 
 // beat heartbeats the latest step and, if one was saved there, checkpoint.

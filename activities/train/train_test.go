@@ -333,6 +333,10 @@ func TestBuiltinSeedZeroIsItsOwn(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		// The total its heartbeats announce is the step it ended at.
+		if want := totalSteps(int64(out["train_rows"].(float64)), 1, 1024, 0); int64(out["steps"].(float64)) != want {
+			t.Errorf("trained %v steps; totalSteps says %d", out["steps"], want)
+		}
 		return out["loss"].(float64)
 	}
 	zero, one, zeroAgain := loss("s0", 0), loss("s1", 1), loss("s0b", 0)
@@ -341,5 +345,23 @@ func TestBuiltinSeedZeroIsItsOwn(t *testing.T) {
 	}
 	if zero != zeroAgain {
 		t.Errorf("seed 0 twice: loss %v then %v", zero, zeroAgain)
+	}
+}
+
+func TestTotalSteps(t *testing.T) {
+	for _, c := range []struct {
+		rows, epochs int64
+		batch        int
+		steps, want  int64
+	}{
+		{22500, 2, 1024, 0, 44}, // the demo: a batch may span two epochs
+		{21429, 2, 1024, 0, 42},
+		{1000, 1, 1024, 0, 1},
+		{100000, 3, 1000, 50, 50},
+		{0, 2, 1024, 0, 0},
+	} {
+		if got := totalSteps(c.rows, c.epochs, c.batch, c.steps); got != c.want {
+			t.Errorf("totalSteps(%d, %d, %d, %d) = %d, want %d", c.rows, c.epochs, c.batch, c.steps, got, c.want)
+		}
 	}
 }

@@ -296,6 +296,10 @@ func progressText(p nodeProgress, barWidth int, now time.Time) string {
 	}
 	if p.StepsPerSec > 0 {
 		parts = append(parts, fmt.Sprintf("%.0f steps/s", p.StepsPerSec))
+		if p.Total > p.Step && p.Of == 0 {
+			left := time.Duration(float64(p.Total-p.Step) / p.StepsPerSec * float64(time.Second))
+			parts = append(parts, "ETA "+shortDuration(left.Round(time.Second)))
+		}
 	}
 	if p.Step > 0 && !p.BeatAt.IsZero() && now.Sub(p.BeatAt) >= staleBeat {
 		parts = append(parts, "as of "+shortDuration(now.Sub(p.BeatAt).Truncate(time.Second))+" ago")

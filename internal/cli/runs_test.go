@@ -59,6 +59,8 @@ func TestProgressText(t *testing.T) {
 	}{
 		{nodeProgress{Step: 1200, StepsPerSec: 410.4}, "step 1200, 410 steps/s"},
 		{nodeProgress{Step: 50, Total: 200}, "[##......] step 50/200"},
+		{nodeProgress{Step: 50, Total: 200, StepsPerSec: 10}, "[##......] step 50/200, 10 steps/s, ETA 15.0s"},
+		{nodeProgress{Step: 700, Total: 44700, StepsPerSec: 40}, "[........] step 700/44700, 40 steps/s, ETA 18m20s"},
 		{nodeProgress{Done: 3, Of: 8, Unit: "bucket groups", Round: 2}, "[###.....] 3/8 bucket groups (round 2)"},
 		{nodeProgress{Attempt: 2}, "attempt 2"},
 		{nodeProgress{Attempt: 1}, ""},
