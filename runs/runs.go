@@ -18,6 +18,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"gopkg.in/yaml.v3"
 )
 
 // DefaultTaskQueue is the queue retrain workers poll unless told otherwise.
@@ -69,10 +70,7 @@ func Start(ctx context.Context, c client.Client, req Request) (Run, error) {
 	if queue == "" {
 		queue = DefaultTaskQueue
 	}
-	summary := "pipeline " + req.Pipeline
-	if req.Pipeline == "" {
-		summary = "spec " + cmp.Or(req.SpecFile, "given inline")
-	}
+	summary := runSummary(req)
 	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:        id,
 		TaskQueue: queue,
@@ -85,6 +83,24 @@ func Start(ctx context.Context, c client.Client, req Request) (Run, error) {
 		return Run{}, fmt.Errorf("start run %s: %w", id, err)
 	}
 	return Run{ID: we.GetID(), RunID: we.GetRunID()}, nil
+}
+
+// runSummary is a run's summary in the Web UI: its pipeline's name, and
+// for a run of a spec the file it came from ("pipeline hello (spec
+// hello.yaml)"). The spec is read leniently for its name only: one that
+// does not parse is the resolver's to report.
+func runSummary(req Request) string {
+	if req.Pipeline != "" {
+		return "pipeline " + req.Pipeline
+	}
+	from := "spec " + cmp.Or(req.SpecFile, "given inline")
+	var head struct {
+		Name string `yaml:"name"`
+	}
+	if yaml.Unmarshal(req.Spec, &head) != nil || head.Name == "" {
+		return from
+	}
+	return fmt.Sprintf("pipeline %s (%s)", head.Name, from)
 }
 
 // NewID returns a fresh run id for a pipeline: its name, the UTC time and a
