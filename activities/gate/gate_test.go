@@ -400,3 +400,20 @@ func TestGateSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitingDetails: a waiting gate's page says what failed, until when,
+// and the command that approves the candidate.
+func TestWaitingDetails(t *testing.T) {
+	r := gate.Result{CandidateID: "sha256:ab", HasBaseline: true, BaselineVersion: "v2",
+		Comparisons: []gate.Comparison{{Metric: "auc", Check: "value_min", Reason: "auc 0.61 is below min 0.65"}, {Metric: "log_loss", Passed: true}}}
+	got := waitingDetails(r, time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC), "ctr-retrain-1")
+	for _, want := range []string{"until 2026-11-25 19:00:00 UTC", "candidate sha256:ab against v2", "- auc value_min: auc 0.61 is below min 0.65",
+		"`retrain approve ctr-retrain-1 --force --reason \"...\"`"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("details lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "log_loss") {
+		t.Errorf("details list a passed check:\n%s", got)
+	}
+}

@@ -2,15 +2,16 @@ package gate
 
 import (
 	"errors"
+	"fmt"
 	"strings"
-
-	"github.com/retrain-ml/retrain/nodetype"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/gate"
+	"github.com/retrain-ml/retrain/nodetype"
 )
 
 // Names a human's approval of a failed gate goes by. The update answers
@@ -134,9 +135,41 @@ func awaitApproval(ctx workflow.Context, state *GateState, d GateDecision) (*App
 
 	state.Waiting = true
 	workflow.GetLogger(ctx).Info("gate failed; waiting for an approval", "wait", d.Wait, "reason", state.Result.Reason)
+	// What the Web UI shows on this child's page while it waits (memory
+	// only: nothing is recorded, so replay is unaffected).
+	workflow.SetCurrentDetails(ctx, waitingDetails(state.Result, workflow.Now(ctx).Add(d.Wait), runOf(ctx)))
 	if _, err := workflow.AwaitWithTimeout(ctx, d.Wait, func() bool { return approved != nil }); err != nil {
 		return nil, err
 	}
 	state.Waiting = false
+	if approved != nil {
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Gate approved** by %s: %s", approved.By, approved.Reason))
+	} else {
+		workflow.SetCurrentDetails(ctx, "**Gate rejected**: no approval came before the wait ended.")
+	}
 	return approved, nil
+}
+
+// runOf is the id of the Pipeline run this gate belongs to: its parent's.
+func runOf(ctx workflow.Context) string {
+	if p := workflow.GetInfo(ctx).ParentWorkflowExecution; p != nil {
+		return p.ID
+	}
+	return workflow.GetInfo(ctx).WorkflowExecution.ID
+}
+
+// waitingDetails says what a gate waits for: the failed checks, until when,
+// and the command that approves the candidate.
+func waitingDetails(r gate.Result, until time.Time, run string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Waiting for an approval** until %s UTC: the gate rejected candidate %s", until.UTC().Format(time.DateTime), r.CandidateID)
+	if r.HasBaseline {
+		fmt.Fprintf(&b, " against %s", r.BaselineVersion)
+	}
+	b.WriteString(".\n\n")
+	for _, c := range r.Failed() {
+		fmt.Fprintf(&b, "- %s %s: %s\n", c.Metric, c.Check, c.Reason)
+	}
+	fmt.Fprintf(&b, "\nTo deploy it anyway: `retrain approve %s --force --reason \"...\"`; without an approval the gate rejects it when the wait ends.\n", run)
+	return b.String()
 }
