@@ -150,7 +150,13 @@ func (v *validator) ref(n *Node, onFailure bool, r Ref, pos Pos, up *upstreamSet
 		v.at(pos, "%s references nodes.%s, which is neither the node it compensates (%q) nor upstream of it", w, r.Name, n.Compensates)
 		return
 	case !up.has(r.Name):
-		v.at(pos, "%s references nodes.%s, which is not upstream of it; add it to needs", w, r.Name)
+		// Once per node and target, and not at all when one of the node's
+		// needs is not a node: a typo there (prepp for prep) is the one
+		// mistake, and "add it to needs" would be the wrong fix.
+		if once := fmt.Sprint(w, " -> ", r.Name); !v.seen[once] && !v.unknownNeed(n, onFailure) {
+			v.seen[once] = true
+			v.at(pos, "%s references nodes.%s, which is not upstream of it; add it to needs", w, r.Name)
+		}
 		return
 	}
 	if target.Foreach != nil {

@@ -63,6 +63,17 @@ func (v *validator) needs(n *Node, onFailure bool) {
 	}
 }
 
+// unknownNeed reports whether one of n's needs names no node of its list
+// (needs reports it).
+func (v *validator) unknownNeed(n *Node, onFailure bool) bool {
+	for _, need := range n.Needs {
+		if (!onFailure && v.nodes[need] == nil) || (onFailure && v.comps[need] == nil) {
+			return true
+		}
+	}
+	return false
+}
+
 func (v *validator) compensates(n *Node) {
 	w := nodeName(n, true)
 	pos := n.CompensatesPos

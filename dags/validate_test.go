@@ -295,3 +295,32 @@ func checkErrorNoFile(t *testing.T, err error, want string) {
 		t.Errorf("want error containing %q, got %v", want, err)
 	}
 }
+
+// TestValidateNeedsTypoOneError: a typo in needs is reported once, with
+// its suggestion; the references to the node that was meant do not add
+// "add it to needs" (the wrong fix), and a missing need is reported once
+// per referenced node, however often the node is referenced.
+func TestValidateNeedsTypoOneError(t *testing.T) {
+	src := `name: x
+nodes:
+  - id: prep
+    type: command
+    with: {argv: [echo]}
+  - id: train
+    type: command
+    needs: [prepp]
+    with:
+      argv: [echo, "${nodes.prep.outputs.stdout}", "${nodes.prep.outputs.exit_code}"]
+      env: {A: "${nodes.prep.outputs.stdout}"}
+`
+	err := mustParse(t, src).Validate(testRegistry(t))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 || !strings.Contains(list[0].Error(), `did you mean "prep"`) {
+		t.Errorf("want one error suggesting prep, got:\n%v", err)
+	}
+	noNeeds := strings.Replace(src, "    needs: [prepp]\n", "", 1)
+	err = mustParse(t, noNeeds).Validate(testRegistry(t))
+	if !errors.As(err, &list) || len(list) != 1 || !strings.Contains(list[0].Error(), "add it to needs") {
+		t.Errorf("want one 'add it to needs', got:\n%v", err)
+	}
+}
