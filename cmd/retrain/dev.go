@@ -3,10 +3,15 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/internal/devkit/devstack"
 	"github.com/retrain-ml/retrain/internal/storage"
@@ -76,9 +81,13 @@ func newDevCommand(app *cli.App) *cobra.Command {
 			fmt.Fprintf(out, "  Reports:   %s\n", cli.ReportURLTemplate(reportLn.Addr().String()))
 			fmt.Fprintf(out, "  Data:      %s\n", opts.DataDir)
 			fmt.Fprintf(out, "  Worker:    task queue %s\n", cfg.TaskQueue)
+			// Name a pipeline this worker has: with --pipelines DIR, the
+			// folder's rather than the built-in examples.
+			names, first := pipelineNames(cfg.PipelinesDir)
+			fmt.Fprintf(out, "  Pipelines: %s\n", names)
 			fmt.Fprintln(out, "Start a run:")
-			fmt.Fprintf(out, "  retrain run dags/examples/hello.yaml --wait --address %s\n", s.server.FrontendAddress())
-			fmt.Fprintf(out, "  or in the Web UI: Start Workflow, type %q, task queue %q, input {\"pipeline\": \"hello\"}\n", "Pipeline", cfg.TaskQueue)
+			fmt.Fprintf(out, "  retrain run %s --wait --address %s\n", first, s.server.FrontendAddress())
+			fmt.Fprintf(out, "  or in the Web UI: Start Workflow, type %q, task queue %q, input {\"pipeline\": %q}\n", "Pipeline", cfg.TaskQueue, first)
 			fmt.Fprintln(out, "Ctrl-C stops the stack; its state stays in the data dir.")
 			<-ctx.Done()
 			fmt.Fprintln(out, "stopping")
@@ -99,4 +108,30 @@ func newDevCommand(app *cli.App) *cobra.Command {
 	cfg.AllowInlineSpecs = true
 	f.Lookup("allow-inline-specs").DefValue = "true"
 	return cmd
+}
+
+// pipelineNames lists the pipelines a dev worker can run by name — the
+// folder's with --pipelines, else the built-in examples — and one to
+// suggest (hello when it is there).
+func pipelineNames(dir string) (list, first string) {
+	lib := dags.NewLibrary(examples.FS)
+	where := "built-in examples"
+	if dir != "" {
+		lib, where = dags.NewLibrary(os.DirFS(dir)), dir
+	}
+	names, _ := lib.List() // two files of one name: the worker says so when a run names it
+	if len(names) == 0 {
+		return fmt.Sprintf("none found in %s", where), "NAME"
+	}
+	first = names[0]
+	if slices.Contains(names, "hello") {
+		first = "hello"
+	}
+	const shown = 8
+	more := ""
+	if len(names) > shown {
+		more = fmt.Sprintf(", ... (%d in all)", len(names))
+		names = names[:shown]
+	}
+	return fmt.Sprintf("%s%s (%s)", strings.Join(names, ", "), more, where), first
 }
