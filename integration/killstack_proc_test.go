@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -83,7 +82,8 @@ type devProc struct {
 }
 
 // startDevProc starts bin with args (a `retrain dev` command line), its
-// output appended to logPath, and returns once it says it is up. The
+// output appended to logPath after a line naming the start, and returns
+// once it says it is up (startDevIn, in the test's own folder). The
 // process and everything it started are killed when the test ends.
 func startDevProc(t *testing.T, logPath, bin string, args ...string) *devProc {
 	t.Helper()
@@ -92,47 +92,8 @@ func startDevProc(t *testing.T, logPath, bin string, args ...string) *devProc {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(logFile, "--- %s retrain %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatal(err)
-	}
-	p := &devProc{cmd: cmd, done: make(chan struct{})}
-	t.Cleanup(func() {
-		if _, err := p.killAll(); err != nil {
-			t.Error(err)
-		}
-	})
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		up := false
-		for sc.Scan() {
-			fmt.Fprintln(logFile, sc.Text())
-			if !up && sc.Text() == devReadyLine {
-				up = true
-				close(ready)
-			}
-		}
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	select {
-	case <-ready:
-		return p
-	case <-p.done:
-		t.Fatalf("retrain dev exited before it was up: %v (output in %s)", cmd.ProcessState, logPath)
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("retrain dev not up in 2 minutes (output in %s)", logPath)
-	}
-	return nil
+	logFile.Close()
+	return startDevIn(t, "", logPath, nil, bin, args...)
 }
 
 // killAll SIGKILLs the dev stack's process group and every process it
