@@ -46,6 +46,11 @@ type Config struct {
 	// their sum at most 1.
 	SlowDownRate float64
 	ResetRate    float64
+	// Delay is added before every request is answered or forwarded: the
+	// round trip of a real S3 endpoint (in-region S3 answers in about
+	// 10-30 ms), which loopback lacks. Benchmarks put 20 ms here to see
+	// what a lake's request count costs at S3's latency. 0: none.
+	Delay time.Duration
 	// Logger receives a debug line per injected fault. Default: discard.
 	Logger *slog.Logger
 }
@@ -101,6 +106,9 @@ func Start(cfg Config) (*Proxy, error) {
 		if !(r.v >= 0 && r.v <= 1) {
 			return nil, fmt.Errorf("s3fault: %s %v: want a fraction in [0, 1]", r.name, r.v)
 		}
+	}
+	if cfg.Delay < 0 {
+		return nil, fmt.Errorf("s3fault: Delay %v is negative", cfg.Delay)
 	}
 	if cfg.SlowDownRate+cfg.ResetRate > 1 {
 		return nil, fmt.Errorf("s3fault: SlowDownRate %v + ResetRate %v is more than 1", cfg.SlowDownRate, cfg.ResetRate)
@@ -159,6 +167,17 @@ func (s Stats) String() string {
 // ServeHTTP decides the fate of request number n.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := uint64(p.requests.Add(1))
+	if p.cfg.Delay > 0 {
+		// Before the answer's headers, as a distant server's latency is:
+		// the client's clock for the first byte runs meanwhile.
+		t := time.NewTimer(p.cfg.Delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	switch u := p.draw(n); {
 	case u < p.cfg.SlowDownRate:
 		p.slowDowns.Add(1)

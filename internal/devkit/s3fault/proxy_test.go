@@ -168,3 +168,29 @@ func TestStartRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDelay: every request waits Delay before it is answered, and a
+// negative delay is refused.
+func TestDelay(t *testing.T) {
+	srv, n := upstream(t)
+	p := start(t, Config{Target: srv.URL, Delay: 30 * time.Millisecond})
+	c := &http.Client{Timeout: 5 * time.Second}
+	for i := range 3 {
+		started := time.Now()
+		resp, err := c.Get(p.URL() + fmt.Sprintf("/bucket/k%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if d := time.Since(started); d < 30*time.Millisecond {
+			t.Errorf("request %d answered after %v, want at least the 30ms delay", i, d)
+		}
+	}
+	if n.Load() != 3 {
+		t.Errorf("server saw %d requests, want 3", n.Load())
+	}
+	if _, err := Start(Config{Target: srv.URL, Delay: -time.Millisecond}); err == nil {
+		t.Error("Start took a negative delay")
+	}
+}
