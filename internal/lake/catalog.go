@@ -49,6 +49,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Catalog, error) {
 		if err := mkLocalDirs(r); err != nil {
 			return nil, err
 		}
+		if IsPostgresURI(r.URI) {
+			if err := pingPostgres(ctx, r.URI); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var s3cfg *aws.Config
 	if r.onS3() {

@@ -72,7 +72,7 @@ type S3Config struct {
 // `retrain dev` already have one of their own.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Type, "catalog-type", os.Getenv("RETRAIN_CATALOG_TYPE"), "Iceberg catalog: sql, rest or glue (env RETRAIN_CATALOG_TYPE; default sql under the data dir)")
-	fs.StringVar(&c.URI, "catalog-uri", os.Getenv("RETRAIN_CATALOG_URI"), "catalog URI: a SQLite file URI for sql, the server URL for rest (env RETRAIN_CATALOG_URI)")
+	fs.StringVar(&c.URI, "catalog-uri", os.Getenv("RETRAIN_CATALOG_URI"), "catalog URI: for sql a SQLite file URI (one host) or postgres://user:pass@host/db (several hosts); the server URL for rest (env RETRAIN_CATALOG_URI)")
 	fs.StringVar(&c.Warehouse, "warehouse", os.Getenv("RETRAIN_WAREHOUSE"), "warehouse location, file:///path or s3://bucket/prefix (env RETRAIN_WAREHOUSE)")
 	fs.StringToStringVar(&c.Props, "catalog-prop", nil, "extra catalog property key=value (repeatable)")
 	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", os.Getenv("RETRAIN_S3_ENDPOINT"), "S3 endpoint for the warehouse (env RETRAIN_S3_ENDPOINT; default: AWS)")
@@ -119,7 +119,7 @@ func (c Config) Resolved() (Config, error) {
 				c.Warehouse = "file://" + filepath.ToSlash(filepath.Join(dir, "warehouse"))
 			}
 		}
-		if d := c.Props["sql.driver"]; d == "" || d == "sqlite" {
+		if d := c.Props["sql.driver"]; (d == "" && !IsPostgresURI(c.URI)) || d == "sqlite" {
 			c.URI = sqliteWriters(c.URI)
 		}
 	case TypeREST:
@@ -192,8 +192,7 @@ func (c Config) Properties() iceberg.Properties {
 		p["warehouse"] = c.Warehouse
 	}
 	if c.Type == TypeSQL {
-		p["sql.driver"] = "sqlite"
-		p["sql.dialect"] = "sqlite"
+		p["sql.driver"], p["sql.dialect"] = sqlDriver(c.URI)
 		p["init_catalog_tables"] = "true"
 	}
 	set := func(key, val string) {
@@ -223,7 +222,7 @@ func (c Config) String() string {
 	if err != nil {
 		return "unconfigured lake"
 	}
-	uri := r.URI
+	uri := redactURI(r.URI)
 	if i := strings.IndexByte(uri, '?'); i >= 0 {
 		uri = uri[:i]
 	}

@@ -1,0 +1,63 @@
+package lake
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for a PostgreSQL catalog
+)
+
+// IsPostgresURI reports whether a sql catalog URI names a PostgreSQL
+// database (postgres:// or postgresql://). Such a catalog is what workers
+// on several hosts share: its compare-and-swap on metadata_location is a
+// row update the server serializes, where SQLite's file locks hold only
+// within one host.
+func IsPostgresURI(uri string) bool {
+	u := strings.ToLower(uri)
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+}
+
+// sqlDriver is the database/sql driver and the iceberg-go dialect of a sql
+// catalog URI. iceberg-go's sql catalog builds its queries with bun, whose
+// pgdialect speaks to any database/sql PostgreSQL driver; pgx's stdlib
+// driver ("pgx") takes the postgres:// URI as it is.
+func sqlDriver(uri string) (driver, dialect string) {
+	if IsPostgresURI(uri) {
+		return "pgx", "postgres"
+	}
+	return "sqlite", "sqlite"
+}
+
+// pingPostgres checks that a PostgreSQL catalog's database answers before
+// iceberg-go's catalog opens it, so that an unreachable server or a wrong
+// password reads as such (with the URI, without its password) rather than
+// as a failure to create the catalog's tables.
+func pingPostgres(ctx context.Context, uri string) error {
+	db, err := sql.Open("pgx", uri)
+	if err != nil {
+		return fmt.Errorf("lake: catalog database %s: %w", redactURI(uri), err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("lake: catalog database %s is unreachable (is PostgreSQL running there, and do the user, password and database exist?): %w", redactURI(uri), err)
+	}
+	return nil
+}
+
+// redactURI hides the password of a URI with user info.
+func redactURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.User == nil {
+		return uri
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
