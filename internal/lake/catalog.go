@@ -67,7 +67,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Catalog, error) {
 		return nil, fmt.Errorf("lake: open %s: %w", r, err)
 	}
 	if s3cfg != nil {
-		cat = &s3Catalog{Catalog: cat, aws: s3cfg}
+		s3c := &s3Catalog{Catalog: cat, aws: s3cfg}
+		if !r.S3.Read.Disabled {
+			s3c.reads = newS3Reads(s3cfg, r.S3.Endpoint, r.Props, r.S3.Read, log)
+		}
+		cat = s3c
 	}
 	return &Catalog{cat: cat, cfg: r, log: log, tables: map[string]*sync.Mutex{}}, nil
 }

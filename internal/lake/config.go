@@ -65,6 +65,12 @@ type S3Config struct {
 	// OnRetry is told of every warehouse request sent again (after it is
 	// logged at Warn to the catalog's logger). It must not block.
 	OnRetry func(s3store.RetryEvent) `json:"-"`
+	// OnRequest is told of every warehouse request sent (s3store's
+	// Config.OnRequest). It must not block.
+	OnRequest func(s3store.RequestEvent) `json:"-"`
+	// Read tunes how tables are read: few round trips per file, many
+	// files in flight, metadata cached (ReadConfig, s3read.go).
+	Read ReadConfig
 }
 
 // AddFlags registers the catalog flags, defaulting from the environment.

@@ -40,6 +40,9 @@ import (
 type s3Catalog struct {
 	catalog.Catalog
 	aws *aws.Config
+	// reads serves its tables' reads (s3fs.go); nil when ReadConfig
+	// disables it, leaving them to iceberg-go's IO.
+	reads *s3Reads
 }
 
 // withAWS is ctx carrying the catalog's aws.Config for iceberg-go's S3 IO.
@@ -53,7 +56,13 @@ func (c *s3Catalog) withAWS(ctx context.Context) context.Context {
 // function and catalog).
 func (c *s3Catalog) table(t *table.Table) *table.Table {
 	fs := t.FS
-	fsF := func(ctx context.Context) (icebergio.IO, error) { return fs(c.withAWS(ctx)) }
+	fsF := func(ctx context.Context) (icebergio.IO, error) {
+		inner, err := fs(c.withAWS(ctx))
+		if err != nil || c.reads == nil {
+			return inner, err
+		}
+		return &s3FS{inner: inner, ctx: ctx, r: c.reads}, nil
+	}
 	return table.New(t.Identifier(), t.Metadata(), t.MetadataLocation(), fsF, c,
 		table.WithMetricsReporter(t.MetricsReporter()))
 }
@@ -137,6 +146,7 @@ func (c Config) awsConfig(ctx context.Context, log *slog.Logger) (*aws.Config, e
 		MaxBackoff:            c.S3.MaxBackoff,
 		ResponseHeaderTimeout: c.S3.ResponseHeaderTimeout,
 		OnRetry:               c.S3.OnRetry,
+		OnRequest:             c.S3.OnRequest,
 		Logger:                log,
 	})
 	if err != nil {

@@ -91,7 +91,7 @@ func loadAWSConfig(ctx context.Context, cfg Config, rc *retryCounter) (aws.Confi
 		creds.SecretAccessKey, creds.SessionToken, creds.AccessKeyID)
 
 	awsCfg.Retryer = func() aws.Retryer { return retryer(cfg) }
-	awsCfg.APIOptions = append(awsCfg.APIOptions, rc.countRetries)
+	awsCfg.APIOptions = append(awsCfg.APIOptions, rc.countRetries, requestCounter{onRequest: cfg.OnRequest}.countRequests)
 	timeout := cmp.Or(cfg.ResponseHeaderTimeout, defaultResponseHeaderTimeout)
 	awsCfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.ResponseHeaderTimeout = timeout

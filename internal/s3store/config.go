@@ -64,6 +64,10 @@ type Config struct {
 	// retryable failure (after the Store has logged it at Warn), for
 	// example to count it in a metric. It must not block.
 	OnRetry func(RetryEvent) `json:"-"`
+	// OnRequest, when set, is told of every request sent (each attempt),
+	// for example to count it in a metric. It must not block. Requests
+	// are also added to the Usage of their context (WithUsage).
+	OnRequest func(RequestEvent) `json:"-"`
 
 	// Logger receives debug logs of each operation and a warning for
 	// each retried request. Default slog.Default().

@@ -119,7 +119,7 @@ func (c Config) Resolve() (cfg s3store.Config, ok bool, err error) {
 		}
 		dev.Logger = cfg.Logger
 		dev.OpenTimeout = cfg.OpenTimeout
-		dev.MaxAttempts, dev.MaxBackoff, dev.OnRetry = cfg.MaxAttempts, cfg.MaxBackoff, cfg.OnRetry
+		dev.MaxAttempts, dev.MaxBackoff, dev.OnRetry, dev.OnRequest = cfg.MaxAttempts, cfg.MaxBackoff, cfg.OnRetry, cfg.OnRequest
 		return dev, true, nil
 	}
 	switch {
