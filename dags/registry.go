@@ -63,6 +63,8 @@ type Field struct {
 	// reads in a spec ("" when there is none or it is computed at run
 	// time; Doc then says what it is).
 	Default string
+	// Nested types values inside a FieldAny field (see Nested).
+	Nested []Nested
 }
 
 // Registry holds the node types a validator and worker know about.

@@ -27,8 +27,10 @@ func Activity(run Func) func(context.Context, Input) (Result, error) {
 		ctx, stop := StartKeepAlive(ctx)
 		ctx = withSecretRefs(ctx, in.Secrets) // for Funcs not made by New
 		ctx, secrets := withSecretRegistry(ctx)
+		ctx, usage := s3store.WithUsage(ctx, in.Type)
 		outputs, err := run(ctx, in)
 		stop()
+		outputs = withS3Usage(outputs, usage.Figures())
 		// The secrets the attempt resolved (NoteSecrets) are masked in
 		// all it hands Temporal, whatever the step masked itself.
 		mask := secrets.get()
@@ -149,4 +151,19 @@ func MessageOf(err error) string {
 		text = strings.Replace(text, fmt.Sprintf(" (type: %s, retryable: %v)", appErr.Type(), !appErr.NonRetryable()), "", 1)
 	}
 	return text
+}
+
+// withS3Usage adds to a node's outputs, under "s3", the S3 requests its
+// attempt sent, the bytes they moved and the time it waited on them
+// (s3store.Usage: the lake's table IO and the object store count into
+// it), when it sent any and has no output of that name itself.
+func withS3Usage(outputs map[string]any, u s3store.UsageFigures) map[string]any {
+	if u.Requests == 0 || outputs == nil {
+		return outputs
+	}
+	if _, taken := outputs["s3"]; taken {
+		return outputs
+	}
+	outputs["s3"] = map[string]any{"requests": u.Requests, "bytes": u.Bytes, "wait_ms": u.WaitMillis}
+	return outputs
 }

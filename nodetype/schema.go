@@ -23,7 +23,9 @@ import (
 //	  - required:"true": the key must be present;
 //	  - type: overrides the field type derived from the Go type, for a
 //	    string holding a duration (type:"duration") or a value of several
-//	    shapes (type:"any").
+//	    shapes (type:"any");
+//	  - nested: for a field of type any, the types of values inside it,
+//	    checked at validation (see dags.Nested): nested:"*.min:number".
 //
 // Go types map to field types: string, bool, ints (int), floats (number),
 // []string, []int, map[string]string; interfaces, maps of other values,
@@ -56,6 +58,16 @@ func schemaOf(t reflect.Type) ([]dags.Field, error) {
 			}
 		} else {
 			f.Type = fieldType(sf.Type)
+		}
+		if tag, ok := sf.Tag.Lookup("nested"); ok {
+			if f.Type != dags.FieldAny {
+				return nil, fmt.Errorf("field %s: nested types go on a field of type any", name)
+			}
+			n, err := dags.ParseNested(tag)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", name, err)
+			}
+			f.Nested = n
 		}
 		if def, ok := sf.Tag.Lookup("default"); ok {
 			if f.Required {

@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: doc %q: want one, without the default", f.Name, f.Doc)
 		}
 		f.Doc = ""
-		if f != want[i] {
+		if !reflect.DeepEqual(f, want[i]) {
 			t.Errorf("field %+v, want %+v", f, want[i])
 		}
 	}

@@ -46,12 +46,12 @@ var GateType = Types()[0].NodeType
 // are read by package gate's rules (numbers, numeric text or null), so
 // they stay untyped here.
 type With struct {
-	Metrics         any    `json:"metrics" required:"true" type:"any" doc:"metric -> {direction, min, max, min_absolute_change, min_relative_change}; the changes are the least improvement over the baseline in the metric's direction (negative: that much worse is allowed)"`
+	Metrics         any    `json:"metrics" required:"true" type:"any" nested:"*.direction:string,*.min:number,*.max:number,*.min_absolute_change:number,*.min_relative_change:number" doc:"metric -> {direction, min, max, min_absolute_change, min_relative_change}; the changes are the least improvement over the baseline in the metric's direction (negative: that much worse is allowed)"`
 	NoBaseline      string `json:"no_baseline" default:"value_only" doc:"without a production model: value_only, block or bless"`
 	ZeroBaseline    string `json:"zero_baseline" default:"fail" doc:"a baseline of 0 under a min_relative_change check: fail or skip_relative"`
 	Evaluation      any    `json:"evaluation" type:"any" doc:"an evaluate node's ${nodes.ID.outputs.evaluation}"`
-	Candidate       any    `json:"candidate" type:"any" doc:"instead of evaluation: the candidate's metrics, a map of name to number, from any node (a map output ${nodes.ID.outputs.KEY}, or a map of references)"`
-	Baseline        any    `json:"baseline" type:"any" doc:"with candidate: the baseline's metrics, a map like candidate's (absent or null: no baseline)"`
+	Candidate       any    `json:"candidate" type:"any" nested:"*:number" doc:"instead of evaluation: the candidate's metrics, a map of name to number, from any node (a map output ${nodes.ID.outputs.KEY}, or a map of references)"`
+	Baseline        any    `json:"baseline" type:"any" nested:"*:number" doc:"with candidate: the baseline's metrics, a map like candidate's (absent or null: no baseline)"`
 	BaselineVersion string `json:"baseline_version" doc:"with candidate: the baseline's version, for the record"`
 	CandidateID     string `json:"candidate_id" doc:"with candidate: the candidate's id, for the record"`
 	CandidateData   any    `json:"candidate_data" type:"any" doc:"with candidate: the rows it was scored on ({split, dataset, window, dates, rows}); the gate refuses to compare different rows"`

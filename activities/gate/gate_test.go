@@ -3,6 +3,7 @@ package gate
 import (
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +26,9 @@ func gateSpec(t *testing.T, with string) error {
 name: g
 params:
   floor: {type: number, default: 0.7}
+  model: {type: string, default: smoke}
+  text_floor: {type: string, default: "0.7"}
+  late: {type: string, required: false}
 nodes:
   - id: ev
     type: noop
@@ -77,6 +81,18 @@ func TestGateValidatedWithTheSpec(t *testing.T) {
       metrics:
         auc: {direction: higher_is_better, min: "${params.floor}"}
         log_loss: {direction: sideways, min_relative_change: 0.1}`, "sideways"},
+		{"a threshold fed a string param is refused before the run", `
+      evaluation: ${nodes.ev.outputs.evaluation}
+      metrics: {auc: {direction: higher_is_better, min: "${params.model}"}}`, `with.metrics.auc.min: ${params.model} is a string ("smoke"), want number`},
+		{"numeric text converts, as at run time", `
+      evaluation: ${nodes.ev.outputs.evaluation}
+      metrics: {auc: {direction: higher_is_better, min: "${params.text_floor}"}}`, ""},
+		{"a param without a default is left to run time", `
+      evaluation: ${nodes.ev.outputs.evaluation}
+      metrics: {auc: {direction: higher_is_better, min: "${params.late}"}}`, ""},
+		{"candidate metrics are numbers", `
+      candidate: {auc: "${params.model}"}
+      metrics: {auc: {min: 0.7}}`, "with.candidate.auc"},
 		{"evaluation and candidate both", `
       evaluation: ${nodes.ev.outputs.evaluation}
       candidate: {auc: 0.8}
@@ -249,13 +265,16 @@ func TestSchema(t *testing.T) {
 		t.Fatalf("type %+v", nt)
 	}
 	want := []dags.Field{
-		{Name: "metrics", Type: dags.FieldAny, Required: true},
+		{Name: "metrics", Type: dags.FieldAny, Required: true, Nested: []dags.Nested{
+			{Path: "*.direction", Type: dags.FieldString}, {Path: "*.min", Type: dags.FieldNumber}, {Path: "*.max", Type: dags.FieldNumber},
+			{Path: "*.min_absolute_change", Type: dags.FieldNumber}, {Path: "*.min_relative_change", Type: dags.FieldNumber},
+		}},
 		// The modes package gate takes the empty value for.
 		{Name: "no_baseline", Type: dags.FieldString, Default: string(gate.NoBaselineValueOnly)},
 		{Name: "zero_baseline", Type: dags.FieldString, Default: string(gate.ZeroBaselineFail)},
 		{Name: "evaluation", Type: dags.FieldAny},
-		{Name: "candidate", Type: dags.FieldAny},
-		{Name: "baseline", Type: dags.FieldAny},
+		{Name: "candidate", Type: dags.FieldAny, Nested: []dags.Nested{{Path: "*", Type: dags.FieldNumber}}},
+		{Name: "baseline", Type: dags.FieldAny, Nested: []dags.Nested{{Path: "*", Type: dags.FieldNumber}}},
 		{Name: "baseline_version", Type: dags.FieldString},
 		{Name: "candidate_id", Type: dags.FieldString},
 		{Name: "candidate_data", Type: dags.FieldAny},
@@ -271,7 +290,7 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: doc %q: want one, without the default", f.Name, f.Doc)
 		}
 		f.Doc = ""
-		if f != want[i] {
+		if !reflect.DeepEqual(f, want[i]) {
 			t.Errorf("field %+v, want %+v", f, want[i])
 		}
 	}
@@ -338,7 +357,7 @@ func TestOldThresholdKeysRefused(t *testing.T) {
 		want          []string
 	}{
 		{"absolute, higher_is_better", `{auc: {direction: higher_is_better, absolute: -0.01}}`, []string{
-			`g.yaml:12:5: node "gate" (type gate): invalid gate config: ` +
+			`g.yaml:15:5: node "gate" (type gate): invalid gate config: ` +
 				`metric auc: "absolute" is no longer accepted: its meaning differed from TFX's for lower_is_better metrics. ` +
 				`Write min_absolute_change: -0.01 (the least improvement of auc over the baseline, in its direction; negative allows that much worse)`}},
 		{"absolute, lower_is_better", `{log_loss: {direction: lower_is_better, absolute: -1}}`, []string{

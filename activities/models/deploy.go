@@ -30,7 +30,7 @@ type DeployWith struct {
 	Dir             string            `json:"dir" doc:"folder of the candidate's artifact files, local or s3:// in the object store (a train node's model_uri), registered unless the same files are already a version"`
 	Version         string            `json:"version" doc:"version name to register the files as (default: the next vN), or, without dir, the registered version to deploy"`
 	Alias           string            `json:"alias" default:"production" doc:"alias to move"` // models.DefaultAlias
-	Metrics         map[string]any    `json:"metrics" doc:"map of metric name to number, recorded with a new version"`
+	Metrics         map[string]any    `json:"metrics" nested:"*:number" doc:"map of metric name to number, recorded with a new version"`
 	DataSnapshots   []string          `json:"data_snapshots" doc:"ids of the training data (checkpoint or table snapshots), recorded with a new version"`
 	Labels          map[string]string `json:"labels" doc:"labels recorded with a new version"`
 	Reason          string            `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that deployed)"`

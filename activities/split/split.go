@@ -62,7 +62,7 @@ type With struct {
 	// is almost always a backfill that joined nothing, and training on it
 	// would go unnoticed.
 	MaxNullRate  float64 `json:"max_null_rate" default:"0.5" doc:"fail if a feature is null in more than this share of the training or held-out rows (0..1; 1 turns the check off)"`
-	MaxNullRates any     `json:"max_null_rates" doc:"per-feature limits overriding max_null_rate, e.g. {u_recent_ads: 0.9}"`
+	MaxNullRates any     `json:"max_null_rates" nested:"*:number" doc:"per-feature limits overriding max_null_rate, e.g. {u_recent_ads: 0.9}"`
 	MaxFileRows  int64   `json:"max_file_rows" doc:"start a new Parquet file after this many rows"`
 }
 

@@ -2,6 +2,7 @@ package split
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,12 +244,12 @@ func TestSchema(t *testing.T) {
 		{Name: "eval_days", Type: dags.FieldInt, Default: "1"},
 		{Name: "eval_from", Type: dags.FieldString},
 		{Name: "max_null_rate", Type: dags.FieldNumber, Default: "0.5"},
-		{Name: "max_null_rates", Type: dags.FieldAny},
+		{Name: "max_null_rates", Type: dags.FieldAny, Nested: []dags.Nested{{Path: "*", Type: dags.FieldNumber}}},
 		{Name: "max_file_rows", Type: dags.FieldInt},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}

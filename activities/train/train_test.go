@@ -258,7 +258,7 @@ func TestSchema(t *testing.T) {
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
