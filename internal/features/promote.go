@@ -66,6 +66,10 @@ type CommitResult struct {
 	PreviousSnapshot int64  `json:"previous_snapshot_id,string"`
 	Snapshot         int64  `json:"snapshot_id,string"`
 	Already          bool   `json:"already,omitempty"` // an earlier attempt had committed it
+	// Rebased: another commit landed after the plan, on other partitions;
+	// the files were committed on top of it as they were, none rewritten.
+	// PreviousSnapshot is then that commit's snapshot, not the plan's base.
+	Rebased bool `json:"rebased,omitempty"`
 	Files            int    `json:"files"`
 	Replaced         int    `json:"replaced"`
 	Reason           string `json:"reason,omitempty"`

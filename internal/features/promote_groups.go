@@ -49,7 +49,11 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 		return res, nil
 	}
 	filter := table.WithRowFilter(lake.DateRange(plan.Spec.DateColumn, int32(s.rng.Start), int32(s.rng.End)))
-	trainScan := s.training.Scan(filter)
+	// The training rows as the plan saw them: at its base snapshot, even
+	// if another commit has landed since (on other partitions, the commit
+	// checks, or the promotion is planned again).
+	base := table.WithSnapshotID(plan.BaseSnapshot)
+	trainScan := s.training.Scan(filter, base)
 	trainParts, err := lake.PlanPartitions(ctx, s.training, trainScan)
 	if err != nil {
 		return res, err
@@ -93,7 +97,7 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 		}
 	}
 	size := table.WithArrowBatchSize(batchRows(sized...))
-	trainScan = s.training.Scan(filter, size)
+	trainScan = s.training.Scan(filter, base, size)
 	for i, st := range s.staging {
 		if stagingScans[i] != nil {
 			stagingScans[i] = st.Scan(filter, table.WithSnapshotID(plan.StagingSnapshots[i]), size)

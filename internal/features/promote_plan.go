@@ -188,12 +188,19 @@ type promotionState struct {
 	stagingChecked []backfill.Staging // staging, as checked
 	checked        backfill.PromotePlan
 	rng            backfill.DateRange
-	stale          string // why the table no longer matches the plan; "" if it does
+	// moved: main is no longer at the plan's base snapshot, which is still
+	// one of its ancestors. Bucket activities then read the base snapshot
+	// all the same, and the commit re-bases onto main if the snapshots in
+	// between replaced none of the plan's partitions (see CommitPromotion).
+	moved bool
+	stale string // why the plan cannot be used any more; "" if it can
 }
 
-// resolve loads the tables of a plan and rebuilds its target schema. If
-// the training table has moved past the plan's base (another commit
-// landed), stale says so and nothing should be written.
+// resolve loads the tables of a plan and rebuilds its target schema. The
+// plan stays usable while its base snapshot is an ancestor of main and the
+// table as it is now gets the planned schema (another promotion of the
+// same columns, or of other dates, leaves it so); otherwise stale says
+// why, and nothing should be written.
 func resolve(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan) (*promotionState, error) {
 	s := &promotionState{}
 	var err error
@@ -205,13 +212,15 @@ func resolve(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan) (*prom
 	}
 	cur := s.training.CurrentSnapshot()
 	switch {
-	case cur == nil || cur.SnapshotID != plan.BaseSnapshot:
-		var id int64
-		if cur != nil {
-			id = cur.SnapshotID
-		}
-		s.stale = fmt.Sprintf("training table %s moved from snapshot %d to %d", plan.Spec.Training, plan.BaseSnapshot, id)
+	case cur == nil:
+		s.stale = fmt.Sprintf("training table %s has no current snapshot", plan.Spec.Training)
 		return s, nil
+	case cur.SnapshotID != plan.BaseSnapshot:
+		if !isAncestor(s.training, cur.SnapshotID, plan.BaseSnapshot) {
+			s.stale = fmt.Sprintf("training table %s moved from snapshot %d to %d, which does not descend from it", plan.Spec.Training, plan.BaseSnapshot, cur.SnapshotID)
+			return s, nil
+		}
+		s.moved = true
 	case s.training.Schema().ID != plan.BaseSchema:
 		s.stale = fmt.Sprintf("training table %s schema moved from %d to %d", plan.Spec.Training, plan.BaseSchema, s.training.Schema().ID)
 		return s, nil
@@ -228,6 +237,19 @@ func resolve(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan) (*prom
 	}
 	if !bytes.Equal(got, plan.TargetSchema) {
 		s.stale = fmt.Sprintf("training table %s would get another schema than planned", plan.Spec.Training)
+		if s.moved {
+			s.stale = fmt.Sprintf("training table %s moved from snapshot %d to %d, with another schema", plan.Spec.Training, plan.BaseSnapshot, cur.SnapshotID)
+		}
 	}
 	return s, nil
+}
+
+// isAncestor reports whether snapshot anc is id or one of its ancestors.
+func isAncestor(tbl *table.Table, id, anc int64) bool {
+	for _, snap := range table.AncestorsOf(id, tbl.Metadata().SnapshotByID) {
+		if snap.SnapshotID == anc {
+			return true
+		}
+	}
+	return false
 }
