@@ -61,18 +61,18 @@ type BucketResult struct {
 
 // CommitResult is the outcome of a promotion commit.
 type CommitResult struct {
-	Conflict         bool   `json:"conflict,omitempty"` // the table moved: plan again
-	CurrentSnapshot  int64  `json:"current_snapshot_id,string,omitempty"`
-	PreviousSnapshot int64  `json:"previous_snapshot_id,string"`
-	Snapshot         int64  `json:"snapshot_id,string"`
-	Already          bool   `json:"already,omitempty"` // an earlier attempt had committed it
+	Conflict         bool  `json:"conflict,omitempty"` // the table moved: plan again
+	CurrentSnapshot  int64 `json:"current_snapshot_id,string,omitempty"`
+	PreviousSnapshot int64 `json:"previous_snapshot_id,string"`
+	Snapshot         int64 `json:"snapshot_id,string"`
+	Already          bool  `json:"already,omitempty"` // an earlier attempt had committed it
 	// Rebased: another commit landed after the plan, on other partitions;
 	// the files were committed on top of it as they were, none rewritten.
 	// PreviousSnapshot is then that commit's snapshot, not the plan's base.
-	Rebased bool `json:"rebased,omitempty"`
-	Files            int    `json:"files"`
-	Replaced         int    `json:"replaced"`
-	Reason           string `json:"reason,omitempty"`
+	Rebased  bool   `json:"rebased,omitempty"`
+	Files    int    `json:"files"`
+	Replaced int    `json:"replaced"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // PromoteResult reports a whole promotion.
