@@ -39,3 +39,23 @@ func TestS3RetriesScraped(t *testing.T) {
 		t.Fatalf("counts %v", got)
 	}
 }
+
+// TestS3RequestsScraped: requests and bytes by operation and node type.
+func TestS3RequestsScraped(t *testing.T) {
+	reg := NewRegistry(map[string]string{S3Requests: S3RequestsHelp, S3Bytes: S3BytesHelp})
+	reg.CountS3Request("GetObject", "split", 100)
+	reg.CountS3Request("GetObject", "split", 50)
+	reg.CountS3Request("PutObject", "stage_features", 0)
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(scrape(t, reg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, byt := fams[S3Requests], fams[S3Bytes]
+	if req == nil || req.GetHelp() != S3RequestsHelp || len(req.Metric) != 2 {
+		t.Fatalf("%s = %v", S3Requests, req)
+	}
+	if byt == nil || len(byt.Metric) != 1 || byt.Metric[0].GetCounter().GetValue() != 150 {
+		t.Fatalf("%s = %v, want one series of 150", S3Bytes, byt)
+	}
+}

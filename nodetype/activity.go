@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
 // Activity adapts a Func to a Temporal activity: it stamps the attempt

@@ -53,6 +53,8 @@ var metricsHelp = map[string]string{
 	MetricGPUUtilization:            "GPU utilization in percent from NVML, by GPU UUID (GPU workers only).",
 	MetricGPUsLeased:                "GPUs currently leased to running steps (GPU workers only).",
 	metrics.S3Retries:               metrics.S3RetriesHelp,
+	metrics.S3Requests:              metrics.S3RequestsHelp,
+	metrics.S3Bytes:                 metrics.S3BytesHelp,
 }
 
 // ExportedMetrics lists retrain's metric names as scraped (timers with
@@ -110,6 +112,21 @@ func (m *workerMetrics) countS3Retries(next func(s3store.RetryEvent)) func(s3sto
 	}
 	return func(ev s3store.RetryEvent) {
 		m.reg.CountS3Retry(ev.Operation, ev.Reason)
+		if next != nil {
+			next(ev)
+		}
+	}
+}
+
+// countS3Requests returns the object store's request hook: next (the
+// caller's, may be nil) and, when metrics are served, one more in
+// retrain_s3_requests_total and retrain_s3_bytes_total.
+func (m *workerMetrics) countS3Requests(next func(s3store.RequestEvent)) func(s3store.RequestEvent) {
+	if m == nil {
+		return next
+	}
+	return func(ev s3store.RequestEvent) {
+		m.reg.CountS3Request(ev.Operation, ev.NodeType, ev.Bytes)
 		if next != nil {
 			next(ev)
 		}

@@ -201,6 +201,8 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	}
 	cfg.Store.S3.OnRetry = met.countS3Retries(cfg.Store.S3.OnRetry)
 	cfg.Lake.S3.OnRetry = met.countS3Retries(cfg.Lake.S3.OnRetry) // an S3 warehouse's table IO
+	cfg.Store.S3.OnRequest = met.countS3Requests(cfg.Store.S3.OnRequest)
+	cfg.Lake.S3.OnRequest = met.countS3Requests(cfg.Lake.S3.OnRequest)
 	store, err := openStore(ctx, cfg.Store, logger)
 	if err != nil {
 		met.stop()
