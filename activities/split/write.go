@@ -78,7 +78,7 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	}
 
 	// Pass 2: the rows.
-	_, recs, err := tbl.Scan(table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
+	_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
 	if err != nil {
 		return Record{}, fmt.Errorf("scan %s: %w", w.Table, err)
 	}
@@ -176,7 +176,7 @@ func dayStrings(days map[int32]bool) []string {
 
 // scanDates reads the dates of a snapshot inside the window.
 func scanDates(ctx context.Context, tbl *table.Table, snap int64, col string, filter table.ScanOption, window backfill.DateRange) ([]int32, error) {
-	_, recs, err := tbl.Scan(table.WithSnapshotID(snap), filter, table.WithSelectedFields(col)).ToArrowRecords(ctx)
+	_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), filter, table.WithSelectedFields(col)).ToArrowRecords(ctx)
 	if err != nil {
 		return nil, err
 	}

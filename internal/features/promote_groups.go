@@ -53,7 +53,7 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 	// if another commit has landed since (on other partitions, the commit
 	// checks, or the promotion is planned again).
 	base := table.WithSnapshotID(plan.BaseSnapshot)
-	trainScan := s.training.Scan(filter, base)
+	trainScan := lake.Scan(ctx, s.training, filter, base)
 	trainParts, err := lake.PlanPartitions(ctx, s.training, trainScan)
 	if err != nil {
 		return res, err
@@ -77,7 +77,7 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 		if plan.StagingSnapshots[i] == 0 {
 			continue
 		}
-		stagingScans[i] = st.Scan(filter, table.WithSnapshotID(plan.StagingSnapshots[i]))
+		stagingScans[i] = lake.Scan(ctx, st, filter, table.WithSnapshotID(plan.StagingSnapshots[i]))
 		parts, err := lake.PlanPartitions(ctx, st, stagingScans[i])
 		if err != nil {
 			return res, fmt.Errorf("staging table %s: %w", st.Identifier(), err)
@@ -97,10 +97,10 @@ func PromoteBuckets(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan,
 		}
 	}
 	size := table.WithArrowBatchSize(batchRows(sized...))
-	trainScan = s.training.Scan(filter, base, size)
+	trainScan = lake.Scan(ctx, s.training, filter, base, size)
 	for i, st := range s.staging {
 		if stagingScans[i] != nil {
-			stagingScans[i] = st.Scan(filter, table.WithSnapshotID(plan.StagingSnapshots[i]), size)
+			stagingScans[i] = lake.Scan(ctx, st, filter, table.WithSnapshotID(plan.StagingSnapshots[i]), size)
 		}
 	}
 	outSchema, err := table.SchemaToArrowSchema(s.target.Schema(), nil, true, false)

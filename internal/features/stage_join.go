@@ -48,13 +48,13 @@ func (j *stageJob) rows(ctx context.Context, mem memory.Allocator, out *arrow.Sc
 				table.WithRowFilter(iceberg.EqualTo(iceberg.Reference(j.spec.DateColumn), iceberg.Date(d))),
 				table.WithSelectedFields(j.plan.ReadColumns...),
 			}
-			parts, err := lake.PlanPartitions(ctx, j.training, j.training.Scan(opts...))
+			parts, err := lake.PlanPartitions(ctx, j.training, lake.Scan(ctx, j.training, opts...))
 			if err != nil {
 				release(feats)
 				yield(lake.PartitionBatch{}, fmt.Errorf("scan %s for %s: %w", j.spec.Training, d, err))
 				return
 			}
-			scan := j.training.Scan(append(opts, table.WithArrowBatchSize(batchRows(parts)))...)
+			scan := lake.Scan(ctx, j.training, append(opts, table.WithArrowBatchSize(batchRows(parts)))...)
 			for _, p := range parts {
 				if !j.joinPartition(ctx, mem, out, scan, p, ix, feats, trainTime, res, yield) {
 					release(feats)
@@ -110,7 +110,7 @@ func (j *stageJob) featureIndex(ctx context.Context, mem memory.Allocator, d bac
 	if j.feature.CurrentSnapshot() == nil {
 		return nil, nil, nil
 	}
-	arrs, n, err := readAll(ctx, mem, j.feature.Scan(table.WithRowFilter(filter), table.WithSelectedFields(cols...)), cols)
+	arrs, n, err := readAll(ctx, mem, lake.Scan(ctx, j.feature, table.WithRowFilter(filter), table.WithSelectedFields(cols...)), cols)
 	if err != nil || n == 0 {
 		release(arrs)
 		return nil, nil, err

@@ -104,7 +104,7 @@ func Stats(ctx context.Context, cat *lake.Catalog, spec StatsSpec, log *slog.Log
 		if hasDate && !slices.Contains(cols, spec.DateColumn) {
 			selected = append(slices.Clone(cols), spec.DateColumn)
 		}
-		scan := tbl.Scan(append(opts, table.WithSelectedFields(selected...))...)
+		scan := lake.Scan(ctx, tbl, append(opts, table.WithSelectedFields(selected...))...)
 		tasks, err := scan.PlanFiles(ctx)
 		if err == nil && spec.SnapshotID != 0 {
 			tasks, err = lake.AddedBy(ctx, tbl, spec.SnapshotID, tasks)

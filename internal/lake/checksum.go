@@ -35,7 +35,7 @@ func TableChecksum(ctx context.Context, tbl *table.Table, opts ...table.ScanOpti
 	if tbl.CurrentSnapshot() == nil {
 		return h.Result(), nil
 	}
-	_, recs, err := tbl.Scan(opts...).ToArrowRecords(ctx)
+	_, recs, err := Scan(ctx, tbl, opts...).ToArrowRecords(ctx)
 	if err != nil {
 		return Checksum{}, fmt.Errorf("scan %s: %w", Name(tbl.Identifier()), err)
 	}

@@ -124,14 +124,19 @@ func unsupported(op, name string, inner icebergio.IO) error {
 	return &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w by file IO %T", errors.ErrUnsupported, inner)}
 }
 
-// Scan is tbl.Scan(opts...) with the read concurrency of the catalog's
+// Scan is tbl.Scan(opts...) with the read concurrency of the table's
 // warehouse: on S3, ReadConfig.Concurrency data files at once (opts may
 // still set WithMaxConcurrency themselves); elsewhere iceberg-go's
-// default. iceberg-go has no table- or catalog-wide setting for it, so
-// scans that read much data go through here.
-func (c *Catalog) Scan(tbl *table.Table, opts ...table.ScanOption) *table.Scan {
-	if s3c, ok := c.cat.(*s3Catalog); ok && s3c.reads != nil {
-		opts = append([]table.ScanOption{table.WithMaxConcurrency(s3c.reads.cfg.Concurrency)}, opts...)
+// default, GOMAXPROCS. iceberg-go has no table- or catalog-wide setting
+// for it (upstream: a scan default taken from the table's FileIO or
+// properties would let a catalog size it for its storage), so the scans
+// that read much data go through here. It asks the table for its file IO
+// (no request) to learn which warehouse it is on.
+func Scan(ctx context.Context, tbl *table.Table, opts ...table.ScanOption) *table.Scan {
+	if fsys, err := tbl.FS(ctx); err == nil {
+		if s3, ok := fsys.(*s3FS); ok {
+			opts = append([]table.ScanOption{table.WithMaxConcurrency(s3.r.cfg.Concurrency)}, opts...)
+		}
 	}
 	return tbl.Scan(opts...)
 }
