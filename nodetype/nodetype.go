@@ -60,6 +60,10 @@ type Input struct {
 	// none: its absence marks an input scheduled by a worker from before
 	// it existed (LegacySecrets).
 	Secrets []dags.SecretRef `json:"secrets"`
+	// LogicalTime is the time the run is for, RFC 3339, as
+	// ${run.logical_time}: what a deploy records as the data a version was
+	// trained for. Empty in runs recorded before it was sent.
+	LogicalTime string `json:"logical_time,omitempty"`
 }
 
 // Options are how a node's activities run, as its plan node says.

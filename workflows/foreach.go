@@ -281,7 +281,7 @@ func ForeachChunk(ctx workflow.Context, in ChunkInput) (*ChunkResult, error) {
 			now := workflow.Now(ctx)
 			state.Status, state.ScheduledAt = runs.NodeRunning, &now
 			running++
-			sel.AddFuture(startNode(ctx, in.Pipeline, in.RunID, node, state.ID, with), func(f workflow.Future) {
+			sel.AddFuture(startNode(ctx, in.Pipeline, in.RunID, logicalTimeOf(in.Scope.Run), node, state.ID, with), func(f workflow.Future) {
 				running--
 				var res nodetype.Result
 				if err := f.Get(ctx, &res); err != nil {
@@ -320,4 +320,13 @@ func failState(ctx workflow.Context, state *runs.NodeState, attempts int32, err 
 	if temporal.IsCanceledError(err) {
 		state.Status, state.Error, state.Reason = runs.NodeCancelled, "", "cancelled while running"
 	}
+}
+
+// logicalTimeOf is run's ${run.logical_time}, or "" where a chunk was
+// started without run values.
+func logicalTimeOf(run *dags.RunValues) string {
+	if run == nil {
+		return ""
+	}
+	return run.LogicalTime
 }

@@ -66,17 +66,18 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with nod
 	if node.Foreach != nil {
 		return r.runForeach(ctx, node)
 	}
-	return startNode(ctx, r.plan.Pipeline, r.result.ID, node, node.ID, with)
+	return startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with)
 }
 
 // startNode starts one node, or one instance of a foreach node (id is
-// then ID[i]), as an activity or a child workflow.
-func startNode(ctx workflow.Context, pipeline, runID string, node dags.PlanNode, id string, with nodeWith) workflow.Future {
+// then ID[i]), as an activity or a child workflow. logicalTime is the
+// run's ${run.logical_time}.
+func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith) workflow.Future {
 	secrets := with.secrets
 	if secrets == nil {
 		secrets = []dags.SecretRef{} // sent as []: none, as opposed to a legacy input's absent record
 	}
-	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets}
+	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets, LogicalTime: logicalTime}
 	retry := nodetype.RetryPolicy(node.Retry)
 	if node.Kind == dags.KindWorkflow {
 		// The child schedules activities of its own: they run on the
