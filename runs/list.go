@@ -398,6 +398,11 @@ func Deployed(res *Result) string {
 			continue
 		}
 		ref, _ := n.Outputs["ref"].(string)
+		if by, _ := n.Outputs["superseded_by"].(string); by != "" && ref != "" {
+			// Registered, but production named a later date's version.
+			parts = append(parts, ref+" (superseded by "+by+")")
+			continue
+		}
 		if moved, _ := n.Outputs["moved"].(bool); !moved || ref == "" {
 			continue
 		}

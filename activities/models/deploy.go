@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -36,6 +37,7 @@ type DeployWith struct {
 	Reason          string            `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that deployed)"`
 	Webhooks        []string          `json:"webhooks" doc:"URLs to POST the new alias to (JSON) after the move; they may hold ${secret.NAME} (not in the host), resolved on the worker"`
 	WebhookAttempts int               `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
+	Force           bool              `json:"force" doc:"move the alias even when it names a version trained for a later logical date (by default a backfill's older date registers its version and leaves the alias)"`
 }
 
 // DeployOutputs are a deploy node's outputs.
@@ -47,21 +49,32 @@ type DeployOutputs struct {
 	// PreviousVersion is what the alias named before this deploy moved
 	// it ("" for its first move), or Version when it did not move it:
 	// what a compensation moves it back to.
-	PreviousVersion string          `json:"previous_version"`
-	Moved           bool            `json:"moved"`
-	Seq             int64           `json:"seq"` // the alias history entry of the move
-	Checksum        string          `json:"checksum"`
-	URI             string          `json:"uri"` // where the artifact files are
-	WebhooksOK      int             `json:"webhooks_ok"`
-	WebhooksFailed  int             `json:"webhooks_failed"`
-	Webhooks        []WebhookResult `json:"webhooks"`
-	Summary         string          `json:"summary"` // one line for the run's node table
+	PreviousVersion string `json:"previous_version"`
+	Moved           bool   `json:"moved"`
+	Seq             int64  `json:"seq"` // the alias history entry of the move
+	Checksum        string `json:"checksum"`
+	URI             string `json:"uri"` // where the artifact files are
+	// LogicalDate is the date of the data the version was trained for
+	// (its run's logical date), as the registry records it.
+	LogicalDate string `json:"logical_date"`
+	// SupersededBy is set when the alias was left alone because it names
+	// a version trained for a later logical date (SupersededDate).
+	SupersededBy   string          `json:"superseded_by"`
+	SupersededDate string          `json:"superseded_date"`
+	WebhooksOK     int             `json:"webhooks_ok"`
+	WebhooksFailed int             `json:"webhooks_failed"`
+	Webhooks       []WebhookResult `json:"webhooks"`
+	Summary        string          `json:"summary"` // one line for the run's node table
 }
 
 // summary says what the deploy did to the alias: "production: v1 → v2",
 // "production: none → v1", "production already at v2".
 func (o DeployOutputs) summary() string {
 	s := fmt.Sprintf("%s %s: %s → %s", o.Model, o.Alias, cmpOr(o.PreviousVersion, "none"), o.Version)
+	if o.SupersededBy != "" {
+		return fmt.Sprintf("%s %s left at %s: superseded by %s for %s (%s registered, for %s)",
+			o.Model, o.Alias, o.SupersededBy, o.SupersededBy, o.SupersededDate, o.Version, cmpOr(o.LogicalDate, "no date"))
+	}
 	if !o.Moved {
 		s = fmt.Sprintf("%s %s already at %s", o.Model, o.Alias, o.Version)
 	}
@@ -158,6 +171,7 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 		}
 		v, err = reg.Register(ctx, w.Model, artifacts, w.Version, models.Meta{
 			Metrics: metrics, DataSnapshots: w.DataSnapshots, PipelineRun: in.RunID, Labels: w.Labels,
+			LogicalTime: in.LogicalTime,
 		})
 		if err != nil {
 			return DeployOutputs{}, modelsError(err)
@@ -182,7 +196,15 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 		return DeployOutputs{}, modelsError(err)
 	}
 	if !done {
-		if move, err = reg.Promote(ctx, w.Model, w.Alias, v.Version, by, reason); err != nil {
+		promote := reg.PromoteUnlessNewer
+		if w.Force {
+			promote = reg.Promote
+		}
+		move, err = promote(ctx, w.Model, w.Alias, v.Version, by, reason)
+		if sup, ok := errors.AsType[*models.Superseded](err); ok {
+			return m.superseded(v, w, sup, reg, log), nil
+		}
+		if err != nil {
 			return DeployOutputs{}, modelsError(err)
 		}
 	}
@@ -199,7 +221,7 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 
 	out := DeployOutputs{
 		Model: w.Model, Alias: w.Alias, Version: v.Version, Ref: v.Ref(), PreviousVersion: previous,
-		Moved: moved, Seq: move.Seq, Checksum: v.Checksum, URI: reg.URI(v).String(),
+		Moved: moved, Seq: move.Seq, Checksum: v.Checksum, URI: reg.URI(v).String(), LogicalDate: v.LogicalDate(),
 	}
 	out.Webhooks = m.notify(ctx, w, webhookEvent{
 		Model: w.Model, Alias: w.Alias, Version: v.Version, PreviousVersion: previous, Checksum: v.Checksum,
@@ -213,6 +235,22 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 	out.WebhooksFailed = len(out.Webhooks) - out.WebhooksOK
 	out.Summary = out.summary()
 	return out, nil
+}
+
+// superseded is a deploy's outputs when the alias names a version trained
+// for a later logical date: the candidate is registered, the alias and
+// the serving system are left as they are (no webhook: nothing changed),
+// and a compensation has nothing to undo.
+func (m *Models) superseded(v models.Version, w DeployWith, sup *models.Superseded, reg *models.Registry, log *slog.Logger) DeployOutputs {
+	log.Info("not deployed: superseded", "alias", w.Alias, "version", v.Version, "logical_date", v.LogicalDate(),
+		"superseded_by", sup.By.Version, "superseded_date", sup.By.LogicalDate())
+	out := DeployOutputs{
+		Model: w.Model, Alias: w.Alias, Version: v.Version, Ref: v.Ref(), PreviousVersion: v.Version,
+		Checksum: v.Checksum, URI: reg.URI(v).String(), LogicalDate: v.LogicalDate(),
+		SupersededBy: sup.By.Version, SupersededDate: sup.By.LogicalDate(), Webhooks: []WebhookResult{},
+	}
+	out.Summary = out.summary()
+	return out
 }
 
 // earlierMove finds the move an earlier attempt of this node made, if any:

@@ -63,6 +63,13 @@ func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input, w Rollbac
 	if hasFrom && !hasTo {
 		return RollbackModelOutputs{}, nodetype.Permanent(errtype.BadInput, "from needs to: the version to move back to")
 	}
+	if hasFrom && w.From == w.To {
+		// The deploy being undone moved nothing (the alias already named
+		// its version, or named one of a later date): there is nothing to
+		// undo, whatever the alias names now.
+		return RollbackModelOutputs{Model: w.Model, Alias: w.Alias, From: w.To, To: w.To,
+			Summary: fmt.Sprintf("%s %s: nothing to undo (the deploy did not move it to %s)", w.Model, w.Alias, w.To)}, nil
+	}
 	reg, err := m.registry()
 	if err != nil {
 		return RollbackModelOutputs{}, err

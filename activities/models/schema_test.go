@@ -20,9 +20,9 @@ func TestSchema(t *testing.T) {
 		required        []string
 	}{
 		DeployName: {
-			fields: []string{"model", "dir", "version", "alias", "metrics", "data_snapshots", "labels", "reason", "webhooks", "webhook_attempts"},
+			fields: []string{"model", "dir", "version", "alias", "metrics", "data_snapshots", "labels", "reason", "webhooks", "webhook_attempts", "force"},
 			outputs: []string{"model", "alias", "version", "ref", "previous_version", "moved", "seq", "checksum", "uri",
-				"webhooks_ok", "webhooks_failed", "webhooks", "summary"},
+				"logical_date", "superseded_by", "superseded_date", "webhooks_ok", "webhooks_failed", "webhooks", "summary"},
 			defaults: map[string]string{"alias": models.DefaultAlias, "webhook_attempts": "3"},
 			required: []string{"model"},
 		},

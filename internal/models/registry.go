@@ -19,6 +19,10 @@ var (
 	// ErrConcurrentMove: the alias moved while a rollback was deciding its
 	// target; look at the history and try again.
 	ErrConcurrentMove = errors.New("models: alias moved concurrently")
+	// ErrSuperseded: the alias names a version trained for a later logical
+	// time than the one PromoteUnlessNewer was asked to promote (see
+	// [Superseded]).
+	ErrSuperseded = errors.New("models: superseded by a newer version")
 	// ErrNoPrevious: the alias has no earlier version to roll back to.
 	ErrNoPrevious = errors.New("models: no previous version")
 	// ErrInvalidName: a model, version or alias name breaks the naming

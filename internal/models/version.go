@@ -47,6 +47,21 @@ type Meta struct {
 	// PipelineRun is the pipeline run that produced the model.
 	PipelineRun string            `json:"pipeline_run,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// LogicalTime is the time (RFC 3339) of the data the version was
+	// trained for: its run's ${run.logical_time}. A backfill deploys the
+	// versions of several dates in whatever order they finish; this is
+	// what keeps an older date from replacing a newer one
+	// ([Registry.PromoteUnlessNewer]). Empty for versions registered
+	// without one.
+	LogicalTime string `json:"logical_time,omitempty"`
+}
+
+// LogicalDate is the date part of LogicalTime, or "".
+func (m Meta) LogicalDate() string {
+	if t, err := time.Parse(time.RFC3339, m.LogicalTime); err == nil {
+		return t.Format(time.DateOnly)
+	}
+	return ""
 }
 
 // Artifact is one file of a version.
