@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/runs"
 )
@@ -91,7 +92,10 @@ type guardWorkflow struct {
 
 func (i *guardWorkflow) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
 	info := workflow.GetInfo(ctx)
-	if name := info.WorkflowType.Name; name != runs.PipelineWorkflow && info.ParentWorkflowExecution == nil {
+	// A table's promotion queue is started by the promotion's activity
+	// (signal-with-start), so it has no parent. It runs no activity and no
+	// user code: it only orders the promotions that signal it.
+	if name := info.WorkflowType.Name; name != runs.PipelineWorkflow && name != lakenode.TableQueueWorkflow && info.ParentWorkflowExecution == nil {
 		// Deterministic: both come from the workflow's first event.
 		workflow.GetLogger(ctx).Warn("refused a workflow started without a Pipeline run", "workflow_type", name)
 		return nil, refused("workflow %s runs only as part of a %s run; it was started on its own, and nothing ran",

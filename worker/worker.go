@@ -21,6 +21,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
@@ -328,6 +329,10 @@ func registerTypes(w sdkworker.Worker, types []nodetype.Type, withWorkflows bool
 				w.RegisterWorkflowWithOptions(t.Workflow, workflow.RegisterOptions{Name: t.TargetName()})
 				for name, fn := range t.Activities {
 					w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+				}
+				if t.TargetName() == lakenode.PromoteWorkflow {
+					// The queue promotions into one table take turns in.
+					w.RegisterWorkflowWithOptions(lakenode.TableQueue, workflow.RegisterOptions{Name: lakenode.TableQueueWorkflow})
 				}
 			}
 			continue

@@ -52,20 +52,58 @@ func TestPipelineSendsNodeOptionsToChildren(t *testing.T) {
 	}
 }
 
-// TestChildWorkflowNotRetriedOnTop: a child-workflow node whose work fails
-// runs once per the node's policy at the activity level, not again at the
-// workflow level (max_attempts 3 must not become 3 x 3).
+// TestChildWorkflowNotRetriedOnTop: a child-workflow node whose activity
+// fails runs it per the node's policy at the activity level, not again at
+// the workflow level (max_attempts 3 must not become 3 x 3).
 func TestChildWorkflowNotRetriedOnTop(t *testing.T) {
-	runsOfChild := 0
+	runsOfChild, runsOfActivity := 0, 0
 	err := runWithChild(t, "    retry: {max_attempts: 3, initial_interval: 1s}\n",
 		func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 			runsOfChild++
-			return nodetype.Result{}, temporal.NewApplicationError("the bucket join failed", "Flaky")
+			ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: nodetype.RetryPolicy(in.Options.Retry)})
+			err := workflow.ExecuteLocalActivity(ctx, func() error {
+				runsOfActivity++
+				return temporal.NewApplicationError("the bucket join failed", "Flaky")
+			}).Get(ctx, nil)
+			return nodetype.Result{}, temporal.NewApplicationErrorWithOptions("buckets: the bucket join failed", "Flaky", temporal.ApplicationErrorOptions{Cause: err})
 		})
 	if err == nil {
 		t.Fatal("the run succeeded with a failing child")
 	}
-	if runsOfChild != 1 {
-		t.Errorf("the child workflow ran %d times, want 1 (its activities retry, not the child)", runsOfChild)
+	if runsOfChild != 1 || runsOfActivity != 3 {
+		t.Errorf("the child workflow ran %d times and its activity %d: want 1 and 3 (its activities retry, not the child)", runsOfChild, runsOfActivity)
+	}
+}
+
+// TestChildWorkflowOwnFailureRetried: a child that fails retryably on its
+// own account (a promotion that kept losing the race for its table: no
+// activity at fault) runs again under the node's policy, up to its
+// max_attempts; one that fails non-retryably runs once.
+func TestChildWorkflowOwnFailureRetried(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		err       error
+		succeedOn int
+		want      int
+		ok        bool
+	}{
+		{"contended twice", temporal.NewApplicationError("lost the race 5 times", "PromotionContended"), 3, 3, true},
+		{"contended always", temporal.NewApplicationError("lost the race 5 times", "PromotionContended"), 99, 3, false},
+		{"bad input", temporal.NewNonRetryableApplicationError("no such table", "BadInput", nil), 99, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runsOfChild := 0
+			err := runWithChild(t, "    retry: {max_attempts: 3, initial_interval: 1s}\n",
+				func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
+					runsOfChild++
+					if runsOfChild >= c.succeedOn {
+						return nodetype.Result{Attempt: 1}, nil
+					}
+					return nodetype.Result{}, c.err
+				})
+			if (err == nil) != c.ok || runsOfChild != c.want {
+				t.Errorf("child ran %d times, run error %v: want %d runs and success %v", runsOfChild, err, c.want, c.ok)
+			}
+		})
 	}
 }

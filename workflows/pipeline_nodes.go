@@ -83,19 +83,24 @@ func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node d
 		// The child schedules activities of its own: they run on the
 		// node's options, as an activity node's one activity does.
 		in.Options = &nodetype.Options{Timeout: node.Timeout, Heartbeat: node.Heartbeat, Retry: node.Retry}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		opts := workflow.ChildWorkflowOptions{
 			WorkflowID:         runID + "/" + id,
 			TaskQueue:          node.Queue,
 			WorkflowRunTimeout: node.Timeout,
 			// One run: the child's activities already retry under the
 			// node's policy (Options above), and retrying the child too
 			// would multiply the attempts (3 x 3 for max_attempts 3).
+			// Its own retryable failures are retried by runChild.
 			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 			// User metadata: the UI names the child by its node, not its type.
 			StaticSummary: id,
 			StaticDetails: fmt.Sprintf("node %s (%s) of run %s", id, node.Type, runID),
-		})
-		return workflow.ExecuteChildWorkflow(cctx, node.Target, in)
+		}
+		if workflow.GetVersion(ctx, childRetryChange, workflow.DefaultVersion, 1) >= 1 {
+			// The child's own retryable failures are retried (childretry.go).
+			return runChild(ctx, opts, node, in)
+		}
+		return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), node.Target, in)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		ActivityID:          id,

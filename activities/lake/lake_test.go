@@ -88,7 +88,7 @@ func TestSchema(t *testing.T) {
 		t.Errorf("promote_features kind %q target %q", nt.Kind, nt.Target)
 	}
 	promote := Types(Deps{Logger: quiet})[2]
-	if len(promote.Activities) != 3 || promote.Activities[PromotePlanActivity] == nil ||
+	if len(promote.Activities) != 4 || promote.Activities[PromotePlanActivity] == nil || promote.Activities[TableQueueEnqueueActivity] == nil ||
 		promote.Activities[PromoteBucketsActivity] == nil || promote.Activities[PromoteCommitActivity] == nil {
 		t.Errorf("promote_features activities %v", promote.Activities)
 	}
@@ -206,8 +206,11 @@ func TestNodes(t *testing.T) {
 	promote := types["promote_features"]
 	env.RegisterWorkflowWithOptions(promote.Workflow, workflow.RegisterOptions{Name: promote.TargetName()})
 	for name, fn := range promote.Activities {
-		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+		if name != TableQueueEnqueueActivity {
+			env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+		}
 	}
+	grantAtOnce(env)
 	env.ExecuteWorkflow(PromoteWorkflow, nodetype.Input{Pipeline: "p", RunID: "r", Node: "promote", Type: "promote_features", With: map[string]any{
 		"training_table": "ml.training", "staging_tables": []any{stage["staging_table"]}, "start_date": day(0), "end_date": day(1),
 	}})

@@ -80,6 +80,9 @@ func (l *Lake) promoteType() nodetype.Type {
 		PromotePlanActivity:    l.PromotePlan,
 		PromoteBucketsActivity: l.PromoteBuckets,
 		PromoteCommitActivity:  l.PromoteCommit,
+		// The table queue: its activity, and its workflow (registered by
+		// the worker beside PromoteFeatures, see TableQueue).
+		TableQueueEnqueueActivity: l.TableQueueEnqueue,
 	})
 }
 
@@ -100,6 +103,14 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 	info := workflow.GetInfo(ctx)
 	ctx = workflow.WithActivityOptions(ctx, promoteActivityOptions(in.Options))
 	log := workflow.GetLogger(ctx)
+	if workflow.GetVersion(ctx, promoteQueueChange, workflow.DefaultVersion, 1) >= 1 {
+		// Overlapping promotions into the table take turns (tablequeue.go).
+		release, err := waitTurn(ctx, in)
+		if err != nil {
+			return nodetype.Result{}, err
+		}
+		defer release()
+	}
 	for round := 1; round <= features.MaxRounds; round++ {
 		// The promotion id is the commit's idempotency key: unique to this
 		// execution and round, stable across activity retries.
@@ -129,6 +140,9 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 		if commit.Conflict {
 			log.Info("promotion lost a race; redoing it on the fresh table", "round", round, "reason", commit.Reason)
 			continue
+		}
+		if commit.Rebased {
+			log.Info("promotion re-based on a commit to other partitions", "round", round, "on", commit.PreviousSnapshot)
 		}
 		out := PromoteOutputs{
 			PreviousSnapshotID: commit.PreviousSnapshot, SnapshotID: commit.Snapshot,

@@ -1,0 +1,52 @@
+package lake
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestQueueTurns: overlapping promotions go one at a time, in arrival
+// order; disjoint ones go at once; a later request that overlaps an
+// earlier waiting one waits behind it even when the holders would let it
+// pass (no one is overtaken forever); a released turn goes to the next.
+func TestQueueTurns(t *testing.T) {
+	req := func(id, from, to string) QueueRequest {
+		return QueueRequest{WorkflowID: id, RunID: "r", Label: id, Start: from, End: to}
+	}
+	names := func(l []QueueRequest) string {
+		out := ""
+		for _, r := range l {
+			out += r.WorkflowID
+		}
+		return out
+	}
+	s := QueueState{Table: "ml.training"}
+	s.enqueue(req("a", "2026-11-01", "2026-11-04"))
+	s.enqueue(req("b", "2026-11-02", "2026-11-05")) // overlaps a
+	s.enqueue(req("c", "2026-11-05", "2026-11-08")) // overlaps b only
+	s.enqueue(req("d", "2026-11-09", "2026-11-12")) // overlaps none
+	s.enqueue(req("a", "2026-11-01", "2026-11-04")) // a retried enqueue: no second entry
+	granted, waits := s.next()
+	if names(granted) != "ad" || names(s.Holders) != "ad" || names(s.Waiting) != "bc" {
+		t.Fatalf("granted %q, holders %q, waiting %q: want a and d to go, b and c to wait", names(granted), names(granted), names(s.Waiting))
+	}
+	if len(waits) != 2 || names(waits[0]) != "a" || names(waits[1]) != "b" {
+		t.Fatalf("b and c wait for %v: want b for a, c for b (ahead of it, though no holder blocks it)", waits)
+	}
+	s.remove(req("a", "", ""))
+	granted, _ = s.next()
+	if names(granted) != "b" || names(s.Waiting) != "c" {
+		t.Fatalf("after a's release: granted %q, waiting %q; want b, then c", names(granted), names(s.Waiting))
+	}
+	s.remove(req("b", "", ""))
+	if granted, _ = s.next(); names(granted) != "c" {
+		t.Fatalf("after b's release: granted %q, want c", names(granted))
+	}
+	whole := QueueRequest{WorkflowID: "w", RunID: "r"}
+	if !whole.overlaps(req("x", "2026-01-01", "2026-01-01")) || req("x", "2026-01-01", "2026-01-02").overlaps(req("y", "2026-01-03", "2026-01-04")) {
+		t.Error("overlaps: a request without dates must overlap all; disjoint ranges must not")
+	}
+	if got := waitingDetails("ml.training", []QueueRequest{req("run-1", "2026-11-01", "2026-11-04")}); got != fmt.Sprintf("**Waiting for table ml.training**: a promotion of overlapping dates goes first: run-1 (2026-11-01..2026-11-04)") {
+		t.Errorf("details %q", got)
+	}
+}

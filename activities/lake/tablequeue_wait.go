@@ -1,0 +1,95 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// promoteQueueChange versions the table queue in PromoteFeatures: runs
+// recorded before it plan at once, and replay keeps them so.
+const promoteQueueChange = "promote-table-queue"
+
+// EnqueueInput asks a table's queue for a turn.
+type EnqueueInput struct {
+	Table     string       `json:"table"`
+	TaskQueue string       `json:"task_queue"` // where the queue workflow runs if it is not running yet
+	Request   QueueRequest `json:"request"`
+}
+
+// TableQueueEnqueue signals a table's queue workflow, starting it if it is
+// not running. Only an activity may: a workflow cannot signal-with-start.
+func (l *Lake) TableQueueEnqueue(ctx context.Context, in EnqueueInput) error {
+	c := activity.GetClient(ctx)
+	_, err := c.SignalWithStartWorkflow(ctx, TableQueueID(in.Table), queueAcquireSignal, in.Request,
+		client.StartWorkflowOptions{ID: TableQueueID(in.Table), TaskQueue: in.TaskQueue, StaticSummary: "promotion queue of table " + in.Table},
+		TableQueueWorkflow, QueueState{Table: in.Table})
+	if err != nil {
+		return fmt.Errorf("enqueue promotion into %s: %w", in.Table, err)
+	}
+	return nil
+}
+
+// waitTurn puts the promotion in its table's queue and blocks until the
+// queue grants it, showing whom it waits for on the workflow's page and in
+// its log. It returns the function that releases the turn; call it
+// whatever happens next (it runs on a disconnected context, so a cancelled
+// node releases too). A `with` without a training table is left for the
+// plan activity to refuse: no queue then.
+func waitTurn(ctx workflow.Context, in nodetype.Input) (func(), error) {
+	tbl, _ := in.With["training_table"].(string)
+	if tbl == "" {
+		return func() {}, nil
+	}
+	info := workflow.GetInfo(ctx)
+	start, _ := in.With["start_date"].(string)
+	end, _ := in.With["end_date"].(string)
+	req := QueueRequest{
+		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+		Label: fmt.Sprintf("run %s node %s", in.RunID, in.Node), Start: start, End: end, Since: workflow.Now(ctx),
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 10},
+		Summary:             "queue for table " + tbl,
+	})
+	if err := workflow.ExecuteActivity(actx, TableQueueEnqueueActivity, EnqueueInput{Table: tbl, TaskQueue: info.TaskQueueName, Request: req}).Get(ctx, nil); err != nil {
+		return nil, stepError("queue", err)
+	}
+	release := func() {
+		dctx, cancel := workflow.NewDisconnectedContext(ctx)
+		defer cancel()
+		// Errors are the queue's to notice: it checks its holders.
+		_ = workflow.SignalExternalWorkflow(dctx, TableQueueID(tbl), "", queueReleaseSignal, req).Get(dctx, nil)
+	}
+	notices := workflow.GetSignalChannel(ctx, queueNoticeSignal)
+	log := workflow.GetLogger(ctx)
+	waited := false
+	for {
+		var n QueueNotice
+		notices.Receive(ctx, &n)
+		if err := ctx.Err(); err != nil {
+			release()
+			return nil, err
+		}
+		if n.Granted {
+			if waited {
+				workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Promoting into %s**: its turn came after waiting %s.", tbl, workflow.Now(ctx).Sub(req.Since).Round(time.Millisecond)))
+				log.Info("table queue: our turn", "table", tbl, "waited", workflow.Now(ctx).Sub(req.Since))
+			}
+			return release, nil
+		}
+		if len(n.Ahead) > 0 {
+			waited = true
+			workflow.SetCurrentDetails(ctx, waitingDetails(tbl, n.Ahead))
+			log.Info("table queue: waiting for overlapping promotions", "table", tbl, "ahead", fmt.Sprint(n.Ahead))
+		}
+	}
+}
