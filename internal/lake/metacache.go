@@ -6,13 +6,18 @@ import (
 	"sync"
 )
 
-// metaCache keeps immutable Iceberg metadata files in memory, keyed by
-// path, within a byte budget; the least recently used go first. One per
-// catalog (so per worker process, shared by its activities): every scan,
-// commit and plan of a table reads the same manifest list and manifests,
-// and on S3 each read is a round trip. Such files never change once
-// written (their names hold a UUID or a sequence number and a UUID), so
-// a cached copy is never stale and needs no validation request.
+// metaCache keeps immutable files of the lake in memory, keyed by path,
+// within a byte budget; the least recently used go first. One per catalog
+// (so per worker process, shared by its activities): every scan, commit
+// and plan of a table reads the same manifest list and manifests, and on
+// S3 each read is a round trip. Such files never change once written
+// (their names hold a UUID or a sequence number and a UUID), so a cached
+// copy is never stale and needs no validation request. Data files are
+// immutable too, and a run's nodes read what the previous node wrote
+// (stats the staged files, promote the training and staged ones, split
+// the promoted ones): files up to ReadConfig.WholeFileBytes are kept when
+// written or read whole, so a worker that ran the previous node (the dev
+// stack, a one-host deployment) reads them from memory.
 type metaCache struct {
 	budget int64
 
@@ -42,6 +47,13 @@ func immutableMeta(path string) bool {
 		return false
 	}
 	return strings.HasSuffix(path, ".avro") || strings.HasSuffix(path, ".metadata.json")
+}
+
+// immutableFile reports whether path names a file the lake never rewrites:
+// immutable metadata, or a Parquet data file under a data folder (iceberg-go
+// names each one it writes anew: a UUID, a task id and a counter).
+func immutableFile(path string) bool {
+	return immutableMeta(path) || (strings.Contains(path, "/data/") && strings.HasSuffix(path, ".parquet"))
 }
 
 // get returns the cached bytes of key (callers must not modify them).

@@ -50,7 +50,7 @@ type s3File struct {
 // openS3File opens s3://bucket/key (uri) for reading.
 func openS3File(ctx context.Context, r *s3Reads, uri, bucket, key string) (*s3File, error) {
 	f := &s3File{ctx: ctx, r: r, name: path.Base(key), bucket: bucket, key: key}
-	cacheable := immutableMeta(uri)
+	cacheable := immutableFile(uri)
 	if cacheable {
 		if data, ok := r.cache.get(uri); ok {
 			f.whole, f.size = data, int64(len(data))

@@ -74,7 +74,11 @@ func (f *s3FS) Create(name string) (icebergio.FileWriter, error) {
 	if !ok {
 		return nil, unsupported("create", name, f.inner)
 	}
-	return w.Create(name)
+	fw, err := w.Create(name)
+	if err != nil || f.r.cache == nil || !immutableFile(name) {
+		return fw, err
+	}
+	return &teeWriter{FileWriter: fw, name: name, limit: f.r.cfg.WholeFileBytes, cache: f.r.cache}, nil
 }
 
 func (f *s3FS) WriteFile(name string, p []byte) error {
@@ -82,8 +86,66 @@ func (f *s3FS) WriteFile(name string, p []byte) error {
 	if !ok {
 		return unsupported("write", name, f.inner)
 	}
-	return w.WriteFile(name, p)
+	if err := w.WriteFile(name, p); err != nil {
+		return err
+	}
+	if immutableFile(name) && int64(len(p)) <= f.r.cfg.WholeFileBytes {
+		f.r.cache.put(name, append([]byte(nil), p...))
+	}
+	return nil
 }
+
+// teeWriter keeps a copy of what is written to an immutable file, up to
+// limit bytes, and caches it once the file is complete: the next node
+// reads it (stats what stage wrote, split what promote wrote) without a
+// request.
+type teeWriter struct {
+	icebergio.FileWriter
+	name  string
+	limit int64
+	cache *metaCache
+	buf   []byte
+	over  bool
+}
+
+func (t *teeWriter) keep(p []byte) {
+	if t.over {
+		return
+	}
+	if int64(len(t.buf)+len(p)) > t.limit {
+		t.over, t.buf = true, nil
+		return
+	}
+	t.buf = append(t.buf, p...)
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	n, err := t.FileWriter.Write(p)
+	t.keep(p[:n])
+	return n, err
+}
+
+func (t *teeWriter) ReadFrom(r io.Reader) (int64, error) {
+	return t.FileWriter.ReadFrom(io.TeeReader(r, writerFunc(func(p []byte) (int, error) {
+		t.keep(p)
+		return len(p), nil
+	})))
+}
+
+func (t *teeWriter) Close() error {
+	if err := t.FileWriter.Close(); err != nil {
+		return err
+	}
+	if !t.over {
+		t.cache.put(t.name, t.buf)
+	}
+	t.buf = nil
+	return nil
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
 
 func (f *s3FS) WalkDir(root string, fn fs.WalkDirFunc) error {
 	l, ok := f.inner.(icebergio.ListableIO)

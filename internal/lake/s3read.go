@@ -55,10 +55,11 @@ type ReadConfig struct {
 	// bound), and each open file at most WholeFileBytes, or TailBytes plus
 	// a few MaxRangeBytes ranges.
 	Concurrency int
-	// MetadataCacheBytes is the budget of the catalog's cache of manifest
-	// lists, manifests and table metadata files (default 64 MiB; a
-	// manifest of 64 files is ~10 KiB).
-	MetadataCacheBytes int64
+	// CacheBytes is the budget of the catalog's cache of immutable files
+	// (metacache.go): manifest lists, manifests, table metadata and data
+	// files up to WholeFileBytes (default 256 MiB; a manifest of 64 files
+	// is ~10 KiB, a demo data file 15-500 KiB). -1: no cache.
+	CacheBytes int64
 	// StallTimeout: a download whose body sends nothing for this long is
 	// cut off and fetched again (default 30 s); the SDK's timeouts stop
 	// at the response headers (ResponseHeaderTimeout).
@@ -78,7 +79,9 @@ func (c ReadConfig) withDefaults() ReadConfig {
 	def(&c.WholeFileBytes, 8<<20)
 	def(&c.MergeGapBytes, 1<<20)
 	def(&c.MaxRangeBytes, 8<<20)
-	def(&c.MetadataCacheBytes, 64<<20)
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 256 << 20
+	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 16
 	}
@@ -108,7 +111,11 @@ func newS3Reads(awsCfg *aws.Config, endpoint string, props map[string]string, cf
 	// S3 IO does, unless the catalog asks for virtual hosts.
 	pathStyle := endpoint != "" && props["s3.force-virtual-addressing"] != "true"
 	client := s3.NewFromConfig(*awsCfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
-	return &s3Reads{client: client, cfg: cfg, cache: newMetaCache(cfg.MetadataCacheBytes), log: log}
+	var cache *metaCache
+	if cfg.CacheBytes > 0 {
+		cache = newMetaCache(cfg.CacheBytes)
+	}
+	return &s3Reads{client: client, cfg: cfg, cache: cache, log: log}
 }
 
 // errStalled ends a download whose body stopped arriving.
