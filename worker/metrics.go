@@ -292,7 +292,7 @@ func (i *outcomeInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.E
 }
 
 // gateWorkflowName is the gate node's child workflow type.
-var gateWorkflowName = gate.Types()[0].TargetName()
+var gateWorkflowName = gate.Types(nil)[0].TargetName()
 
 func runOutcome(in *interceptor.ExecuteWorkflowInput, res any, err error) (pipeline, status string) {
 	if r, ok := res.(*runs.Result); ok && r != nil {

@@ -66,9 +66,12 @@ type Evaluation struct {
 	Candidate       map[string]any `json:"candidate"`
 	Baseline        map[string]any `json:"baseline"`
 	BaselineVersion string         `json:"baseline_version"`
-	CandidateID     string         `json:"candidate_id"`
-	CandidateData   *EvalScope     `json:"candidate_data"`
-	BaselineData    *EvalScope     `json:"baseline_data"` // null without a baseline
+	// BaselineLogicalDate is the date of the data the baseline was
+	// trained for, as the registry recorded it ("" when unknown).
+	BaselineLogicalDate string     `json:"baseline_logical_date,omitempty"`
+	CandidateID         string     `json:"candidate_id"`
+	CandidateData       *EvalScope `json:"candidate_data"`
+	BaselineData        *EvalScope `json:"baseline_data"` // null without a baseline
 }
 
 // Outputs are an evaluate node's outputs.
@@ -255,7 +258,7 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 
 	// The baseline, if the registry has one.
 	var base *scored
-	var baselineVersion string
+	var baselineVersion, baselineDate string
 	if w.Model != "" {
 		reg := models.New(e.store)
 		v, err := reg.Resolve(ctx, w.Model+"@"+w.Baseline)
@@ -271,7 +274,7 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 			if err != nil {
 				return Outputs{}, err
 			}
-			base, baselineVersion = &b, v.Version
+			base, baselineVersion, baselineDate = &b, v.Version, v.LogicalDate()
 			report.BaselineVersion = v.Version
 			bm := b.modelMetrics()
 			report.Baseline = &bm
@@ -285,7 +288,8 @@ func (e *evaluator) run(ctx context.Context, in nodetype.Input, w With) (Outputs
 	candMetrics := outputMetrics(c.metrics)
 	out := Outputs{
 		Evaluation: Evaluation{
-			Candidate: candMetrics, BaselineVersion: baselineVersion, CandidateID: candidateID, CandidateData: &scope,
+			Candidate: candMetrics, BaselineVersion: baselineVersion, BaselineLogicalDate: baselineDate,
+			CandidateID: candidateID, CandidateData: &scope,
 		},
 		Candidate: candMetrics, BaselineVersion: baselineVersion, CandidateID: candidateID, HasBaseline: base != nil,
 		MetricsURI: objects.KeyURI(e.store, metricsKey), Rows: rows, Window: scope.Window, Dates: scope.Dates,

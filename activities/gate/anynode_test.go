@@ -22,7 +22,7 @@ import (
 // run's result, or its error.
 func runPipeline(t *testing.T, spec string) (*runs.Result, error) {
 	t.Helper()
-	types := append(Types(), noop.Type())
+	types := append(Types(nil), noop.Type())
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(nodetest.Quiet))
 	env := s.NewTestWorkflowEnvironment()

@@ -14,6 +14,7 @@ import (
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/internal/number"
+	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
 // GateWorkflow is the workflow a gate node runs as: a child workflow, so
@@ -40,7 +41,7 @@ const Name = "gate"
 
 // GateType is the `gate` node type's declaration (its name, fields and
 // outputs), for code that names the type.
-var GateType = Types()[0].NodeType
+var GateType = Types(nil)[0].NodeType
 
 // With is a gate node's `with` block. The metric maps and the evaluation
 // are read by package gate's rules (numbers, numeric text or null), so
@@ -51,7 +52,7 @@ type With struct {
 	ZeroBaseline    string `json:"zero_baseline" default:"fail" doc:"a baseline of 0 under a min_relative_change check: fail or skip_relative"`
 	Evaluation      any    `json:"evaluation" type:"any" doc:"an evaluate node's ${nodes.ID.outputs.evaluation}"`
 	Candidate       any    `json:"candidate" type:"any" nested:"*:number" doc:"instead of evaluation: the candidate's metrics, a map of name to number, from any node (a map output ${nodes.ID.outputs.KEY}, or a map of references)"`
-	Baseline        any    `json:"baseline" type:"any" nested:"*:number" doc:"with candidate: the baseline's metrics, a map like candidate's (absent or null: no baseline)"`
+	Baseline        any    `json:"baseline" type:"any" doc:"with candidate: the baseline's metrics, a map like candidate's (absent or null: no baseline), or {model: NAME, alias: production}: the metrics the registry recorded with the version the alias names (its own evaluation, not this run's rows)"`
 	BaselineVersion string `json:"baseline_version" doc:"with candidate: the baseline's version, for the record"`
 	CandidateID     string `json:"candidate_id" doc:"with candidate: the candidate's id, for the record"`
 	CandidateData   any    `json:"candidate_data" type:"any" doc:"with candidate: the rows it was scored on ({split, dataset, window, dates, rows}); the gate refuses to compare different rows"`
@@ -72,8 +73,16 @@ type Outputs struct {
 	// Failed names each failed comparison with its figures.
 	Failed          []string `json:"failed"`
 	BaselineVersion string   `json:"baseline_version"`
-	CandidateID     string   `json:"candidate_id"`
-	HasBaseline     bool     `json:"has_baseline"`
+	// BaselineLogicalDate is the date of the data the baseline was
+	// trained for, when the registry recorded one.
+	BaselineLogicalDate string `json:"baseline_logical_date"`
+	// BaselineSource says where the baseline's figures came from: an
+	// evaluate node's scoring of both models on this run's rows
+	// ("evaluation"), the registry's record of the version
+	// ("registry ctr@v3"), or the node's baseline map ("given").
+	BaselineSource string `json:"baseline_source"`
+	CandidateID    string `json:"candidate_id"`
+	HasBaseline    bool   `json:"has_baseline"`
 	// Waited is set when the gate failed and waited for an approval.
 	Waited  bool   `json:"waited"`
 	Summary string `json:"summary"` // one line for the run's node table
@@ -120,6 +129,27 @@ func checkGate(with map[string]any) error {
 		for _, k := range []string{"baseline", "baseline_version", "candidate_id", "candidate_data", "baseline_data"} {
 			if _, ok := with[k]; ok {
 				return fmt.Errorf("%s goes with candidate; evaluation carries its own", k)
+			}
+		}
+	}
+	if ref, ok := registryRef(with["baseline"]); ok {
+		if _, given := with["baseline_version"]; given {
+			return errors.New("baseline_version goes with a baseline map; a registry baseline ({model, alias}) names its own version")
+		}
+		if _, given := with["baseline_data"]; given {
+			return errors.New("baseline_data goes with a baseline map; a registry baseline's figures are from its own evaluation")
+		}
+		if !dags.HasRef(ref.Model) && !dags.HasRef(ref.Alias) {
+			if err := checkRegistryRef(ref); err != nil {
+				return err
+			}
+		}
+	} else if m, ok := with["baseline"].(map[string]any); ok {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if m[k] != nil && !dags.HasRef(m[k]) {
+				if _, err := number.Figure(m[k]); err != nil {
+					return fmt.Errorf("baseline.%s: %w (a baseline is a map of metric figures, or {model: NAME, alias: ALIAS})", k, err)
+				}
 			}
 		}
 	}
@@ -185,9 +215,12 @@ func literalGateConfig(with map[string]any) (map[string]any, bool) {
 // the workflow needs to act on it. It is computed from the node's resolved
 // `with` by [DecideGate], a pure function.
 type GateDecision struct {
-	Result   gate.Result   `json:"result"`
-	Wait     time.Duration `json:"wait"`
-	OnReject string        `json:"on_reject"`
+	Result gate.Result `json:"result"`
+	// BaselineLogicalDate is the baseline's, from an evaluation that
+	// names it.
+	BaselineLogicalDate string        `json:"baseline_logical_date,omitempty"`
+	Wait                time.Duration `json:"wait"`
+	OnReject            string        `json:"on_reject"`
 	// Error is set when the input is bad: the node fails without retry.
 	Error string `json:"error,omitempty"`
 }
@@ -237,6 +270,9 @@ func decideGate(with map[string]any) (GateDecision, error) {
 	}
 	if d.Result, err = gate.Evaluate(cfg, cand, base); err != nil {
 		return d, err
+	}
+	if m, ok := w.Evaluation.(map[string]any); ok && fromEvaluation && base != nil {
+		d.BaselineLogicalDate, _ = m["baseline_logical_date"].(string)
 	}
 	return d, nil
 }
@@ -345,7 +381,11 @@ func RejectionMessage(r gate.Result) string {
 
 // Types returns the gate node type: a child workflow, so that a rejected
 // candidate can wait for `retrain approve` without holding a worker slot.
-func Types() []nodetype.Type {
+//
+// store is the worker's object store, where a registry baseline is read
+// (nil: none configured; such a gate then fails as bad input).
+func Types(store *s3store.Store) []nodetype.Type {
+	b := &Baselines{Store: store}
 	return []nodetype.Type{nodetype.NewWorkflow[With, Outputs](dags.NodeType{
 		Name: Name,
 		Doc: "Compare a candidate's metrics with thresholds and with the baseline's, from an evaluate node's evaluation or from any " +
@@ -356,5 +396,5 @@ func Types() []nodetype.Type {
 			"Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
 			"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
 		Check: checkGate,
-	}, GateWorkflow, Gate, nil)}
+	}, GateWorkflow, Gate, map[string]any{BaselineActivity: b.Read})}
 }

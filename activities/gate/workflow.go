@@ -43,15 +43,20 @@ type GateState struct {
 // and on_reject is fail.
 func Gate(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	started := workflow.Now(ctx)
+	with, registry, err := resolveRegistryBaseline(ctx, in)
+	if err != nil {
+		return nodetype.Result{}, err
+	}
 	var d GateDecision
 	if err := workflow.SideEffect(ctx, func(workflow.Context) any {
-		return DecideGate(in.With)
+		return DecideGate(with)
 	}).Get(&d); err != nil {
 		return nodetype.Result{}, err
 	}
 	if d.Error != "" {
 		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(d.Error, errtype.BadInput, nil)
 	}
+	source := baselineSource(with, registry, &d)
 	state := GateState{Result: d.Result}
 	if err := workflow.SetQueryHandler(ctx, GateQuery, func() (GateState, error) { return state, nil }); err != nil {
 		return nodetype.Result{}, err
@@ -74,7 +79,9 @@ func Gate(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 		}
 	}
 
-	outputs, err := nodetype.Outputs(GateOutputs(state.Result, waited))
+	out := GateOutputs(state.Result, waited)
+	out.BaselineSource, out.BaselineLogicalDate = source, d.BaselineLogicalDate
+	outputs, err := nodetype.Outputs(out)
 	if err != nil {
 		return nodetype.Result{}, err
 	}
@@ -172,4 +179,28 @@ func waitingDetails(r gate.Result, until time.Time, run string) string {
 	}
 	fmt.Fprintf(&b, "\nTo deploy it anyway: `retrain approve %s --force --reason \"...\"`; without an approval the gate rejects it when the wait ends.\n", run)
 	return b.String()
+}
+
+// baselineSource names where the baseline's figures came from, and for a
+// registry baseline says so in the verdict's reason too: its figures are
+// the version's own evaluation, not a scoring on this run's rows.
+func baselineSource(with map[string]any, registry *RegistryBaseline, d *GateDecision) string {
+	switch {
+	case !d.Result.HasBaseline:
+		return ""
+	case registry != nil:
+		d.BaselineLogicalDate = registry.LogicalDate
+		ref := registry.Model + "@" + registry.Version
+		trained := ""
+		if registry.LogicalDate != "" {
+			trained = ", trained for " + registry.LogicalDate
+		}
+		d.Result.Reason += fmt.Sprintf("; the baseline's figures are those recorded with %s (%s%s), from its own evaluation, not scored on this run's rows",
+			ref, registry.Alias, trained)
+		return "registry " + ref
+	}
+	if _, ok := with["evaluation"]; ok {
+		return "evaluation"
+	}
+	return "given"
 }

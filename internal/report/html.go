@@ -76,6 +76,7 @@ type sliceRow struct{ Slice, Count, CandAUC, BaseAUC, CandLogLoss, BaseLogLoss s
 
 type gateView struct {
 	Node, Title, Verdict, Reason, Forced string
+	Baseline                             string // which version, of which date, and where its figures came from
 	Comparisons                          []comparisonRow
 }
 
@@ -277,6 +278,28 @@ func evalRows(id string, e *evaluate.EvaluationReport) evalView {
 	return ev
 }
 
+// gateBaseline says what a gate compared with: "Baseline: v3, trained for
+// 2026-11-14; figures from ...", or "" without one.
+func gateBaseline(out map[string]any) string {
+	version, _ := out["baseline_version"].(string)
+	if has, _ := out["has_baseline"].(bool); !has || version == "" {
+		return ""
+	}
+	s := "Baseline: " + version
+	if d, _ := out["baseline_logical_date"].(string); d != "" {
+		s += ", trained for " + d
+	}
+	switch src, _ := out["baseline_source"].(string); {
+	case src == "evaluation":
+		s += "; both models scored on this run's rows"
+	case strings.HasPrefix(src, "registry "):
+		s += "; figures recorded with " + strings.TrimPrefix(src, "registry ") + " at its own evaluation, not this run's rows"
+	case src == "given":
+		s += "; figures given to the gate by the pipeline"
+	}
+	return s + "."
+}
+
 func gateRows(n runs.NodeState) gateView {
 	g := gateView{Node: n.ID, Title: "Gate " + n.ID}
 	if n.ID == "gate" {
@@ -299,6 +322,7 @@ func gateRows(n runs.NodeState) gateView {
 	if n.Outputs["forced"] == true {
 		g.Forced = fmt.Sprintf("forced by %v: %v", n.Outputs["forced_by"], n.Outputs["force_reason"])
 	}
+	g.Baseline = gateBaseline(n.Outputs)
 	// Comparisons come back from history as generic JSON.
 	var cs []gate.Comparison
 	if b, err := json.Marshal(n.Outputs["comparisons"]); err == nil {
@@ -374,7 +398,7 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 {{end}}</table>{{end}}{{end}}
 
 {{range .Gates}}<h2>{{.Title}}: {{.Verdict}}</h2>
-<p>{{.Reason}}</p>{{if .Forced}}<p class="note">{{.Forced}}</p>{{end}}
+<p>{{.Reason}}</p>{{if .Forced}}<p class="note">{{.Forced}}</p>{{end}}{{if .Baseline}}<p>{{.Baseline}}</p>{{end}}
 {{if .Comparisons}}<table><tr><th>metric</th><th>check</th><th>candidate</th><th>baseline</th><th>threshold</th><th>result</th><th>why</th></tr>
 {{range .Comparisons}}<tr><td>{{.Metric}}</td><td>{{.Check}}</td><td class="num">{{.Candidate}}</td><td class="num">{{.Baseline}}</td><td class="num">{{.Threshold}}</td><td{{if eq .Result "FAIL"}} class="fail"{{end}}>{{.Result}}</td><td>{{.Reason}}</td></tr>
 {{end}}</table>{{end}}{{end}}

@@ -129,7 +129,8 @@ func retrainRun(t *testing.T) (*runs.Result, *dags.Plan, Fetcher) {
 			{ID: "evaluate", Type: "evaluate", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(15), EndedAt: at(16),
 				Outputs: map[string]any{"metrics_uri": "s3://b/metrics.json"}},
 			{ID: "gate", Type: "gate", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(16), EndedAt: at(17),
-				Outputs: map[string]any{"passed": true, "reason": "auc 0.7712 >= baseline 0.7690 - 0.005"}},
+				Outputs: map[string]any{"passed": true, "reason": "auc 0.7712 >= baseline 0.7690 - 0.005", "has_baseline": true,
+					"baseline_version": "v2", "baseline_logical_date": "2026-11-19", "baseline_source": "evaluation"}},
 			{ID: "deploy", Type: "deploy", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(17), EndedAt: at(18),
 				Outputs: map[string]any{"model": "ctr", "alias": "production", "version": "v3", "ref": "ctr@v3",
 					"previous_version": "v2", "moved": true, "uri": "s3://b/models/ctr/versions/v3/"}},
@@ -184,6 +185,7 @@ func TestReportTellsTheStory(t *testing.T) {
 	for _, want := range []string{
 		// The headline: what was deployed, over what, and the gate.
 		"<b>Deployed ctr v3</b>production: v2 → v3", "<b>Gate: passed.</b>",
+		"Baseline: v2, trained for 2026-11-19; both models scored on this run&#39;s rows.",
 		// Links: the run's own execution (its id escaped), the stats page
 		// next to the report, the model version and how to see it.
 		`href="http://localhost:8233/namespaces/default/workflows/ctr-retrain%2F2026-11-20/0193-abc/history"`,
