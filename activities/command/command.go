@@ -31,6 +31,7 @@ type With struct {
 	Env         map[string]string `json:"env" doc:"environment of the program, on top of PATH, HOME, locale, TMPDIR, TZ and the names the worker passes on (--pass-env); values may hold ${secret.NAME}, resolved on the worker"`
 	Dir         string            `json:"dir" doc:"working directory"`
 	OKExitCodes []int             `json:"ok_exit_codes" default:"[0]" doc:"exit codes that count as success"`
+	OutputsFrom string            `json:"outputs_from" default:"file" doc:"where the program's structured outputs are: file (a JSON object written to the file $RETRAIN_OUTPUTS names) or stdout (a JSON object printed as the last line of stdout)"`
 }
 
 // Outputs are a command node's outputs: the three it always gives, and
@@ -63,6 +64,9 @@ func check(with map[string]any) error {
 	}
 	if codes, ok := with["ok_exit_codes"].([]any); ok && len(codes) == 0 {
 		return errors.New("ok_exit_codes is empty: no exit code would count as success")
+	}
+	if from, ok := with["outputs_from"].(string); ok && !dags.HasRef(from) && from != OutputsFromFile && from != OutputsFromStdout {
+		return fmt.Errorf("outputs_from %q: want %s or %s", from, OutputsFromFile, OutputsFromStdout)
 	}
 	if env, ok := with["env"].(map[string]any); ok {
 		if _, set := env[OutputsEnv]; set {
@@ -100,6 +104,9 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 	// every run however the program exits.
 	if len(spec.OKExitCodes) == 0 {
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "ok_exit_codes is empty: no exit code would count as success")
+	}
+	if spec.OutputsFrom != OutputsFromFile && spec.OutputsFrom != OutputsFromStdout {
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "outputs_from %q: want %s or %s", spec.OutputsFrom, OutputsFromFile, OutputsFromStdout)
 	}
 	if err := process.CheckProgram(c.AllowCommands, spec.Argv); err != nil {
 		return Outputs{}, err
@@ -149,7 +156,11 @@ func (c *Command) Run(ctx context.Context, in nodetype.Input, spec With) (Output
 	}
 	for _, ok := range spec.OKExitCodes {
 		if code == ok {
-			extra, err := readOutputs(outputsFile)
+			read := func() (map[string]any, error) { return readOutputs(outputsFile) }
+			if spec.OutputsFrom == OutputsFromStdout {
+				read = func() (map[string]any, error) { return stdoutOutputs(outputs.Stdout) }
+			}
+			extra, err := read()
 			if err != nil {
 				return Outputs{}, err
 			}
@@ -179,7 +190,8 @@ func TypeWith(d Deps) nodetype.Type {
 	return nodetype.New(dags.NodeType{
 		Name: Name,
 		Doc: "Runs argv directly (no shell unless argv names one) and captures its exit code and output tails. " +
-			"The program may write a JSON object to the file $RETRAIN_OUTPUTS names (64 KiB at most): after a successful exit its keys " +
+			"The program may write a JSON object to the file $RETRAIN_OUTPUTS names (64 KiB at most), or print one as the last line of its stdout " +
+			"(outputs_from: stdout; up to 4 KiB): after a successful exit its keys " +
 			"are outputs too, next to exit_code, stdout and stderr, and a spec may declare them with their types (outputs: {auc: number}).",
 		Check:       check,
 		OpenOutputs: true,

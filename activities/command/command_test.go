@@ -33,7 +33,7 @@ func TestSchema(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"argv", "env", "dir", "ok_exit_codes"} {
+	for _, name := range []string{"argv", "env", "dir", "ok_exit_codes", "outputs_from"} {
 		if !fields[name] {
 			t.Errorf("no field %s", name)
 		}
@@ -44,7 +44,7 @@ func TestSchema(t *testing.T) {
 	if !typ.NodeType.OpenOutputs {
 		t.Error("the command type's outputs are not open: its $RETRAIN_OUTPUTS keys would fail validation")
 	}
-	if CommandType.Name != "command" || len(CommandType.Fields) != 4 {
+	if CommandType.Name != "command" || len(CommandType.Fields) != 5 {
 		t.Errorf("CommandType %+v", CommandType)
 	}
 }

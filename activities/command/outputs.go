@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/retrain-ml/retrain/activities/internal/process"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -27,6 +28,29 @@ const OutputsEnv = "RETRAIN_OUTPUTS"
 // every later node's input copies the outputs it refers to: a result larger
 // than this belongs in a file or the object store, its path in the outputs.
 const MaxOutputsFile = 64 << 10
+
+// Where a command's structured outputs come from (outputs_from).
+const (
+	OutputsFromFile   = "file"   // the file $RETRAIN_OUTPUTS names
+	OutputsFromStdout = "stdout" // the last line of stdout, a JSON object
+)
+
+// stdoutOutputs reads the outputs a program printed as the last line of
+// its stdout, given the stdout's tail (process.OutputTail bytes): a
+// trainer that prints its result needs no wrapper to write a file.
+func stdoutOutputs(tail string) (map[string]any, error) {
+	const what = "the last line of stdout (outputs_from: stdout)"
+	tail = strings.TrimRight(tail, " \t\r\n")
+	line := tail[strings.LastIndexByte(tail, '\n')+1:]
+	if !strings.Contains(tail, "\n") && len(tail) >= process.OutputTail-1 {
+		return nil, nodetype.Permanent(errtype.BadOutput, "%s is longer than the %d bytes of stdout kept; "+
+			"write a result that large to the file $%s names", what, process.OutputTail, OutputsEnv)
+	}
+	if strings.TrimSpace(line) == "" {
+		return nil, nodetype.Permanent(errtype.BadOutput, `%s: the program printed nothing; print a JSON object such as {"auc": 0.71} last`, what)
+	}
+	return parseOutputs([]byte(line), what)
+}
 
 // fixedOutputs are the keys the node gives itself, which the file cannot
 // set.
@@ -72,6 +96,17 @@ func readOutputs(path string) (map[string]any, error) {
 		size := max(info.Size(), int64(len(b)))
 		return nil, bad("is %d bytes; the cap is %d bytes (64 KiB), as outputs are recorded in the run's history: "+
 			"write a large result to a file or the object store and output its path", size, MaxOutputsFile)
+	}
+	return parseOutputs(b, what)
+}
+
+// parseOutputs reads the program's outputs, b, from where what says:
+// nothing (only whitespace) gives nil; anything but a JSON object whose
+// keys are valid output names other than the fixed ones fails the node
+// without retry.
+func parseOutputs(b []byte, what string) (map[string]any, error) {
+	bad := func(format string, args ...any) error {
+		return nodetype.Permanent(errtype.BadOutput, "%s %s", what, fmt.Sprintf(format, args...))
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, nil
