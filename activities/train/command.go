@@ -210,6 +210,9 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int) (progra
 				return err
 			}
 			p := e.Progress
+			if e.Has(trainer.FieldTotal) {
+				r.setTotal(p.Total)
+			}
 			if e.Has(trainer.FieldLoss) {
 				res.loss = p.Loss
 				r.addPoint(p) // before the checkpoint, which saves the curve up to its step

@@ -7,7 +7,7 @@ only torch and numpy:
 * it reads RETRAIN_TRAIN_DATA (and RETRAIN_EVAL_DATA) in the npy layout:
   give the train node `data_format: npy`;
 * it prints progress as JSON lines on rank 0's stdout,
-  {"step", "loss", "emb_max_norm", "examples_per_sec", "checkpoint"};
+  {"step", "total", "loss", "emb_max_norm", "examples_per_sec", "checkpoint"};
   every other line is a log line;
 * it checkpoints into RETRAIN_CHECKPOINT_URI (a local folder) and resumes
   from RETRAIN_RESUME_FROM;
@@ -213,7 +213,7 @@ def main():
             with torch.no_grad():
                 norm = model.table[touched].norm(dim=1).max().item() if len(touched) else 0.0
             now = time.monotonic()
-            record = {"step": step, "loss": loss, "emb_max_norm": norm,
+            record = {"step": step, "total": total, "loss": loss, "emb_max_norm": norm,
                       "examples_per_sec": seen / max(now - since, 1e-9)}
             since, seen = now, 0
             if saving:

@@ -85,6 +85,10 @@ type Progress struct {
 	EmbMaxNorm     float64 `json:"emb_max_norm"`         // largest L2 norm of an embedding row updated since the last record
 	ExamplesPerSec float64 `json:"examples_per_sec"`     // throughput since the last record
 	CheckpointURI  string  `json:"checkpoint,omitempty"` // checkpoint written at this step, if any
+	// Total is the step training will end at, when the trainer knows it
+	// (epochs × steps per epoch): `retrain status --follow`, the Web UI
+	// and the report then show a bar, steps/s and an ETA.
+	Total int64 `json:"total,omitempty"`
 }
 
 // EventKind tells a progress record from a log line.
@@ -99,12 +103,13 @@ const (
 type Field uint8
 
 // The optional fields of a progress line, by their JSON names: loss,
-// emb_max_norm, examples_per_sec, checkpoint.
+// emb_max_norm, examples_per_sec, checkpoint, total.
 const (
 	FieldLoss Field = 1 << iota
 	FieldEmbMaxNorm
 	FieldExamplesPerSec
 	FieldCheckpoint
+	FieldTotal
 )
 
 // Event is one line of a command trainer's output.
@@ -135,6 +140,7 @@ func ParseLine(line string) Event {
 		EmbMaxNorm     json.RawMessage `json:"emb_max_norm"`
 		ExamplesPerSec json.RawMessage `json:"examples_per_sec"`
 		Checkpoint     *string         `json:"checkpoint"`
+		Total          json.RawMessage `json:"total"`
 	}
 	if json.Unmarshal(quoteNonFinite(b), &rec) != nil {
 		return e
@@ -161,6 +167,12 @@ func ParseLine(line string) Event {
 	if rec.Checkpoint != nil && *rec.Checkpoint != "" {
 		e.Progress.CheckpointURI = *rec.Checkpoint
 		e.Fields |= FieldCheckpoint
+	}
+	// A total that is not a positive whole number is ignored, as an
+	// unknown total: it only draws a bar.
+	if t, ok := parseNumber(rec.Total); ok && t > 0 && t == float64(int64(t)) {
+		e.Progress.Total = int64(t)
+		e.Fields |= FieldTotal
 	}
 	e.Kind = ProgressEvent
 	return e

@@ -31,6 +31,10 @@ func TestParseLine(t *testing.T) {
 			fields: FieldLoss | FieldEmbMaxNorm | FieldExamplesPerSec | FieldCheckpoint,
 		},
 		{line: `  {"step": 3}  `, kind: ProgressEvent, want: Progress{Step: 3}},
+		{line: `{"step": 3, "total": 1200}`, kind: ProgressEvent, want: Progress{Step: 3, Total: 1200}, fields: FieldTotal},
+		{line: `{"step": 3, "total": 0}`, kind: ProgressEvent, want: Progress{Step: 3}},
+		{line: `{"step": 3, "total": 2.5}`, kind: ProgressEvent, want: Progress{Step: 3}},
+		{line: `{"step": 3, "total": "many"}`, kind: ProgressEvent, want: Progress{Step: 3}},
 		{line: `{"step": 3, "loss": null, "checkpoint": null}`, kind: ProgressEvent, want: Progress{Step: 3}},
 		// Python's json.dumps writes non-finite floats bare.
 		{line: `{"step": 7, "loss": NaN}`, kind: ProgressEvent, want: Progress{Step: 7, Loss: nan}, fields: FieldLoss},
