@@ -125,10 +125,17 @@ type sharedLake struct {
 
 func newSharedLake(t *testing.T) *sharedLake {
 	t.Helper()
+	return newSharedLakeOn(t, "file:"+filepath.Join(t.TempDir(), "catalog.db"))
+}
+
+// newSharedLakeOn is newSharedLake with the catalog at catalogURI (a
+// SQLite file or a PostgreSQL database).
+func newSharedLakeOn(t *testing.T, catalogURI string) *sharedLake {
+	t.Helper()
 	ctx := context.Background()
 	e := &sharedLake{srv: s3test.Start(t), queue: newQueue(t)}
 	e.cfg = lake.Config{
-		URI: "file:" + filepath.Join(t.TempDir(), "catalog.db"), Warehouse: e.srv.URI("warehouse"),
+		URI: catalogURI, Warehouse: e.srv.URI("warehouse"),
 		S3: lake.S3Config{Endpoint: e.srv.Endpoint, Region: e.srv.Region, AccessKeyID: e.srv.AccessKey, SecretAccessKey: e.srv.SecretKey},
 	}
 	cat, err := lake.Open(ctx, e.cfg, quiet)
