@@ -32,7 +32,8 @@ type chunkReader struct {
 	metaErr error
 
 	mu      sync.Mutex
-	columns map[int]bool // columns asked for so far
+	columns map[int]bool   // columns asked for so far
+	planned map[int64]bool // chunks (by offset) fetched or being fetched
 	blocks  []*block
 }
 
@@ -55,6 +56,7 @@ type block struct {
 func (c *chunkReader) footer() error {
 	c.once.Do(func() {
 		c.columns = map[int]bool{}
+		c.planned = map[int64]bool{}
 		tail := c.f.tail
 		if len(tail) < 8 || string(tail[len(tail)-4:]) != "PAR1" {
 			return // not a plain Parquet file: reads go one by one
@@ -161,9 +163,12 @@ func (c *chunkReader) plan(off, end int64) *block {
 	for _, s := range c.groups[rg] {
 		if s.off == off {
 			s.end = max(s.end, end) // arrow-go may pad a chunk's length
-		} else if !c.columns[s.col] || s.off >= c.f.tailOff || c.covering(s.off, s.end) != nil {
+		} else if !c.columns[s.col] || s.off >= c.f.tailOff || c.planned[s.off] {
+			// Not asked for, in memory, or fetched before (a chunk read
+			// once is not read again; if it is, its own miss fetches it).
 			continue
 		}
+		c.planned[s.off] = true
 		want = append(want, s)
 	}
 	var mine *block
