@@ -34,7 +34,8 @@ import (
 // and run there, README.md first and then docs/*.md by name, each file's
 // blocks in order: a block may use what an earlier one made (a run, a
 // model version, demo data). Each block gets `retrain` (built from this
-// tree) first on PATH, RETRAIN_TEMPORAL_ADDRESS and RETRAIN_DATA_DIR set to
+// tree) first on PATH, RETRAIN_TEMPORAL_ADDRESS, RETRAIN_HTTP_API (its HTTP
+// API's base URL) and RETRAIN_DATA_DIR set to
 // the stack, and docsBlockLimit to finish. Keep marked blocks to commands
 // that take seconds and do the same every time. docs/development.md says
 // the same for writers of the docs.
@@ -69,16 +70,18 @@ func TestDocs(t *testing.T) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	port := strconv.Itoa(freePorts(t, 1)[0])
+	ports := freePorts(t, 2)
+	port, httpPort := strconv.Itoa(ports[0]), strconv.Itoa(ports[1])
 	start := time.Now()
 	startDevIn(t, root, filepath.Join(data, "dev.log"), []string{"TMPDIR=" + tmp}, bin,
-		"dev", "--headless", "--data-dir", data, "--port", port, "--s3-port", "0", "--report-port", "0",
+		"dev", "--headless", "--data-dir", data, "--port", port, "--http-port", httpPort, "--s3-port", "0", "--report-port", "0",
 		"--pipelines", "examples/scripts")
 	t.Logf("retrain dev up in %.1fs", time.Since(start).Seconds())
 
 	env := append(os.Environ(),
 		"PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"RETRAIN_TEMPORAL_ADDRESS=127.0.0.1:"+port,
+		"RETRAIN_HTTP_API=http://127.0.0.1:"+httpPort,
 		"RETRAIN_DATA_DIR="+data,
 		"TMPDIR="+tmp,
 	)

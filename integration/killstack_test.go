@@ -330,7 +330,7 @@ func (k *killEnv) watch(t *testing.T, cond func() bool) <-chan struct{} {
 func (k *killEnv) startDev(t *testing.T) {
 	t.Helper()
 	k.dev = startDevProc(t, k.logPath, k.bin, "dev", "--headless", "--data-dir", k.dir,
-		"--port", fmt.Sprint(k.port), "--s3-port", fmt.Sprint(k.s3Port), "--report-port", fmt.Sprint(k.reportPort), "--log-level", "warn")
+		"--port", fmt.Sprint(k.port), "--http-port", "0", "--s3-port", fmt.Sprint(k.s3Port), "--report-port", fmt.Sprint(k.reportPort), "--log-level", "warn")
 }
 
 // kill SIGKILLs the dev stack and everything it started, and returns when

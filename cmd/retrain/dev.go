@@ -69,6 +69,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 			out := app.Out
 			fmt.Fprintln(out, "retrain dev stack is up")
 			fmt.Fprintf(out, "  Temporal:  %s (namespace %s)\n", s.server.FrontendAddress(), s.server.Namespace())
+			fmt.Fprintf(out, "  HTTP API:  %s/api/v1/namespaces/%s/workflows (docs/http-api.md)\n", s.server.HTTPAddress(), s.server.Namespace())
 			if ui := s.server.UIAddress(); ui != "" {
 				fmt.Fprintf(out, "  Web UI:    %s\n", ui)
 			}
@@ -98,6 +99,7 @@ func newDevCommand(app *cli.App) *cobra.Command {
 	f.StringVar(&opts.DataDir, "data-dir", storage.DefaultDataDir, "where the stack keeps its state")
 	f.BoolVar(&opts.Headless, "headless", false, "do not serve the Web UI")
 	f.IntVar(&opts.Port, "port", 7233, "Temporal frontend gRPC port")
+	f.IntVar(&opts.HTTPPort, "http-port", 7243, "Temporal HTTP API port (start, watch and list runs with curl or any HTTP client; 0 picks a free one)")
 	f.IntVar(&opts.UIPort, "ui-port", 8233, "Web UI port")
 	f.IntVar(&s3Port, "s3-port", 7070, "S3 server port (checkpoints and models; 0 picks a free one)")
 	f.IntVar(&reportPort, "report-port", 8234, "HTTP port serving run reports at /runs/RUN (0 picks a free one)")

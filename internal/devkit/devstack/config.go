@@ -26,8 +26,8 @@ const (
 	numHistoryShards = 1
 )
 
-// ports are the listening ports of one stack. Only frontend and ui come from
-// Options; the rest are picked free on Host at every start so that several
+// ports are the listening ports of one stack. Only frontend, frontendHTTP
+// and ui come from Options; the rest are picked free on Host at every start so that several
 // stacks (parallel tests, two checkouts) can run on one machine.
 type ports struct {
 	frontend     int
@@ -38,13 +38,18 @@ type ports struct {
 	ui           int
 }
 
-func allocatePorts(host string, frontend, ui int, headless bool) (ports, error) {
-	p := ports{frontend: frontend, ui: ui}
-	free := []*int{&p.frontendHTTP, &p.history, &p.matching, &p.worker}
+func allocatePorts(host string, frontend, frontendHTTP, ui int, headless bool) (ports, error) {
+	p := ports{frontend: frontend, frontendHTTP: frontendHTTP, ui: ui}
+	free := []*int{&p.history, &p.matching, &p.worker}
 	if p.frontend == 0 {
 		free = append(free, &p.frontend)
 	} else if err := checkPortFree(host, p.frontend); err != nil {
 		return p, fmt.Errorf("frontend port: %w", err)
+	}
+	if p.frontendHTTP == 0 {
+		free = append(free, &p.frontendHTTP)
+	} else if err := checkPortFree(host, p.frontendHTTP); err != nil {
+		return p, fmt.Errorf("HTTP API port: %w", err)
 	}
 	if headless {
 		p.ui = 0

@@ -36,6 +36,11 @@ type Options struct {
 	// Port is the frontend gRPC port (what client.Dial needs). 0 picks a
 	// free port, for tests; `retrain dev` passes 7233.
 	Port int
+	// HTTPPort is the frontend's HTTP API port (Temporal's JSON API, for
+	// clients without an SDK: curl, Python's standard library); 0 picks a
+	// free port, for tests; `retrain dev` passes 7243, as Temporal's own
+	// dev server does.
+	HTTPPort int
 	// UIPort is the Web UI's HTTP port; 0 picks a free port. Ignored when
 	// Headless.
 	UIPort int
@@ -65,6 +70,7 @@ type Options struct {
 type Server struct {
 	namespace    string
 	frontendAddr string
+	httpURL      string
 	dbPath       string
 	logger       *slog.Logger
 
@@ -138,12 +144,13 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 
-	p, err := allocatePorts(opts.Host, opts.Port, opts.UIPort, opts.Headless)
+	p, err := allocatePorts(opts.Host, opts.Port, opts.HTTPPort, opts.UIPort, opts.Headless)
 	if err != nil {
 		return nil, err
 	}
 	advertise := advertiseHost(opts.Host)
 	s.frontendAddr = net.JoinHostPort(advertise, strconv.Itoa(p.frontend))
+	s.httpURL = "http://" + net.JoinHostPort(advertise, strconv.Itoa(p.frontendHTTP))
 
 	logger := newServerLogger(opts.Logger, opts.LogLevel, &s.transient)
 	if err := recoverServerPanic(func() error {
@@ -259,6 +266,10 @@ func recoverServerPanic(f func() error) (err error) {
 
 // FrontendAddress is the frontend's host:port, for client.Dial.
 func (s *Server) FrontendAddress() string { return s.frontendAddr }
+
+// HTTPAddress is the frontend's HTTP API base URL ("http://host:port"):
+// POST {HTTPAddress}/api/v1/namespaces/NS/workflows/ID starts a workflow.
+func (s *Server) HTTPAddress() string { return s.httpURL }
 
 // UIAddress is the Web UI's base URL ("http://host:port"), or "" when
 // headless.
