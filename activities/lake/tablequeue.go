@@ -42,6 +42,9 @@ const (
 const (
 	queuePing = 30 * time.Second // how often the queue checks its requesters are alive
 	queueIdle = time.Minute      // how long an empty queue lingers before it ends
+	// queueMaxWait bounds how long a promotion waits for its turn before
+	// it goes ahead anyway (see waitTurn).
+	queueMaxWait = 30 * time.Minute
 	// queueMaxEvents: continue as new before the history gets long.
 	queueMaxEvents = 5000
 )

@@ -1,8 +1,19 @@
 package lake
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/nodetype"
 )
 
 // TestQueueTurns: overlapping promotions go one at a time, in arrival
@@ -48,5 +59,38 @@ func TestQueueTurns(t *testing.T) {
 	}
 	if got := waitingDetails("ml.training", []QueueRequest{req("run-1", "2026-11-01", "2026-11-04")}); got != fmt.Sprintf("**Waiting for table ml.training**: a promotion of overlapping dates goes first: run-1 (2026-11-01..2026-11-04)") {
 		t.Errorf("details %q", got)
+	}
+}
+
+// TestQueueTurnThatNeverComes: a holder that never releases (or requests a
+// client forged into the queue) delays a promotion by queueMaxWait at
+// most; then it goes ahead, its commit guarded by the re-plan on conflict.
+func TestQueueTurnThatNeverComes(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) error { return nil },
+		activity.RegisterOptions{Name: TableQueueEnqueueActivity})
+	wf := func(ctx workflow.Context) (time.Duration, error) {
+		start := workflow.Now(ctx)
+		release, err := waitTurn(ctx, nodetype.Input{RunID: "r", Node: "promote",
+			With: map[string]any{"training_table": "ml.training", "start_date": "2026-11-01", "end_date": "2026-11-04"}})
+		if err != nil {
+			return 0, err
+		}
+		release()
+		return workflow.Now(ctx).Sub(start), nil
+	}
+	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "waiter"})
+	released := false
+	env.OnSignalExternalWorkflow(mock.Anything, TableQueueID("ml.training"), "", queueReleaseSignal, mock.Anything).
+		Return(func(string, string, string, string, any) error { released = true; return nil })
+	env.ExecuteWorkflow("waiter")
+	var waited time.Duration
+	if err := env.GetWorkflowResult(&waited); err != nil {
+		t.Fatal(err)
+	}
+	if waited != queueMaxWait || !released {
+		t.Fatalf("went ahead after %s (released %t), want %s and a release", waited, released, queueMaxWait)
 	}
 }

@@ -72,12 +72,29 @@ func waitTurn(ctx workflow.Context, in nodetype.Input) (func(), error) {
 	notices := workflow.GetSignalChannel(ctx, queueNoticeSignal)
 	log := workflow.GetLogger(ctx)
 	waited := false
+	// The queue orders work; it does not guard it: a commit that loses a
+	// race re-plans (features.CommitPromotion). So a turn that never comes
+	// (a holder that never releases, or requests a client forged into the
+	// queue, which any client may start and signal) delays a promotion by
+	// queueMaxWait at most, and it then goes ahead on its own.
+	tctx, stopTimer := workflow.WithCancel(ctx)
+	defer stopTimer()
+	deadline := workflow.NewTimer(tctx, queueMaxWait)
 	for {
 		var n QueueNotice
-		notices.Receive(ctx, &n)
+		timedOut := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(notices, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &n) })
+		sel.AddFuture(deadline, func(workflow.Future) { timedOut = true })
+		sel.Select(ctx)
 		if err := ctx.Err(); err != nil {
 			release()
 			return nil, err
+		}
+		if timedOut {
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Promoting into %s** without its turn: waited %s for overlapping promotions; a lost commit re-plans.", tbl, queueMaxWait))
+			log.Warn("table queue: turn did not come; going ahead", "table", tbl, "waited", queueMaxWait)
+			return release, nil
 		}
 		if n.Granted {
 			if waited {
