@@ -144,10 +144,10 @@ S3 server under --data-dir.`,
 				byVersion[a.Version] = append(byVersion[a.Version], a.Alias)
 			}
 			w := tabwriter.NewWriter(app.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "VERSION\tCREATED\tFILES\tMETRICS\tALIASES\tCHECKSUM")
+			fmt.Fprintln(w, "VERSION\tCREATED\tTRAINED FOR\tFILES\tMETRICS\tALIASES\tCHECKSUM")
 			for _, v := range versions {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", v.Version, v.Created.Local().Format(time.DateTime), len(v.Files),
-					formatMetrics(v.Metrics), strings.Join(byVersion[v.Version], ","), shortChecksum(v.Checksum))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", v.Version, v.Created.Local().Format(time.DateTime), cmp.Or(v.LogicalDate(), "-"),
+					len(v.Files), formatMetrics(v.Metrics), strings.Join(byVersion[v.Version], ","), shortChecksum(v.Checksum))
 			}
 			return w.Flush()
 		},
@@ -176,6 +176,9 @@ S3 server under --data-dir.`,
 			fmt.Fprintf(w, "created\t%s\n", v.Created.Local().Format(time.RFC3339))
 			fmt.Fprintf(w, "checksum\t%s\n", v.Checksum)
 			fmt.Fprintf(w, "location\t%s\n", reg.URI(v))
+			if d := v.LogicalDate(); d != "" {
+				fmt.Fprintf(w, "trained for\t%s (the run's logical date)\n", d)
+			}
 			if v.PipelineRun != "" {
 				fmt.Fprintf(w, "pipeline run\t%s\n", v.PipelineRun)
 			}
