@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrain-ml/retrain/internal/devkit/demodata"
 	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/storage"
 )
 
 // lakeFlags adds the lake configuration flags (the same the worker takes,
@@ -29,8 +30,14 @@ func lakeFlags(cmd *cobra.Command) *lake.Config {
 // NewTableCommand returns `retrain table`: look at and roll back lake
 // tables.
 func NewTableCommand(app *App) *cobra.Command {
-	cmd := &cobra.Command{Use: "table", Short: "Inspect Iceberg tables of the lake and roll them back"}
+	cmd := &cobra.Command{Use: "table", Short: "Inspect Iceberg tables of the lake, roll them back and maintain them"}
 	cfg := lakeFlags(cmd)
+	// The model registry, which `table maintain` reads for the snapshots
+	// model versions trained on; its S3 endpoint and region flags are
+	// the lake's (see storage.Config.AddFlags).
+	var store storage.Config
+	store.AddFlags(cmd.PersistentFlags())
+	store.AddDataDirFlag(cmd.PersistentFlags())
 
 	var asJSON bool
 	snapshots := &cobra.Command{
@@ -183,7 +190,7 @@ func NewTableCommand(app *App) *cobra.Command {
 	scan.Flags().StringVar(&snapID, "snapshot", "", "read this snapshot instead of main")
 	scan.Flags().BoolVar(&asJSON, "json", false, "print the checksum as JSON")
 
-	cmd.AddCommand(snapshots, rollback, scan)
+	cmd.AddCommand(snapshots, rollback, scan, newTableMaintainCommand(app, cfg, &store))
 	return cmd
 }
 
