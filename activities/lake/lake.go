@@ -1,6 +1,6 @@
 // Package lake holds the node types that read and write the Iceberg lake:
 // stage_features, feature_stats, promote_features (a child workflow and
-// its activities) and rollback_table.
+// its activities), rollback_table and maintain_table.
 package lake
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -25,6 +26,9 @@ import (
 type Lake struct {
 	Catalog *lake.Lazy
 	Logger  *slog.Logger
+	// Store holds the model registry, which maintain_table reads for the
+	// snapshots model versions trained on; nil on a worker without one.
+	Store *s3store.Store
 	// groups bounds the promotion bucket groups this worker runs at once
 	// (see PromoteBuckets); nil: no bound.
 	groups chan struct{}
@@ -124,6 +128,7 @@ var (
 	FeatureStatsType    = (&Lake{}).statsType().NodeType
 	PromoteFeaturesType = (&Lake{}).promoteType().NodeType
 	RollbackTableType   = (&Lake{}).rollbackType().NodeType
+	MaintainTableType   = (&Lake{}).maintainType().NodeType
 )
 
 // Deps are what the lake's node types need from the worker.
@@ -132,15 +137,17 @@ type Deps struct {
 	// without one (the nodes then fail as bad input).
 	Catalog *lake.Lazy
 	Logger  *slog.Logger
+	// Store is the model registry's store (see Lake.Store); may be nil.
+	Store *s3store.Store
 }
 
 // Types returns the node types that read and write the lake:
 // stage_features, feature_stats, promote_features (a child workflow and
-// its activities) and rollback_table.
+// its activities), rollback_table and maintain_table.
 func Types(d Deps) []nodetype.Type {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	l := &Lake{Catalog: d.Catalog, Logger: d.Logger, groups: make(chan struct{}, runtime.GOMAXPROCS(0))}
-	return []nodetype.Type{l.stageType(), l.statsType(), l.promoteType(), l.rollbackType()}
+	l := &Lake{Catalog: d.Catalog, Logger: d.Logger, Store: d.Store, groups: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	return []nodetype.Type{l.stageType(), l.statsType(), l.promoteType(), l.rollbackType(), l.maintainType()}
 }

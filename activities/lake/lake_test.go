@@ -33,7 +33,7 @@ type field struct {
 // specs were written against (names, types, required), with the defaults
 // the docs used to state, a doc for every field, and the same outputs.
 func TestSchema(t *testing.T) {
-	S, L, I, N, A := dags.FieldString, dags.FieldStringList, dags.FieldInt, dags.FieldNumber, dags.FieldAny
+	S, L, I, N, A, B := dags.FieldString, dags.FieldStringList, dags.FieldInt, dags.FieldNumber, dags.FieldAny, dags.FieldBool
 	want := map[string]struct {
 		fields  []field
 		outputs []string
@@ -56,6 +56,13 @@ func TestSchema(t *testing.T) {
 		}, []string{"previous_snapshot_id", "snapshot_id", "rows", "matched", "columns", "partitions", "files", "rounds", "summary"}},
 		"rollback_table": {[]field{{"table", S, true, ""}, {"to", A, true, ""}},
 			[]string{"table", "from_snapshot_id", "to_snapshot_id", "ancestor", "schema_restored", "noop", "summary"}},
+		"maintain_table": {[]field{
+			{"table", S, true, ""}, {"expire_older_than", S, false, "30d"}, {"keep_last", I, false, "10"},
+			{"keep_snapshots", L, false, ""}, {"models", B, false, "true"}, {"remove_orphans", B, false, ""},
+			{"orphan_margin", S, false, "3d"}, {"compact", B, false, ""}, {"dry_run", B, false, ""},
+		}, []string{"table", "dry_run", "snapshots_before", "snapshots_after", "data_files_before", "data_files_after",
+			"files_before", "files_after", "bytes_before", "bytes_after", "expired", "kept", "compacted_files", "compaction_files",
+			"compaction_snapshot_id", "orphans_removed", "orphans_young", "summary"}},
 	}
 	types := Types(Deps{Logger: quiet})
 	if len(types) != len(want) {
@@ -144,6 +151,11 @@ func TestCheck(t *testing.T) {
 		{"promote_features", map[string]any{"start_date": "2026-13-01"}, false},
 		{"rollback_table", map[string]any{"to": float64(7)}, true},
 		{"rollback_table", map[string]any{"to": 0.5}, false},
+		{"maintain_table", map[string]any{"table": "ml.t", "compact": true}, true},
+		{"maintain_table", map[string]any{"table": "ml.t", "expire_older_than": "3x"}, false},
+		{"maintain_table", map[string]any{"table": "ml.t", "keep_last": -1}, false},
+		{"maintain_table", map[string]any{"table": "ml.t", "expire_older_than": "off"}, false},
+		{"maintain_table", map[string]any{"table": "ml.t", "expire_older_than": "${params.age}"}, true},
 	} {
 		typ, _ := reg.Lookup(c.typ)
 		if err := typ.Check(c.with); (err == nil) != c.ok {
