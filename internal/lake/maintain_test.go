@@ -12,6 +12,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
 )
 
@@ -21,7 +22,12 @@ const dailyTable = "ml.daily"
 // so that every daily write adds a small file to each of the 4 partitions.
 func dailyLake(t *testing.T, dir string) *lake.Catalog {
 	t.Helper()
-	cat := openLake(t, lake.Config{DataDir: dir})
+	return dailyLakeOf(t, lake.Config{DataDir: dir})
+}
+
+func dailyLakeOf(t *testing.T, cfg lake.Config) *lake.Catalog {
+	t.Helper()
+	cat := openLake(t, cfg)
 	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "user_bucket", Transform: iceberg.BucketTransform{NumBuckets: 4}})
 	if _, err := cat.CreateTable(context.Background(), dailyTable, testSchema(), lake.TableSpec{Partition: &spec}); err != nil {
 		t.Fatal(err)
@@ -268,5 +274,60 @@ func TestMaintainRefusesBadInput(t *testing.T) {
 	}
 	if n := len(tbl.Metadata().Snapshots()); n != 2 {
 		t.Errorf("%d snapshots after refused requests, want 2", n)
+	}
+}
+
+// TestMaintainS3Warehouse: the same upkeep on an S3 warehouse (versitygw),
+// where a file's age is its object's LastModified: the orphans of an
+// attempt older than the margin are deleted, those of one younger are
+// kept, compaction and expiry delete what no kept snapshot references.
+func TestMaintainS3Warehouse(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	srv := s3test.Start(t)
+	ctx := context.Background()
+	cat := dailyLakeOf(t, lake.Config{
+		URI: "file:" + t.TempDir() + "/catalog.db", Warehouse: srv.URI("warehouse"),
+		S3: lake.S3Config{Endpoint: srv.Endpoint, Region: srv.Region, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey},
+	})
+	for day := 1; day <= 6; day++ {
+		write(t, cat, dailyTable, rows(40, int64(day)*1000))
+	}
+	head := checksum(t, cat, dailyTable)
+	killed := writeUncommitted(t, cat, rows(40, 900_000))
+	time.Sleep(2500 * time.Millisecond) // S3 times have whole seconds
+	inFlight := writeUncommitted(t, cat, rows(40, 800_000))
+	has := func(path string) bool {
+		for _, k := range srv.Keys(t) {
+			if strings.HasSuffix(path, "/"+k) {
+				return true
+			}
+		}
+		return false
+	}
+	res, err := cat.MaintainTable(ctx, dailyTable, lake.MaintainOptions{Expire: true, KeepLast: 0, RemoveOrphans: true, OrphanMargin: 2 * time.Second, Compact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("S3: snapshots %d -> %d, data files %d -> %d, objects %d -> %d, orphans removed %d, younger kept %d",
+		res.Before.Snapshots, res.After.Snapshots, res.Before.DataFiles, res.After.DataFiles, res.Before.Files, res.After.Files,
+		len(res.Orphans.Removed), res.Orphans.Young)
+	// KeepLast 0: the compaction alone, and only its 4 files of data.
+	if res.After.Snapshots != 1 || res.After.DataFiles != 4 || res.After.Files >= res.Before.Files {
+		t.Errorf("after: %+v, before: %+v", res.After, res.Before)
+	}
+	if sum := checksum(t, cat, dailyTable); sum.Digest != head.Digest || sum.Rows != head.Rows {
+		t.Errorf("rows changed: %+v -> %+v", head, sum)
+	}
+	for _, p := range killed {
+		if has(p) {
+			t.Errorf("orphan older than the margin kept: %s", p)
+		}
+	}
+	for _, p := range inFlight {
+		if !has(p) {
+			t.Errorf("orphan younger than the margin removed: %s", p)
+		}
 	}
 }
