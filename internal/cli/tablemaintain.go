@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -114,7 +113,7 @@ func newTableMaintainCommand(app *App, cfg *lake.Config, store *storage.Config) 
 				enc.SetIndent("", "  ")
 				return enc.Encode(res)
 			}
-			printMaintained(app, res, o)
+			printMaintained(app, res, o, f)
 			return nil
 		},
 	}
@@ -152,7 +151,7 @@ func keepModelSnapshots(cmd *cobra.Command, app *App, cfg storage.Config, keep m
 	return nil
 }
 
-func printMaintained(app *App, r lake.MaintainResult, o lake.MaintainOptions) {
+func printMaintained(app *App, r lake.MaintainResult, o lake.MaintainOptions, f maintainFlags) {
 	w := app.Out
 	verb := func(done, would string) string {
 		if r.DryRun {
@@ -174,7 +173,7 @@ func printMaintained(app *App, r lake.MaintainResult, o lake.MaintainOptions) {
 		}
 	}
 	if o.Expire {
-		fmt.Fprintf(w, "expire: %s %d snapshots older than %s", verb("expired", "would expire"), len(r.Expired), o.ExpireOlderThan)
+		fmt.Fprintf(w, "expire: %s %d snapshots older than %s", verb("expired", "would expire"), len(r.Expired), strings.TrimSpace(f.expireOlderThan))
 		if len(r.Kept) > 0 {
 			fmt.Fprintf(w, "; kept %d older ones:", len(r.Kept))
 		}
@@ -185,7 +184,7 @@ func printMaintained(app *App, r lake.MaintainResult, o lake.MaintainOptions) {
 	}
 	if or := r.Orphans; or != nil {
 		fmt.Fprintf(w, "orphans: %s %d files (%d B) older than %s; %d younger kept\n", verb("removed", "would remove"),
-			len(or.Removed), or.Bytes, o.OrphanMargin.Round(time.Second), or.Young)
+			len(or.Removed), or.Bytes, strings.TrimSpace(f.orphanMargin), or.Young)
 	}
 	fmt.Fprintf(w, "%s: snapshots %d -> %d, data files in main %d -> %d, files under the table %d -> %d (%d B -> %d B)\n",
 		r.Table, r.Before.Snapshots, r.After.Snapshots, r.Before.DataFiles, r.After.DataFiles, r.Before.Files, r.After.Files, r.Before.Bytes, r.After.Bytes)
