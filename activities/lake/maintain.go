@@ -58,24 +58,24 @@ func (w MaintainWith) options() (lake.MaintainOptions, error) {
 
 // MaintainOutputs are a maintain_table node's outputs.
 type MaintainOutputs struct {
-	Table            string  `json:"table"`
-	DryRun           bool    `json:"dry_run"`
-	SnapshotsBefore  int     `json:"snapshots_before"`
-	SnapshotsAfter   int     `json:"snapshots_after"`
-	DataFilesBefore  int     `json:"data_files_before"` // in main's head
-	DataFilesAfter   int     `json:"data_files_after"`
-	FilesBefore      int     `json:"files_before"` // every file under the table
-	FilesAfter       int     `json:"files_after"`
-	BytesBefore      int64   `json:"bytes_before"`
-	BytesAfter       int64   `json:"bytes_after"`
+	Table            string   `json:"table"`
+	DryRun           bool     `json:"dry_run"`
+	SnapshotsBefore  int      `json:"snapshots_before"`
+	SnapshotsAfter   int      `json:"snapshots_after"`
+	DataFilesBefore  int      `json:"data_files_before"` // in main's head
+	DataFilesAfter   int      `json:"data_files_after"`
+	FilesBefore      int      `json:"files_before"` // every file under the table
+	FilesAfter       int      `json:"files_after"`
+	BytesBefore      int64    `json:"bytes_before"`
+	BytesAfter       int64    `json:"bytes_after"`
 	Expired          []string `json:"expired"` // snapshot ids, as strings: they are 64-bit
-	Kept             int     `json:"kept"`    // snapshots old enough to expire, kept for a reason
-	CompactedFiles   int     `json:"compacted_files"`
-	CompactionFiles  int     `json:"compaction_files"` // what they became
-	CompactionSnapID int64   `json:"compaction_snapshot_id,string"`
-	OrphansRemoved   int     `json:"orphans_removed"`
-	OrphansYoung     int     `json:"orphans_young"` // younger than the margin: kept
-	Summary          string  `json:"summary"`       // one line for the run's node table
+	Kept             int      `json:"kept"`    // snapshots old enough to expire, kept for a reason
+	CompactedFiles   int      `json:"compacted_files"`
+	CompactionFiles  int      `json:"compaction_files"` // what they became
+	CompactionSnapID int64    `json:"compaction_snapshot_id,string"`
+	OrphansRemoved   int      `json:"orphans_removed"`
+	OrphansYoung     int      `json:"orphans_young"` // younger than the margin: kept
+	Summary          string   `json:"summary"`       // one line for the run's node table
 }
 
 func maintainOutputs(r lake.MaintainResult) MaintainOutputs {
