@@ -107,15 +107,15 @@ nodes:
 	var live string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		live = details()
-		if strings.Contains(live, "| slow | command | running |") || time.Now().After(deadline) {
+		if strings.Contains(live, "- **slow** · command · running") || time.Now().After(deadline) {
 			break
 		}
 	}
 	for _, want := range []string{
 		"**live-table** running: 1 of 2 nodes done",
 		"Report: [http://reports.example:8234/runs/" + run.ID + "](http://reports.example:8234/runs/" + run.ID + ")",
-		`| quick | command | succeeded | 1 |`, `stdout=a\|b |`,
-		"| slow | command | running |  | since ",
+		"- **quick** · command · succeeded · ", `stdout=a\|b`,
+		"- **slow** · command · running · since ",
 	} {
 		if !strings.Contains(live, want) {
 			t.Errorf("details while slow runs lack %q:\n%s", want, live)
@@ -128,7 +128,7 @@ nodes:
 	}
 	wantStatus(t, res, runs.StatusSucceeded)
 	final := details() // a closed run: the worker replays it to answer
-	if !strings.Contains(final, "**live-table** succeeded: 2 of 2 nodes done") || !strings.Contains(final, "| slow | command | succeeded | 1 |") {
+	if !strings.Contains(final, "**live-table** succeeded: 2 of 2 nodes done") || !strings.Contains(final, "- **slow** · command · succeeded · ") {
 		t.Errorf("details of the finished run:\n%s", final)
 	}
 }

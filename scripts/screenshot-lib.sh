@@ -22,7 +22,7 @@ fi
 # is left alone); sets `address` (Temporal) and `reports` (the report URL
 # template) from what it prints.
 start_dev() {
-	"$bin" dev --data-dir "$1" --port 0 --ui-port 0 --s3-port 0 --report-port 0 >"$work/dev.log" 2>&1 &
+	"$bin" dev --data-dir "$1" --port 0 --http-port 0 --ui-port 0 --s3-port 0 --report-port 0 >"$work/dev.log" 2>&1 &
 	dev_pid=$!
 	for _ in $(seq 600); do
 		grep -q "stack is up" "$work/dev.log" && break

@@ -13,17 +13,17 @@ import (
 )
 
 // Current details are the markdown the Temporal Web UI shows on a run's
-// page ("Current Details"): a table of the nodes and where the run's
+// page ("Current Details"): a list of the nodes and where the run's
 // report is. They live in the workflow's memory only (the SDK answers the
 // UI's metadata query with them), so setting them records nothing in
 // history and cannot break replay.
 
-// maxDetailRows bounds the node table: a run of 8,000 nodes shows the rows
+// maxDetailRows bounds the node list: a run of 8,000 nodes shows the rows
 // that matter (running and failed nodes first) and counts the rest, so
 // each rebuild costs one pass over the statuses plus this many rows.
 const maxDetailRows = 50
 
-// Limits of one table cell: outputs are a glance, the report has them all.
+// Limits of one item's parts: outputs are a glance, the report has them all.
 const (
 	maxValueRunes = 40
 	maxCellRunes  = 120
@@ -37,7 +37,7 @@ func ReportURL(template, runID string) string {
 
 // showDetails sets the run's current details to its state now. The
 // scheduling loop calls it only when the workflow is about to block, so a
-// workflow task that completes a hundred nodes renders the table once.
+// workflow task that completes a hundred nodes renders the list once.
 func (r *pipelineRun) showDetails(ctx workflow.Context) {
 	res := r.view()
 	workflow.SetCurrentDetails(ctx, renderDetails(&res, r.reportURL))
@@ -45,7 +45,9 @@ func (r *pipelineRun) showDetails(ctx workflow.Context) {
 
 // renderDetails draws a run's state as markdown: a headline, the report
 // link (or the command that writes the report), the error if any, and a
-// table of at most maxDetailRows nodes with counts of the rest.
+// list of at most maxDetailRows nodes with counts of the rest. A list, not
+// a table: the Web UI draws markdown tables with no space between cells
+// ("succeeded1") and cuts the wide outputs column off at the pane's edge.
 func renderDetails(res *runs.Result, reportURL string) string {
 	var b strings.Builder
 	name := res.Pipeline
@@ -76,7 +78,6 @@ func renderDetails(res *runs.Result, reportURL string) string {
 		return b.String()
 	}
 
-	b.WriteString("| node | type | status | attempts | duration | outputs |\n|---|---|---|---|---|---|\n")
 	rows := detailRows(res.Nodes, maxDetailRows)
 	for _, i := range rows {
 		writeRow(&b, res.Nodes[i], "")
@@ -158,17 +159,28 @@ func detailRows(nodes []runs.NodeState, limit int) []int {
 	return rows
 }
 
+// writeRow writes a node as one list item: "**train** · train ·
+// succeeded · 2 attempts · 17.8s: trained 6 epochs, ...".
 func writeRow(b *strings.Builder, n runs.NodeState, compensates string) {
 	typ := n.Type
 	if compensates != "" {
 		typ += " (undoes " + compensates + ")"
 	}
-	attempts := ""
-	if n.Attempts > 0 {
-		attempts = fmt.Sprint(n.Attempts)
+	fmt.Fprintf(b, "- **%s** · %s · %s", cell(n.ID, maxCellRunes), cell(typ, maxCellRunes), n.Status)
+	if n.Attempts > 1 {
+		fmt.Fprintf(b, " · %d attempts", n.Attempts)
 	}
-	fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n",
-		cell(n.ID, maxCellRunes), cell(typ, maxCellRunes), n.Status, attempts, duration(n), summary(n))
+	if d := duration(n); d != "" {
+		b.WriteString(" · " + d)
+	}
+	if n.Status == runs.NodeRunning {
+		// The workflow never sees heartbeats; the UI shows them.
+		b.WriteString(" (progress: Pending Activities)")
+	}
+	if s := summary(n); s != "" {
+		b.WriteString(": " + s)
+	}
+	b.WriteString("\n")
 }
 
 // duration is how long the node took, or since when it runs.
@@ -186,7 +198,7 @@ func duration(n runs.NodeState) string {
 	return ""
 }
 
-// summary is the outputs column: the error of a failed node, the reason a
+// summary is what a node's item says after its status: the error of a failed node, the reason a
 // node was skipped or cancelled, its one-line "summary" output, or else its
 // outputs as key=value, each value cut short.
 func summary(n runs.NodeState) string {
@@ -218,7 +230,7 @@ func summary(n runs.NodeState) string {
 	return cell(strings.Join(parts, ", "), maxCellRunes)
 }
 
-// cell makes s safe inside a markdown table cell: one line, markdown
+// cell makes s safe inside a markdown list item: one line, markdown
 // characters escaped (outputs are whatever a command printed), at most max
 // runes.
 func cell(s string, max int) string {

@@ -23,7 +23,7 @@ import (
 // details with.
 const metadataQuery = "__temporal_workflow_metadata"
 
-func TestRenderDetailsTable(t *testing.T) {
+func TestRenderDetailsList(t *testing.T) {
 	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	end := start.Add(1500 * time.Millisecond)
 	res := &runs.Result{
@@ -40,12 +40,11 @@ func TestRenderDetailsTable(t *testing.T) {
 	for _, want := range []string{
 		"**hello** running: 3 of 4 nodes done",
 		"Report: [http://127.0.0.1:8234/runs/hello-1](http://127.0.0.1:8234/runs/hello-1)",
-		"| node | type | status | attempts | duration | outputs |",
 		// Sorted keys, markdown escaped, long values cut.
-		`| greet | command | succeeded | 2 | 1.5s | exit\_code=0, stdout=hi \| \*there\* ` + strings.Repeat("x", 26) + "… |",
-		"| count | command | running |  | since 10:00:00Z |  |",
-		"| broken | command | failed | 3 |  | exit status 1 |",
-		`| later | noop | skipped |  |  | when "false" is false |`,
+		"- **greet** · command · succeeded · 2 attempts · 1.5s: exit\\_code=0, stdout=hi \\| \\*there\\* " + strings.Repeat("x", 26) + "…\n",
+		"- **count** · command · running · since 10:00:00Z (progress: Pending Activities)\n",
+		"- **broken** · command · failed · 3 attempts: exit status 1\n",
+		`- **later** · noop · skipped: when "false" is false` + "\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("details lack %q:\n%s", want, got)
@@ -79,23 +78,23 @@ func TestRenderDetailsCapsRowsRunningFirst(t *testing.T) {
 		res.Nodes = append(res.Nodes, runs.NodeState{ID: fmt.Sprintf("n%04d", i), Type: "noop", Status: st})
 	}
 	got := renderDetails(res, "")
-	rows := strings.Count(got, "| noop |")
+	rows := strings.Count(got, "· noop ·")
 	if rows != maxDetailRows {
 		t.Errorf("%d rows, want %d", rows, maxDetailRows)
 	}
-	for _, want := range []string{"| n0700 |", "| n0750 |", "| n0800 |", "| n0000 |", "| n0046 |"} {
+	for _, want := range []string{"**n0700**", "**n0750**", "**n0800**", "**n0000**", "**n0046**"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("details lack row %s", want)
 		}
 	}
-	if strings.Contains(got, "| n0047 |") {
+	if strings.Contains(got, "**n0047**") {
 		t.Error("row n0047 shown: running and failed nodes did not come first")
 	}
 	// Hidden: 897 succeeded less the 47 shown, and the 100 pending.
 	if want := "950 more nodes not shown: 850 succeeded, 100 pending"; !strings.Contains(got, want) {
 		t.Errorf("details lack %q:\n%s", want, got[len(got)-200:])
 	}
-	if i, j := strings.Index(got, "| n0046 |"), strings.Index(got, "| n0700 |"); i > j {
+	if i, j := strings.Index(got, "**n0046**"), strings.Index(got, "**n0700**"); i > j {
 		t.Error("rows are not in plan order")
 	}
 }
@@ -134,8 +133,8 @@ func TestPipelineCurrentDetails(t *testing.T) {
 	for _, want := range []string{
 		"**shown** succeeded: 2 of 2 nodes done",
 		"(http://reports.test/runs/default-test-workflow-id)",
-		"| greet | step | succeeded | 1 |", "msg=hi |",
-		"| count | step | succeeded | 1 |", "n=3 |",
+		"- **greet** · step · succeeded · ", ": msg=hi\n",
+		"- **count** · step · succeeded · ", ": n=3\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("current details lack %q:\n%s", want, got)
