@@ -4,9 +4,10 @@
 #   ui-timeline.png  the hello run's Timeline tab in the Temporal Web UI:
 #                    each activity reads "command • greet", "command •
 #                    count", ... (type and node id), not "command" alone
-#   ui-details.png   the same run's User Metadata tab: its summary and
-#                    "Current Details", the node table and the link to the
-#                    run's report served by `retrain dev`
+#
+# (ui-details.png and ui-progress.png are of a ctr-retrain run
+# mid-training, taken by hand: headless Chromium's --screenshot never
+# finishes on the page of a running workflow, which keeps polling.)
 #
 # It builds retrain, starts `retrain dev` on spare ports in a fresh data
 # dir, runs dags/examples/hello.yaml, and points headless Chromium (Debian:
@@ -33,4 +34,3 @@ echo "report: $report ($(wc -c <"$work/report.html") bytes)"
 mkdir -p "$out"
 shot() { chromium_shot "$1" "$2" "$3" "$4" --virtual-time-budget=15000 --hide-scrollbars; }
 shot "${link%/history}/timeline" "$out/ui-timeline.png" 1280 1150
-shot "${link%/history}/user-metadata" "$out/ui-details.png" 1600 1000
