@@ -56,7 +56,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Catalog, error) {
 		}
 	}
 	var s3cfg *aws.Config
-	if r.onS3() {
+	if r.onS3() || r.Type == TypeREST {
 		// Before the catalog, which a failure here would leave open.
 		if s3cfg, err = r.awsConfig(ctx, log); err != nil {
 			return nil, err
@@ -68,7 +68,11 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Catalog, error) {
 	}
 	if s3cfg != nil {
 		s3c := &s3Catalog{Catalog: cat, aws: s3cfg}
-		if !r.S3.Read.Disabled {
+		// The read layer's client holds the catalog's endpoint and
+		// credentials; a rest catalog's tables may each get their own
+		// (vended), which iceberg-go's IO lays over s3cfg and the layer
+		// would not see.
+		if !r.S3.Read.Disabled && r.onS3() {
 			s3c.reads = newS3Reads(s3cfg, r.S3.Endpoint, r.Props, r.S3.Read, log)
 		}
 		cat = s3c

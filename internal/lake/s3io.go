@@ -109,10 +109,12 @@ func (c *s3Catalog) Close() error {
 }
 
 // onS3 reports whether table IO of the resolved config goes to S3 through
-// iceberg-go's S3 IO with a configuration of retrain's: a warehouse with
-// an S3 scheme, in a catalog that does not configure its tables' IO
-// itself. A rest catalog may vend each table's credentials and IO
-// settings and plan scans remotely; its tables are left as it makes them.
+// retrain's read layer: a warehouse with an S3 scheme, in a catalog that
+// does not configure its tables' IO itself. A rest catalog may vend each
+// table's credentials and endpoint, so its tables get retrain's S3 client
+// policy (retries, timeouts, counting: Open passes the aws.Config to every
+// catalog type) with the vended settings laid over it by iceberg-go
+// (io/gocloud/s3 resolveS3AWSConfig), but not the read layer.
 func (c Config) onS3() bool {
 	if c.Type == TypeREST {
 		return false
