@@ -77,8 +77,12 @@ func startLocal(ctx context.Context, app *cli.App, opts devstack.Options, s3Port
 		cfg.Pipelines = examples.FS
 	}
 	s.store = cfg.Store
-	if !cfg.Lake.Configured() {
-		cfg.Lake.DataDir = opts.DataDir // the lake lives with the stack: DATA/catalog.db, DATA/warehouse
+	if cfg.Lake.DataDir == "" {
+		// The lake lives with the stack: DATA/catalog.db, DATA/warehouse,
+		// or what of them --catalog-uri and --warehouse leave unset (a
+		// PostgreSQL catalog without --warehouse keeps its files in
+		// DATA/warehouse).
+		cfg.Lake.DataDir = opts.DataDir
 	}
 	if s.worker, err = worker.New(ctx, s.client, srv.Namespace(), cfg, log.With("component", "worker")); err != nil {
 		s.close()
