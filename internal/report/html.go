@@ -15,6 +15,7 @@ import (
 	gatenode "github.com/retrain-ml/retrain/activities/gate"
 
 	"github.com/retrain-ml/retrain/internal/gate"
+	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/runs"
 )
 
@@ -42,6 +43,7 @@ type pageView struct {
 
 type nodeView struct {
 	ID, Type, Status, Attempts, Started, Duration, Detail string
+	S3                                                    string // requests, bytes and time waiting on S3, if any
 }
 
 type curveView struct {
@@ -180,7 +182,38 @@ func nodeRow(n runs.NodeState) nodeView {
 	default:
 		row.Detail = summarize(n.Outputs)
 	}
+	row.S3 = s3Usage(n.Outputs)
 	return row
+}
+
+// s3Usage says what a node asked of S3 (its "s3" output, which the worker
+// adds to every node that made requests): "429 requests, 12.3 MB, 1.2s
+// waiting".
+func s3Usage(out map[string]any) string {
+	u, ok := out["s3"].(map[string]any)
+	if !ok {
+		return ""
+	}
+	req, _ := u["requests"].(float64)
+	if req == 0 {
+		return ""
+	}
+	b, _ := u["bytes"].(float64)
+	wait, _ := u["wait_ms"].(float64)
+	return fmt.Sprintf("%s requests, %s, %s waiting", number.Count(int64(req)), humanBytes(b),
+		(time.Duration(wait) * time.Millisecond).Round(time.Millisecond))
+}
+
+func humanBytes(b float64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", b/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", b)
 }
 
 // summarize shows a node's scalar outputs briefly.
@@ -408,12 +441,12 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 
 <h2>Node timings</h2>
 <div class="box">{{.Timeline}}</div>
-<table><tr><th>node</th><th>type</th><th>status</th><th>attempts</th><th>started</th><th>took</th><th>outputs / error</th></tr>
-{{range .Nodes}}<tr><td>{{.ID}}</td><td>{{.Type}}</td><td class="status-{{.Status}}">{{.Status}}</td><td>{{.Attempts}}</td><td>{{.Started}}</td><td>{{.Duration}}</td><td class="detail">{{.Detail}}</td></tr>
+<table><tr><th>node</th><th>type</th><th>status</th><th>attempts</th><th>started</th><th>took</th><th>S3</th><th>outputs / error</th></tr>
+{{range .Nodes}}<tr><td>{{.ID}}</td><td>{{.Type}}</td><td class="status-{{.Status}}">{{.Status}}</td><td>{{.Attempts}}</td><td>{{.Started}}</td><td>{{.Duration}}</td><td>{{.S3}}</td><td class="detail">{{.Detail}}</td></tr>
 {{end}}</table>
 {{if .Compensations}}<h3>Compensations (on_failure)</h3>
-<table><tr><th>node</th><th>type</th><th>status</th><th>attempts</th><th>started</th><th>took</th><th>outputs / error</th></tr>
-{{range .Compensations}}<tr><td>{{.ID}}</td><td>{{.Type}}</td><td class="status-{{.Status}}">{{.Status}}</td><td>{{.Attempts}}</td><td>{{.Started}}</td><td>{{.Duration}}</td><td class="detail">{{.Detail}}</td></tr>
+<table><tr><th>node</th><th>type</th><th>status</th><th>attempts</th><th>started</th><th>took</th><th>S3</th><th>outputs / error</th></tr>
+{{range .Compensations}}<tr><td>{{.ID}}</td><td>{{.Type}}</td><td class="status-{{.Status}}">{{.Status}}</td><td>{{.Attempts}}</td><td>{{.Started}}</td><td>{{.Duration}}</td><td>{{.S3}}</td><td class="detail">{{.Detail}}</td></tr>
 {{end}}</table>{{end}}
 
 {{range .Stats}}<h2>Feature statistics: {{.Node}} ({{.Table}}, {{.Rows}} rows)</h2>

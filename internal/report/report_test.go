@@ -121,7 +121,8 @@ func retrainRun(t *testing.T) (*runs.Result, *dags.Plan, Fetcher) {
 		ID: "ctr-retrain/2026-11-20", Pipeline: "ctr-retrain", Status: runs.StatusSucceeded, StartedAt: t0, EndedAt: at(20),
 		Nodes: []runs.NodeState{
 			{ID: "stats_user", Type: "feature_stats", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(0), EndedAt: at(1),
-				Outputs: map[string]any{"report_uri": "s3://b/stats.json", "html_uri": "s3://b/runs/stats_user.html"}},
+				Outputs: map[string]any{"report_uri": "s3://b/stats.json", "html_uri": "s3://b/runs/stats_user.html",
+					"s3": map[string]any{"requests": 1429.0, "bytes": 12.5 * (1 << 20), "wait_ms": 1234.0}}},
 			{ID: "a_node_with_a_really_long_identifier_that_will_not_fit", Type: "command", Status: runs.NodeSucceeded,
 				Attempts: 1, StartedAt: at(0), EndedAt: at(1)},
 			{ID: "split", Type: "split", Status: runs.NodeSucceeded, Attempts: 1, StartedAt: at(1), EndedAt: at(2), Outputs: splitOut},
@@ -186,6 +187,8 @@ func TestReportTellsTheStory(t *testing.T) {
 		// The headline: what was deployed, over what, and the gate.
 		"<b>Deployed ctr v3</b>production: v2 → v3", "<b>Gate: passed.</b>",
 		"Baseline: v2, trained for 2026-11-19; both models scored on this run&#39;s rows.",
+		// What each node asked of S3.
+		"<td>1,429 requests, 12.5 MiB, 1.234s waiting</td>",
 		// Links: the run's own execution (its id escaped), the stats page
 		// next to the report, the model version and how to see it.
 		`href="http://localhost:8233/namespaces/default/workflows/ctr-retrain%2F2026-11-20/0193-abc/history"`,
