@@ -73,6 +73,21 @@ func TestChildWorkflowNotRetriedOnTop(t *testing.T) {
 	if runsOfChild != 1 || runsOfActivity != 3 {
 		t.Errorf("the child workflow ran %d times and its activity %d: want 1 and 3 (its activities retry, not the child)", runsOfChild, runsOfActivity)
 	}
+
+	// Nor when the child returns the activity's error as it is.
+	runsOfChild, runsOfActivity = 0, 0
+	err = runWithChild(t, "    retry: {max_attempts: 3, initial_interval: 1s}\n",
+		func(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
+			runsOfChild++
+			ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: nodetype.RetryPolicy(in.Options.Retry)})
+			return nodetype.Result{}, workflow.ExecuteLocalActivity(ctx, func() error {
+				runsOfActivity++
+				return temporal.NewApplicationError("the bucket join failed", "Flaky")
+			}).Get(ctx, nil)
+		})
+	if err == nil || runsOfChild != 1 || runsOfActivity != 3 {
+		t.Errorf("child returning its activity's error: ran %d times, activity %d, err %v: want 1, 3 and a failure", runsOfChild, runsOfActivity, err)
+	}
 }
 
 // TestChildWorkflowOwnFailureRetried: a child that fails retryably on its

@@ -66,8 +66,10 @@ func childRetryDelay(p *temporal.RetryPolicy, attempt int32, err error) (time.Du
 	if !errors.As(err, &appErr) || appErr.NonRetryable() || slices.Contains(p.NonRetryableErrorTypes, appErr.Type()) {
 		return 0, false
 	}
+	// An activity's failure anywhere in the chain, returned as it is or
+	// wrapped as a cause, had the node's retries already.
 	var actErr *temporal.ActivityError
-	if errors.As(appErr.Unwrap(), &actErr) {
+	if errors.As(err, &actErr) {
 		return 0, false
 	}
 	if p.MaximumAttempts > 0 && attempt >= p.MaximumAttempts {
