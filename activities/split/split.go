@@ -11,6 +11,7 @@ import (
 	"github.com/retrain-ml/retrain/activities/internal/objects"
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/retrain-ml/retrain/dags"
@@ -18,6 +19,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/internal/s3store"
@@ -64,6 +66,9 @@ type With struct {
 	MaxNullRate  float64 `json:"max_null_rate" default:"0.5" doc:"fail if a feature is null in more than this share of the training or held-out rows (0..1; 1 turns the check off)"`
 	MaxNullRates any     `json:"max_null_rates" nested:"*:number" doc:"per-feature limits overriding max_null_rate, e.g. {u_recent_ads: 0.9}"`
 	MaxFileRows  int64   `json:"max_file_rows" doc:"start a new Parquet file after this many rows"`
+	// Join lets an experiment train on staged features without promoting
+	// them: the rows and values are those the promoted table would give.
+	Join []JoinEntry `json:"join" doc:"staging tables joined onto the rows as they are read, bucket by bucket (no promotion): a list of {table, snapshot_id, columns (default all features), prefix, keys (training column -> staging column where names differ, e.g. {request_id: requestId})}, typically table: ${nodes.stage.outputs.staging_table}, snapshot_id: ${nodes.stage.outputs.snapshot_id}; bucket counts may differ (one dividing the other: bucket join; otherwise a hash join by date, said in the summary)"`
 }
 
 // Outputs are what a split node outputs: its checkpoint's Record,
@@ -82,6 +87,7 @@ type Outputs struct {
 	Schema      dataset.Schema            `json:"schema"`
 	Fingerprint string                    `json:"fingerprint"`
 	Reused      bool                      `json:"reused"`
+	Joined      []features.JoinedColumn   `json:"joined"`
 	Summary     string                    `json:"summary"`
 }
 
@@ -95,6 +101,9 @@ func checkSplit(with map[string]any) error {
 		return errors.New("give eval_days or eval_from, not both")
 	}
 	if err := lakenode.CheckDates(with); err != nil {
+		return err
+	}
+	if err := checkJoin(with["join"]); err != nil {
 		return err
 	}
 	if s, ok := from.(string); ok && !dags.HasRef(s) {
@@ -190,6 +199,10 @@ type Record struct {
 	SnapshotID  string                 `json:"snapshot_id"`
 	Schema      dataset.Schema         `json:"schema"`
 	Fingerprint string                 `json:"fingerprint"`
+	// Joined lists the columns joined from staging tables (see With.Join)
+	// and the snapshot each was read at; JoinSummary says how.
+	Joined      []features.JoinedColumn `json:"joined,omitempty"`
+	JoinSummary string                  `json:"join_summary,omitempty"`
 }
 
 // Type is the split node type, run by s.
@@ -264,6 +277,18 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs,
 	if err != nil {
 		return Outputs{}, err
 	}
+	// Staging tables are checked before anything is read or written.
+	join, err := planJoin(ctx, cat, tbl, snap, w, window)
+	if err != nil {
+		return Outputs{}, lakenode.Error(err)
+	}
+	var joined []string
+	if join != nil {
+		arrowSchema = arrow.NewSchema(append(slices.Clone(arrowSchema.Fields()), join.Fields()...), nil)
+		for _, c := range join.Columns() {
+			joined = append(joined, c.Name)
+		}
+	}
 	schema, err := dataset.Infer(arrowSchema, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice)
 	if err != nil {
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "table %s: %v", w.Table, err)
@@ -274,14 +299,18 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs,
 
 	// The inputs are the resolved block plus the snapshot actually read,
 	// so that a split of the current snapshot is redone once it moves.
-	fingerprint, err := checkpoint.Fingerprint(map[string]any{"with": in.With, "snapshot": snap})
+	inputs := map[string]any{"with": in.With, "snapshot": snap}
+	if join != nil {
+		inputs["joined"] = join.Columns() // with the staging snapshots read
+	}
+	fingerprint, err := checkpoint.Fingerprint(inputs)
 	if err != nil {
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
 	log := s.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "table", w.Table, "snapshot", snap)
 	out, hit, err := checkpoint.Do(ctx, s.Store, key, fingerprint, func(ctx context.Context, cw *checkpoint.Writer) (Record, error) {
-		return s.write(ctx, cw, tbl, snap, schema, splitPlan{with: w, window: window, from: from, hasFrom: hasFrom, limits: limits}, log)
+		return s.write(ctx, cw, tbl, snap, schema, splitPlan{with: w, window: window, from: from, hasFrom: hasFrom, limits: limits, join: join, joined: joined}, log)
 	})
 	if err != nil {
 		switch {
@@ -289,6 +318,8 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs,
 			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 		case errors.Is(err, errSplitCoverage):
 			return Outputs{}, nodetype.Permanent(errtype.CheckFailed, "%v", err)
+		case features.IsBadInput(err):
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 		}
 		return Outputs{}, err
 	}
@@ -299,7 +330,7 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs,
 		URI: out.URI, Manifest: out.Manifest, TrainRows: out.TrainRows, EvalRows: out.EvalRows,
 		Window: out.Window, TrainDates: out.TrainDates, EvalDates: out.EvalDates, Coverage: out.Coverage.Features,
 		SnapshotID: out.SnapshotID, Schema: out.Schema, Fingerprint: out.Fingerprint, Reused: hit,
-		Summary: out.summary(),
+		Joined: out.Joined, Summary: out.summary(),
 	}, nil
 }
 
@@ -321,6 +352,9 @@ func (o Record) summary() string {
 	s := fmt.Sprintf("window %s: %s train rows (%s), %s eval rows (%s)", o.Window, number.Count(o.TrainRows), dates(o.TrainDates), number.Count(o.EvalRows), dates(o.EvalDates))
 	if name != "" {
 		s += fmt.Sprintf("; max null rate %.3f (%s)", worst, name)
+	}
+	if o.JoinSummary != "" {
+		s += "; " + o.JoinSummary
 	}
 	return s
 }

@@ -246,6 +246,7 @@ func TestSchema(t *testing.T) {
 		{Name: "max_null_rate", Type: dags.FieldNumber, Default: "0.5"},
 		{Name: "max_null_rates", Type: dags.FieldAny, Nested: []dags.Nested{{Path: "*", Type: dags.FieldNumber}}},
 		{Name: "max_file_rows", Type: dags.FieldInt},
+		{Name: "join", Type: dags.FieldAny},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
@@ -253,10 +254,10 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 15 {
-		t.Errorf("%d fields, want 15", len(fields))
+	if len(fields) != 16 {
+		t.Errorf("%d fields, want 16", len(fields))
 	}
-	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused summary"
+	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused joined summary"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {
 		t.Errorf("outputs %s, want %s", got, wantOut)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"reflect"
@@ -16,12 +17,14 @@ import (
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
 )
 
@@ -35,6 +38,8 @@ type splitPlan struct {
 	from    backfill.Day
 	hasFrom bool
 	limits  dataset.Limits
+	join    *features.Join // staging tables joined as the rows are read; nil: none
+	joined  []string       // the columns the join brings
 }
 
 // errSplitInput marks a split that cannot be made from this data;
@@ -78,7 +83,7 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	}
 
 	// Pass 2: the rows.
-	_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
+	recs, joinStats, err := readRows(ctx, tbl, snap, schema, inWindow, p)
 	if err != nil {
 		return Record{}, fmt.Errorf("scan %s: %w", w.Table, err)
 	}
@@ -153,6 +158,12 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 		SnapshotID: strconv.FormatInt(snap, 10),
 		Schema:     schema,
 	}
+	if p.join != nil {
+		out.Joined = p.join.Columns()
+		out.JoinSummary = p.join.Summary()
+		log.Info("split joined staging tables", "how", out.JoinSummary, "partitions", joinStats.Partitions,
+			"staging_reads", joinStats.StagingReads, "matched", joinStats.Matched, "rows", joinStats.Rows, "max_staging_rows", joinStats.MaxStagingRows)
+	}
 	log.Info("split written", "window", out.Window.String(), "train", trainRows, "eval", evalRows,
 		"train_dates", out.TrainDates, "eval_dates", out.EvalDates, "coverage", out.Coverage.Summary())
 	trainWin := dataset.Window{Start: out.TrainDates[0], End: out.TrainDates[len(out.TrainDates)-1]}
@@ -163,6 +174,23 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 		return Record{}, fmt.Errorf("%w on %s: %s", errSplitCoverage, w.Table, strings.Join(v, "; "))
 	}
 	return out, nil
+}
+
+// readRows reads the window's rows of the columns schema needs: from the
+// training table alone, or with the staging tables joined on the fly.
+func readRows(ctx context.Context, tbl *table.Table, snap int64, schema dataset.Schema, inWindow table.ScanOption, p splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error) {
+	stats := &features.JoinStats{}
+	if p.join == nil {
+		_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
+		return recs, stats, err
+	}
+	var own []string
+	for _, c := range schema.TableColumns() {
+		if !slices.Contains(p.joined, c) {
+			own = append(own, c)
+		}
+	}
+	return p.join.Read(ctx, own, joinWorkers(), stats), stats, nil
 }
 
 // dayStrings formats a set of day numbers as sorted YYYY-MM-DD strings.
