@@ -66,6 +66,21 @@ type parser struct {
 	values    int // values decoded so far, against maxValues
 	nodeCount int // nodes and on_failure nodes, against maxNodes
 	tooBig    bool
+	// merged memoizes the mappings merge keys bring in, by source node
+	// and depth: a chain of anchors each merging the one before ten
+	// times would otherwise expand 10^n mappings before the values
+	// budget stopped it (half a second of CPU per such spec).
+	merged map[mergeSource]mergeResult
+}
+
+type mergeSource struct {
+	n     *yaml.Node
+	depth int
+}
+
+type mergeResult struct {
+	m  mapping
+	ok bool
 }
 
 func (p *parser) parse(data []byte) *Spec {

@@ -133,7 +133,16 @@ func (p *parser) merge(v *yaml.Node, what string, depth int) mapping {
 	var out mapping
 	have := map[string]bool{}
 	for _, src := range srcs {
-		m, ok := p.mappingDepth(src, what+" merge (<<)", depth+1)
+		key := mergeSource{resolve(src), depth + 1}
+		r, done := p.merged[key]
+		if !done {
+			r.m, r.ok = p.mappingDepth(src, what+" merge (<<)", depth+1)
+			if p.merged == nil {
+				p.merged = map[mergeSource]mergeResult{}
+			}
+			p.merged[key] = r
+		}
+		m, ok := r.m, r.ok
 		if !ok {
 			continue
 		}
