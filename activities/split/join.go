@@ -35,14 +35,17 @@ func joinWorkers() int { return min(runtime.GOMAXPROCS(0), 4) }
 
 // checkJoin validates the shape of a `join:` list at validation time.
 func checkJoin(v any) error {
-	if v == nil || dags.HasRef(v) {
-		return nil
+	if s, ok := v.(string); v == nil || ok && dags.HasRef(s) {
+		return nil // a reference: checked when the node runs
 	}
 	list, ok := v.([]any)
 	if !ok {
 		return fmt.Errorf("join: want a list of {table, snapshot_id, columns, prefix, keys}, got %T", v)
 	}
 	for i, e := range list {
+		if s, ok := e.(string); ok && dags.HasRef(s) {
+			continue
+		}
 		m, ok := e.(map[string]any)
 		if !ok {
 			return fmt.Errorf("join[%d]: want a map with table, snapshot_id, columns, prefix, keys; got %T", i, e)

@@ -14,6 +14,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/retrain-ml/retrain/activities/internal/nodetest"
+	"github.com/retrain-ml/retrain/activities/noop"
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/devkit/demodata"
 	"github.com/retrain-ml/retrain/internal/devkit/s3test"
@@ -325,4 +327,53 @@ func copyStaging(t *testing.T, cat *lake.Catalog, src, dst string, buckets int, 
 		t.Fatal(err)
 	}
 	return tbl.CurrentSnapshot().SnapshotID
+}
+
+// TestSplitJoinValidatedWithTheSpec: the join list of the docs validates
+// with references in it, and a malformed one is refused at validation.
+func TestSplitJoinValidatedWithTheSpec(t *testing.T) {
+	compile := func(join string) error {
+		spec := `name: j
+params:
+  start_date: {type: string, default: "2026-11-01"}
+  end_date: {type: string, default: "2026-11-04"}
+nodes:
+  - id: stage_user
+    type: noop
+  - id: split_candidate
+    type: split
+    needs: [stage_user]
+    with:
+      table: ml.training
+      start_date: ${params.start_date}
+      end_date: ${params.end_date}
+      dense: [u_activity, u_ctr_7d, ad_quality]
+      sparse: [user_id, ad_id]
+      join:` + join
+		s, err := dags.Parse("j.yaml", []byte(spec))
+		if err != nil {
+			return err
+		}
+		_, err = dags.Compile(s, nodetest.Registry(t, Type(Deps{}), noop.Type()), nil)
+		return err
+	}
+	if err := compile(`
+        - table: ${nodes.stage_user.outputs.staging_table}
+          snapshot_id: ${nodes.stage_user.outputs.snapshot_id}
+          columns: [u_activity, u_ctr_7d]
+        - table: ml.ad_features_v2
+          keys: {request_id: requestId}
+          prefix: v2_`); err != nil {
+		t.Errorf("the docs' join: %v", err)
+	}
+	for join, want := range map[string]string{
+		` {table: ml.x}`:                          "join: want a list",
+		"\n        - {table: ml.x, keys: [a]}":      "keys: want a map",
+		"\n        - {snapshot_id: 3}":              "join[0]: give the staging table",
+		"\n        - {table: ml.x, snapshot_id: x}": `join[0]: snapshot_id: "x" is not a snapshot id`,
+	} {
+		if err := compile(join); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("join %s: got %v, want %q", join, err, want)
+		}
+	}
 }

@@ -296,6 +296,17 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs,
 	if err := limits.Check(schema); err != nil {
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
+	if join != nil {
+		// Only the staging columns the split uses are read and recorded.
+		join.Keep(schema.TableColumns())
+		joined = joined[:0]
+		for _, c := range join.Columns() {
+			joined = append(joined, c.Name)
+		}
+		if len(join.Sides) == 0 {
+			join = nil
+		}
+	}
 
 	// The inputs are the resolved block plus the snapshot actually read,
 	// so that a split of the current snapshot is redone once it moves.

@@ -304,3 +304,24 @@ func (j *Join) Summary() string {
 	}
 	return "joined " + strings.Join(parts, ", ")
 }
+
+// Keep drops the joined columns not in need, so that a split reads only
+// the staging columns it uses; a staging table none of whose columns are
+// needed is not read at all.
+func (j *Join) Keep(need []string) {
+	sides := j.Sides[:0]
+	for _, s := range j.Sides {
+		var cols, names []string
+		var fields []arrow.Field
+		for i, n := range s.names {
+			if slices.Contains(need, n) {
+				cols, names, fields = append(cols, s.cols[i]), append(names, n), append(fields, s.fields[i])
+			}
+		}
+		s.cols, s.names, s.fields = cols, names, fields
+		if len(cols) > 0 {
+			sides = append(sides, s)
+		}
+	}
+	j.Sides = sides
+}
