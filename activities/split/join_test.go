@@ -28,16 +28,15 @@ import (
 // not promoted: the user features cover days 1..4 only, so day 0's rows
 // have no staged row and must come out null.
 type joinEnv struct {
-	splits       *Splits
-	cat          *lake.Catalog
-	base         int64 // the training table's snapshot, before any promotion
-	user, ad     features.StageResult
-	dense        []any
-	sparse       []any
-	first, last  int
-	windowStart  string
-	windowEnd    string
-	promotedSnap int64
+	splits      *Splits
+	cat         *lake.Catalog
+	base        int64 // the training table's snapshot, before any promotion
+	user, ad    features.StageResult
+	dense       []any
+	sparse      []any
+	first, last int
+	windowStart string
+	windowEnd   string
 }
 
 func newJoinEnv(t *testing.T) *joinEnv {
@@ -367,7 +366,7 @@ nodes:
 		t.Errorf("the docs' join: %v", err)
 	}
 	for join, want := range map[string]string{
-		` {table: ml.x}`:                          "join: want a list",
+		` {table: ml.x}`:                            "join: want a list",
 		"\n        - {table: ml.x, keys: [a]}":      "keys: want a map",
 		"\n        - {snapshot_id: 3}":              "join[0]: give the staging table",
 		"\n        - {table: ml.x, snapshot_id: x}": `join[0]: snapshot_id: "x" is not a snapshot id`,
