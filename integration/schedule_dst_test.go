@@ -142,8 +142,28 @@ func TestScheduleUnresolvedRunLogicalDate(t *testing.T) {
 	if err != nil || !strings.Contains(out, `no worker polls task queue "`+e.queue+`-nobody"`) || !strings.Contains(out, "pipeline "+name) {
 		t.Errorf("apply to a queue nobody polls: %v\n%s", err, out)
 	}
-	if _, err := e.cli(t, "schedule", "apply", specDir, "--task-queue", e.queue); err != nil {
+	// The queue's worker is asked (a dry run) and does not know the pipeline.
+	out, err = e.cli(t, "schedule", "apply", specDir, "--task-queue", e.queue)
+	if err != nil || !strings.Contains(out, `warning: the worker polling task queue "`+e.queue+`" cannot run pipeline `+name+`: pipeline "`+name+`" not found; known pipelines: other`) {
+		t.Errorf("apply of a pipeline the worker lacks: %v\n%s", err, out)
+	}
+	// One it knows: no warning, and the check leaves no run behind.
+	knownDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(knownDir, "other.yaml"), []byte(schedPipeline("other", `  - {id: nightly, cron: "0 2 * * *", paused: true}`)), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tclient.ScheduleClient().GetHandle(context.Background(), schedules.ID("other", "nightly")).Delete(context.Background())
+	})
+	out, err = e.cli(t, "schedule", "apply", knownDir, "--task-queue", e.queue)
+	if err != nil || strings.Contains(out, "warning") {
+		t.Errorf("apply of a pipeline the worker knows: %v\n%s", err, out)
+	}
+	// The checks are deleted (the server may still list one that closed
+	// as it was deleted), and `runs list` never shows them.
+	out, _ = e.cli(t, "runs", "list", "--limit", "100")
+	if strings.Contains(out, runs.CheckIDPrefix) {
+		t.Errorf("runs list shows a check:\n%s", out)
 	}
 	if _, err := e.cli(t, "schedule", "backfill", name+"/nightly", "--from", "2026-03-27", "--to", "2026-03-27"); err != nil {
 		t.Fatal(err)

@@ -77,7 +77,17 @@ type PipelineInput struct {
 	// logical date is taken (default UTC).
 	Schedule string `json:"schedule,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
+	// DryRun resolves and validates the pipeline and its params on a
+	// worker of the queue, as a run would, and ends the run there without
+	// running a node: how `retrain schedule apply` learns whether the
+	// queue's workers know a pipeline (such a check's workflow id starts
+	// with CheckIDPrefix).
+	DryRun bool `json:"dry_run,omitempty"`
 }
+
+// CheckIDPrefix starts the workflow id of every dry run `retrain schedule
+// apply` makes; `runs list` leaves them out.
+const CheckIDPrefix = "retrain-check/"
 
 // Status is the state of a run.
 type Status string
@@ -132,6 +142,7 @@ type Result struct {
 	EndedAt       *time.Time     `json:"ended_at,omitempty"`
 	Nodes         []NodeState    `json:"nodes"`
 	Compensations []NodeState    `json:"compensations,omitempty"`
+	DryRun        bool           `json:"dry_run,omitempty"` // resolved and validated only (PipelineInput.DryRun)
 }
 
 // Node returns the state of node id, or nil.

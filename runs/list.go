@@ -95,7 +95,10 @@ func (r RunInfo) Duration(now time.Time) time.Duration {
 func (o ListOptions) Query() (string, error) {
 	terms := []string{fmt.Sprintf("WorkflowType = %s", quote(PipelineWorkflow)),
 		// A run that continued as new lists as its latest execution only.
-		"ExecutionStatus != 'ContinuedAsNew'"}
+		"ExecutionStatus != 'ContinuedAsNew'",
+		// Checks are not runs; they are deleted, but the server may list
+		// one that closed just as it was deleted.
+		fmt.Sprintf("WorkflowId NOT STARTS_WITH %s", quote(CheckIDPrefix))}
 	if o.Pipeline != "" {
 		terms = append(terms, fmt.Sprintf("%s = %s", PipelineKey.GetName(), quote(o.Pipeline)))
 	}

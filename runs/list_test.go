@@ -10,7 +10,7 @@ func TestListQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "WorkflowType = 'Pipeline' AND ExecutionStatus != 'ContinuedAsNew' AND RetrainPipeline = 'ctr''s'" +
+	want := "WorkflowType = 'Pipeline' AND ExecutionStatus != 'ContinuedAsNew' AND WorkflowId NOT STARTS_WITH 'retrain-check/' AND RetrainPipeline = 'ctr''s'" +
 		" AND ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut') AND StartTime >= '2026-11-01T00:00:00Z'" +
 		" AND (RetrainSchedule = 'ctr-daily' OR TemporalScheduledById = 'ctr-daily')"
 	if q != want {

@@ -11,11 +11,9 @@ import (
 
 // WorkerWarnings says which scheduled pipelines no worker will run: when
 // no worker polls the task queue, a warning per pipeline naming it and the
-// queue (their runs wait until one does). What it cannot see is which
-// pipelines a polling worker knows: a worker's pipeline folder is not
-// visible from the server (pollers report only an identity), and a probe
-// run would be a real run; a run of a pipeline its worker lacks fails at
-// once with `pipeline "X" not found`, and `retrain run X` says so.
+// queue (their runs wait until one does). Which pipelines a polling worker
+// knows is not visible from the server (pollers report only an identity):
+// ProbeWarnings asks them.
 func WorkerWarnings(ctx context.Context, c client.Client, queue string, pipelines []string) ([]string, error) {
 	if len(pipelines) == 0 {
 		return nil, nil

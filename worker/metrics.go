@@ -281,6 +281,9 @@ func (i *outcomeInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.E
 	h := workflow.GetMetricsHandler(ctx)
 	switch workflow.GetInfo(ctx).WorkflowType.Name {
 	case runs.PipelineWorkflow:
+		if pin, ok := firstArg[runs.PipelineInput](in); ok && pin.DryRun {
+			break // a check by `schedule apply`, not a run
+		}
 		pipeline, status := runOutcome(in, res, err)
 		h.WithTags(map[string]string{"pipeline": pipeline, "status": status}).Counter(MetricRuns).Inc(1)
 	case gateWorkflowName:
@@ -289,6 +292,16 @@ func (i *outcomeInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.E
 		}
 	}
 	return res, err
+}
+
+// firstArg is the workflow's first argument as a T, if it is one.
+func firstArg[T any](in *interceptor.ExecuteWorkflowInput) (T, bool) {
+	var zero T
+	if len(in.Args) == 0 {
+		return zero, false
+	}
+	v, ok := in.Args[0].(T)
+	return v, ok
 }
 
 // gateWorkflowName is the gate node's child workflow type.

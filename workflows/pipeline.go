@@ -51,6 +51,10 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 	if err := run.setRunValues(start); err != nil {
 		return run.invalid(ctx, in, err)
 	}
+	if in.DryRun { // resolved and validated: that was all it asked
+		run.result.DryRun = true
+		return run.finish(ctx, nil)
+	}
 	run.reportURL = resolved.ReportURL
 	run.showDetails(ctx)
 	if resolved.SearchAttributes {

@@ -40,6 +40,7 @@ type harness struct {
 	running  atomic.Int32
 	maxInFly atomic.Int32
 	types    []dags.NodeType // registered next to step, run by the same activity
+	dryRun   bool            // runs.PipelineInput.DryRun
 }
 
 func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, error) {
@@ -83,7 +84,7 @@ func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*ru
 	for _, t := range h.types {
 		env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: t.Name})
 	}
-	in := runs.PipelineInput{Params: params}
+	in := runs.PipelineInput{Params: params, DryRun: h.dryRun}
 	if lib != nil {
 		in.Pipeline = spec
 	} else {
@@ -346,6 +347,36 @@ func TestPipelineByNameFromLibrary(t *testing.T) {
 	_, err := h.run("nope", nil, lib)
 	if err == nil || !strings.Contains(err.Error(), "hello") {
 		t.Errorf("unknown pipeline error should list the known ones: %v", err)
+	}
+}
+
+// TestPipelineDryRun: a dry run resolves and validates the pipeline and
+// its params on the worker and ends without running a node (what
+// `retrain schedule apply` asks of the queue's workers).
+func TestPipelineDryRun(t *testing.T) {
+	h := newHarness(t)
+	h.dryRun = true
+	lib := fstest.MapFS{
+		"hello.yaml": {Data: []byte("name: hello\nparams: {who: {type: string}}\nnodes:\n  - {id: a, type: step, with: {msg: \"hi ${params.who}\"}}\n")},
+	}
+	res := h.succeed("hello", map[string]any{"who": "ml"}, lib)
+	if !res.DryRun || len(res.Nodes) != 1 || res.Nodes[0].Status != runs.NodePending || len(h.order) != 0 {
+		t.Fatalf("dry run: %+v, ran %v", res, h.order)
+	}
+	for _, c := range []struct {
+		pipeline string
+		params   map[string]any
+		want     string
+	}{
+		{"nope", map[string]any{"who": "ml"}, `pipeline "nope" not found`},
+		{"hello", nil, `missing required param "who"`},
+	} {
+		if _, err := h.run(c.pipeline, c.params, lib); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("dry run of %s %v: %v, want an error about %q", c.pipeline, c.params, err, c.want)
+		}
+	}
+	if len(h.order) != 0 {
+		t.Errorf("nodes ran: %v", h.order)
 	}
 }
 

@@ -76,7 +76,7 @@ func newScheduleApply(app *App) *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(app.Out, summarizeChanges(changes, dryRun))
-			warnNoWorkers(ctx, app, c, queue, specs) // scheduleworkers.go
+			warnNoWorkers(ctx, app, c, app.Conn.Namespace, queue, specs, !dryRun) // scheduleworkers.go
 			return nil
 		},
 	}
