@@ -228,14 +228,16 @@ func NewDataCommand(app *App) *cobra.Command {
 	)
 	demo := &cobra.Command{
 		Use:   "demo",
-		Short: "Write the synthetic ads CTR data: ml.training, features.user_daily, features.ad_daily",
+		Short: "Write the synthetic ads CTR data: ml.training, features.user_daily, features.ad_daily, features.noise_daily",
 		Long: `Writes a deterministic (for a seed) synthetic click-through data set:
 ml.training (request_id, user_id, ad_id, event_ts, date, label), partitioned
 by date and bucket(16, user_id) and sorted by user within files, and the
 daily feature groups features.user_daily and features.ad_daily. Labels are
 drawn from a known logistic model of the previous day's features
 (demodata.DefaultModel), so leakage shows and a trainer can be compared with
-the Bayes AUC.`,
+the Bayes AUC. features.noise_daily (ad_id, date, noise_a, noise_b) is pure
+noise that no label depends on, for feature experiments that must show no
+lift (dags/examples/feature-experiment.yaml).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -250,9 +252,9 @@ the Bayes AUC.`,
 				return err
 			}
 			secs := res.Elapsed.Seconds()
-			fmt.Fprintf(app.Out, "wrote %d training rows (%s..%s), %d user feature rows, %d ad feature rows in %.1fs (%.0f training rows/s)\n",
-				res.TrainingRows, res.First, res.Last, res.UserRows, res.AdRows, secs, float64(res.TrainingRows)/secs)
-			fmt.Fprintf(app.Out, "tables: %s, %s, %s in %s\n", res.Tables.Training, res.Tables.Users, res.Tables.Ads, cat.Config())
+			fmt.Fprintf(app.Out, "wrote %d training rows (%s..%s), %d user feature rows, %d ad feature rows, %d noise feature rows in %.1fs (%.0f training rows/s)\n",
+				res.TrainingRows, res.First, res.Last, res.UserRows, res.AdRows, res.NoiseRows, secs, float64(res.TrainingRows)/secs)
+			fmt.Fprintf(app.Out, "tables: %s, %s, %s, %s in %s\n", res.Tables.Training, res.Tables.Users, res.Tables.Ads, res.Tables.Noise, cat.Config())
 			return nil
 		},
 	}

@@ -330,6 +330,8 @@ const (
 	streamEventTime
 	streamShuffle
 	streamBroken
+	// New streams go last: inserting one would change every later draw.
+	streamNoise
 )
 
 func (g *Generator) hash(stream, a, b uint64) uint64 {

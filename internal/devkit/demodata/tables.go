@@ -14,19 +14,26 @@ import (
 	"github.com/retrain-ml/retrain/internal/lake"
 )
 
-// Tables names the three demo tables.
+// Tables names the demo tables.
 type Tables struct {
 	Training string
 	Users    string
 	Ads      string
+	// Noise is a feature group of pure noise keyed by ad_id, for feature
+	// experiments that should show no lift ("": not written, so callers
+	// that name their own three tables keep getting just those).
+	Noise string
 }
 
 // DefaultTables are the demo's table names.
-var DefaultTables = Tables{Training: "ml.training", Users: "features.user_daily", Ads: "features.ad_daily"}
+var DefaultTables = Tables{Training: "ml.training", Users: "features.user_daily", Ads: "features.ad_daily", Noise: "features.noise_daily"}
 
 var (
 	userFeatureNames = []string{"activity", "ctr_7d", "sessions", "recency_days", "click_rate_day", "recent_ads"}
 	adFeatureNames   = []string{"ad_quality", "ad_ctr_7d", "ad_age_days"}
+	// NoiseFeatureNames are features.noise_daily's columns: standard
+	// normal draws per ad and day that the label model never reads.
+	NoiseFeatureNames = []string{"noise_a", "noise_b"}
 )
 
 func isFeature(name string) bool {
@@ -92,6 +99,18 @@ func AdSchema() *iceberg.Schema {
 		iceberg.NestedField{ID: 4, Name: "ad_quality", Type: iceberg.PrimitiveTypes.Float64},
 		iceberg.NestedField{ID: 5, Name: "ad_ctr_7d", Type: iceberg.PrimitiveTypes.Float64},
 		iceberg.NestedField{ID: 6, Name: "ad_age_days", Type: iceberg.PrimitiveTypes.Float64},
+	)
+}
+
+// NoiseSchema is features.noise_daily: laid out as features.ad_daily, so
+// that a pipeline staging one stages the other with the same keys.
+func NoiseSchema() *iceberg.Schema {
+	return iceberg.NewSchemaWithIdentifiers(0, []int{1, 2},
+		iceberg.NestedField{ID: 1, Name: "ad_id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		iceberg.NestedField{ID: 2, Name: "date", Type: iceberg.PrimitiveTypes.Date, Required: true},
+		iceberg.NestedField{ID: 3, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+		iceberg.NestedField{ID: 4, Name: NoiseFeatureNames[0], Type: iceberg.PrimitiveTypes.Float64},
+		iceberg.NestedField{ID: 5, Name: NoiseFeatureNames[1], Type: iceberg.PrimitiveTypes.Float64},
 	)
 }
 

@@ -20,18 +20,21 @@ import (
 
 // Result reports what Write wrote.
 type Result struct {
-	Tables       Tables        `json:"tables"`
-	Config       Config        `json:"-"`
-	First, Last  string        `json:"-"`
-	TrainingRows int64         `json:"training_rows"`
-	UserRows     int64         `json:"user_rows"`
-	AdRows       int64         `json:"ad_rows"`
-	Snapshots    [3]int64      `json:"-"`
-	Elapsed      time.Duration `json:"elapsed"`
+	Tables       Tables `json:"tables"`
+	Config       Config `json:"-"`
+	First, Last  string `json:"-"`
+	TrainingRows int64  `json:"training_rows"`
+	UserRows     int64  `json:"user_rows"`
+	AdRows       int64  `json:"ad_rows"`
+	NoiseRows    int64  `json:"noise_rows"`
+	// Snapshots are the tables' commits, in the order training, users,
+	// ads, noise (when written).
+	Snapshots []int64       `json:"-"`
+	Elapsed   time.Duration `json:"elapsed"`
 }
 
-// Write generates the demo data and writes it into three new tables, one
-// commit each. Existing tables are an error unless replace is set, in
+// Write generates the demo data and writes it into new tables (training,
+// users, ads and, when tables names it, noise), one commit each. Existing tables are an error unless replace is set, in
 // which case they are dropped first (their files stay until a cleanup).
 // Days are generated one at a time and streamed to the three writers, so
 // memory stays bounded whatever the row count.
@@ -48,6 +51,13 @@ func Write(ctx context.Context, cat *lake.Catalog, cfg Config, tables Tables, re
 	res := Result{Tables: tables, Config: cfg, First: cfg.Start.String(), Last: (cfg.Start + backfill.Day(cfg.Days) - 1).String()}
 
 	names := []string{tables.Training, tables.Users, tables.Ads}
+	schemas := []*iceberg.Schema{TrainingSchema(), UserSchema(), AdSchema()}
+	specs := []lake.TableSpec{TrainingSpec(cfg.Buckets, cfg.Unsorted), FeatureSpec(), FeatureSpec()}
+	if tables.Noise != "" {
+		names = append(names, tables.Noise)
+		schemas = append(schemas, NoiseSchema())
+		specs = append(specs, FeatureSpec())
+	}
 	for _, name := range names {
 		exists, err := cat.Exists(ctx, name)
 		if err != nil {
@@ -62,29 +72,25 @@ func Write(ctx context.Context, cat *lake.Catalog, cfg Config, tables Tables, re
 			}
 		}
 	}
-	training, err := cat.CreateTable(ctx, tables.Training, TrainingSchema(), TrainingSpec(cfg.Buckets, cfg.Unsorted))
-	if err != nil {
-		return res, err
-	}
-	users, err := cat.CreateTable(ctx, tables.Users, UserSchema(), FeatureSpec())
-	if err != nil {
-		return res, err
-	}
-	ads, err := cat.CreateTable(ctx, tables.Ads, AdSchema(), FeatureSpec())
-	if err != nil {
-		return res, err
-	}
-
-	mem := memory.NewGoAllocator()
-	schemas := make([]*arrow.Schema, 3)
-	for i, t := range []*table.Table{training, users, ads} {
-		if schemas[i], err = table.SchemaToArrowSchema(t.Schema(), nil, true, false); err != nil {
+	tbls := make([]*table.Table, len(names))
+	arrowSchemas := make([]*arrow.Schema, len(names))
+	for i, name := range names {
+		if tbls[i], err = cat.CreateTable(ctx, name, schemas[i], specs[i]); err != nil {
+			return res, err
+		}
+		if arrowSchemas[i], err = table.SchemaToArrowSchema(tbls[i].Schema(), nil, true, false); err != nil {
 			return res, err
 		}
 	}
+	mem := memory.NewGoAllocator()
 
-	// One producer, three writers, each fed a day at a time.
-	chans := [3]chan arrow.RecordBatch{make(chan arrow.RecordBatch, 16), make(chan arrow.RecordBatch, 2), make(chan arrow.RecordBatch, 2)}
+	// One producer, a writer per table, each fed a day at a time.
+	chans := make([]chan arrow.RecordBatch, len(names))
+	for i := range chans {
+		chans[i] = make(chan arrow.RecordBatch, 2)
+	}
+	chans[0] = make(chan arrow.RecordBatch, 16)
+	res.Snapshots = make([]int64, len(names))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer func() {
@@ -104,22 +110,29 @@ func Write(ctx context.Context, cat *lake.Catalog, cfg Config, tables Tables, re
 		for !gen.Done() {
 			day := gen.Next()
 			if day.Impressions != nil {
-				for _, rec := range trainingRecords(mem, schemas[0], day) {
+				for _, rec := range trainingRecords(mem, arrowSchemas[0], day) {
 					res.TrainingRows += rec.NumRows()
 					if err := send(0, rec); err != nil {
 						return err
 					}
 				}
 			}
-			ur := userRecord(mem, schemas[1], day, gen)
+			ur := userRecord(mem, arrowSchemas[1], day, gen)
 			res.UserRows += ur.NumRows()
 			if err := send(1, ur); err != nil {
 				return err
 			}
-			ar := adRecord(mem, schemas[2], day, gen)
+			ar := adRecord(mem, arrowSchemas[2], day, gen)
 			res.AdRows += ar.NumRows()
 			if err := send(2, ar); err != nil {
 				return err
+			}
+			if len(chans) > 3 {
+				nr := noiseRecord(mem, arrowSchemas[3], day, gen)
+				res.NoiseRows += nr.NumRows()
+				if err := send(3, nr); err != nil {
+					return err
+				}
 			}
 			log.Debug("demo data: generated day", "day", day.Day)
 		}
@@ -130,9 +143,9 @@ func Write(ctx context.Context, cat *lake.Catalog, cfg Config, tables Tables, re
 		"retrain.demo-rows": strconv.FormatInt(cfg.Rows, 10),
 		"retrain.demo-days": strconv.Itoa(cfg.Days),
 	}
-	for i, t := range []*table.Table{training, users, ads} {
+	for i, t := range tbls {
 		g.Go(func() error {
-			files, err := lake.WriteFiles(gctx, t, schemas[i], drain(chans[i]), table.WithClusteredWrite())
+			files, err := lake.WriteFiles(gctx, t, arrowSchemas[i], drain(chans[i]), table.WithClusteredWrite())
 			if err != nil {
 				return err
 			}
@@ -235,6 +248,29 @@ func adRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Gener
 	rb.stamp("ts", (day.Day + 1).Micros(), n)
 	for i, name := range adFeatureNames {
 		rb.floats(name, cols[i], g.cfg.Broken, g, uint64(day.Day))
+	}
+	return rb.record()
+}
+
+// noiseRecord is a day of features.noise_daily: draws of their own stream,
+// which the labels never see, so a model given them can only overfit.
+func noiseRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Generator) arrow.RecordBatch {
+	n := len(day.Ads)
+	ids := make([]int64, n)
+	cols := [2][]float64{make([]float64, n), make([]float64, n)}
+	for a := range n {
+		ids[a] = int64(a)
+		for c := range cols {
+			cols[c][a] = g.normal(streamNoise, uint64(a)<<1|uint64(c), uint64(day.Day))
+		}
+	}
+	rb := newRecordBuilder(mem, schema)
+	defer rb.release()
+	rb.int64s("ad_id", ids)
+	rb.dates("date", int32(day.Day), n)
+	rb.stamp("ts", (day.Day + 1).Micros(), n)
+	for c, name := range NoiseFeatureNames {
+		rb.floats(name, cols[c], Broken{}, g, uint64(day.Day))
 	}
 	return rb.record()
 }
