@@ -55,7 +55,7 @@ func builtin(d deps) []nodetype.Type {
 	types = append(types, lakenode.Types(lakenode.Deps{Catalog: d.Lake, Logger: d.Logger, Store: d.Store})...)
 	types = append(types, checkpoint.TypeWith(checkpoint.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, models.TypesWith(models.Deps{Store: d.Store, Logger: d.Logger, Env: d.Env})...)
-	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger}))
+	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger, Env: d.Env}))
 	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, evaluate.TypeWith(evaluate.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, gate.Types(d.Store)...)

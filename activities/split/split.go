@@ -10,9 +10,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/iceberg-go/table"
+	"github.com/retrain-ml/retrain/activities/progenv"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
@@ -48,7 +46,10 @@ var SplitType = (&Splits{}).Type().NodeType
 // With is a split node's `with` block: the one place its fields, their
 // defaults and docs are declared.
 type With struct {
-	Table      string   `json:"table" required:"true" doc:"namespace.table of the training data"`
+	Table string `json:"table" doc:"namespace.table of the training data (or files)"`
+	// Files lets a team whose data is not in Iceberg yet get the same
+	// window-correct split, and so train and evaluate on the same rows.
+	Files      any      `json:"files" doc:"instead of table: Parquet files, a glob or a list of globs, local (inside the worker's --allow-paths) or s3:// (in the worker's object store); a pattern ending in / takes every .parquet file below it. The date column is a DATE, a TIMESTAMP (its UTC day) or a YYYY-MM-DD string; files in a <date_column>=YYYY-MM-DD folder outside the window are never opened, and row groups whose date statistics are outside it never read. Not with join or snapshot_id"`
 	SnapshotID any      `json:"snapshot_id" doc:"snapshot to read, e.g. ${nodes.promote.outputs.snapshot_id} (default: the current one)"`
 	StartDate  string   `json:"start_date" required:"true" doc:"first date of the run's window, YYYY-MM-DD: rows before it are never read"`
 	EndDate    string   `json:"end_date" required:"true" doc:"last date of the run's window, inclusive"`
@@ -88,6 +89,7 @@ type Outputs struct {
 	Fingerprint string                    `json:"fingerprint"`
 	Reused      bool                      `json:"reused"`
 	Joined      []features.JoinedColumn   `json:"joined"`
+	Files       *FilesRead                `json:"files"`
 	Summary     string                    `json:"summary"`
 }
 
@@ -138,7 +140,11 @@ func checkSplit(with map[string]any) error {
 			return err
 		}
 	}
-	return limits.CheckRates()
+	if err := limits.CheckRates(); err != nil {
+		return err
+	}
+	// Last, so that a block's other mistakes are said first.
+	return checkSource(with)
 }
 
 // literalRange is the window of with when both dates are literal.
@@ -181,6 +187,9 @@ type Splits struct {
 	Catalog *lake.Lazy
 	Store   *s3store.Store
 	Logger  *slog.Logger
+	// Env says where local files may lie (--allow-paths): a starter must
+	// not make the worker read what it likes off its disk.
+	Env progenv.Policy
 }
 
 // Record is the split's artifact: what its checkpoint manifest records, read
@@ -203,6 +212,9 @@ type Record struct {
 	// and the snapshot each was read at; JoinSummary says how.
 	Joined      []features.JoinedColumn `json:"joined,omitempty"`
 	JoinSummary string                  `json:"join_summary,omitempty"`
+	// Files says which Parquet files a split from files read (no
+	// SnapshotID then).
+	Files *FilesRead `json:"files,omitempty"`
 }
 
 // Type is the split node type, run by s.
@@ -245,53 +257,47 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs,
 	if s.Store == nil {
 		return Outputs{}, objects.NoStore()
 	}
-	lk := &lakenode.Lake{Catalog: s.Catalog, Logger: s.Logger}
-	cat, err := lk.Open(ctx)
+	patterns, err := filePatterns(w.Files)
 	if err != nil {
-		return Outputs{}, err
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
-	tbl, err := cat.Load(ctx, w.Table)
-	if err != nil {
-		return Outputs{}, lakenode.Error(err)
-	}
-	var snap int64
-	if w.SnapshotID != nil && w.SnapshotID != "" {
-		if snap, err = lakenode.SnapshotID(w.SnapshotID); err != nil {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "snapshot_id: %v", err)
+	var (
+		src    rowSource
+		schema dataset.Schema
+		join   *features.Join
+		joined []string
+		inputs = map[string]any{"with": in.With}
+	)
+	switch {
+	case w.Table != "" && len(patterns) > 0:
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "give table (an Iceberg table) or files (Parquet files), not both")
+	case len(patterns) > 0 && len(w.Join) > 0:
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "join works with table only: staging tables join by the training table's partitions, and files have none")
+	case len(patterns) > 0:
+		fs, err := s.openFiles(ctx, patterns, w, window)
+		if err != nil {
+			return Outputs{}, err
 		}
-		if tbl.Metadata().SnapshotByID(snap) == nil {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "table %s has no snapshot %d", w.Table, snap)
+		if schema, err = dataset.Infer(fs.want, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice); err != nil {
+			return Outputs{}, nodetype.Permanent(errtype.BadInput, "files %s: %v", fs.files[0].Name, err)
 		}
-	} else {
-		cur := tbl.CurrentSnapshot()
-		if cur == nil {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "table %s has no data", w.Table)
+		// A changed or added file in the window redoes the split.
+		inputs["files"] = fs.files
+		src = fs
+	case w.Table == "":
+		return Outputs{}, nodetype.Permanent(errtype.BadInput, "give table (namespace.table of the training data) or files (Parquet files by glob, local or s3://)")
+	default:
+		ts, err := s.openTable(ctx, w, window, limits)
+		if err != nil {
+			return Outputs{}, err
 		}
-		snap = cur.SnapshotID
-	}
-	projection, err := tbl.Scan(table.WithSnapshotID(snap)).Projection()
-	if err != nil {
-		return Outputs{}, fmt.Errorf("schema of %s at snapshot %d: %w", w.Table, snap, err)
-	}
-	arrowSchema, err := table.SchemaToArrowSchema(projection, nil, true, false)
-	if err != nil {
-		return Outputs{}, err
-	}
-	// Staging tables are checked before anything is read or written.
-	join, err := planJoin(ctx, cat, tbl, snap, w, window)
-	if err != nil {
-		return Outputs{}, lakenode.Error(err)
-	}
-	var joined []string
-	if join != nil {
-		arrowSchema = arrow.NewSchema(append(slices.Clone(arrowSchema.Fields()), join.Fields()...), nil)
-		for _, c := range join.Columns() {
-			joined = append(joined, c.Name)
+		src, schema, join, joined = ts, ts.schema, ts.join, ts.joined
+		// The snapshot actually read, so that a split of the current
+		// snapshot is redone once it moves.
+		inputs["snapshot"] = ts.snap
+		if join != nil {
+			inputs["joined"] = join.Columns() // with the staging snapshots read
 		}
-	}
-	schema, err := dataset.Infer(arrowSchema, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice)
-	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "table %s: %v", w.Table, err)
 	}
 	if err := limits.Check(schema); err != nil {
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
@@ -308,20 +314,14 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs,
 		}
 	}
 
-	// The inputs are the resolved block plus the snapshot actually read,
-	// so that a split of the current snapshot is redone once it moves.
-	inputs := map[string]any{"with": in.With, "snapshot": snap}
-	if join != nil {
-		inputs["joined"] = join.Columns() // with the staging snapshots read
-	}
 	fingerprint, err := checkpoint.Fingerprint(inputs)
 	if err != nil {
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
-	log := s.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "table", w.Table, "snapshot", snap)
+	log := s.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "source", src.name())
 	out, hit, err := checkpoint.Do(ctx, s.Store, key, fingerprint, func(ctx context.Context, cw *checkpoint.Writer) (Record, error) {
-		return s.write(ctx, cw, tbl, snap, schema, splitPlan{with: w, window: window, from: from, hasFrom: hasFrom, limits: limits, join: join, joined: joined}, log)
+		return s.write(ctx, cw, src, schema, splitPlan{with: w, window: window, from: from, hasFrom: hasFrom, limits: limits, join: join, joined: joined}, log)
 	})
 	if err != nil {
 		switch {
@@ -341,7 +341,7 @@ func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs,
 		URI: out.URI, Manifest: out.Manifest, TrainRows: out.TrainRows, EvalRows: out.EvalRows,
 		Window: out.Window, TrainDates: out.TrainDates, EvalDates: out.EvalDates, Coverage: out.Coverage.Features,
 		SnapshotID: out.SnapshotID, Schema: out.Schema, Fingerprint: out.Fingerprint, Reused: hit,
-		Joined: out.Joined, Summary: out.summary(),
+		Joined: out.Joined, Files: out.Files, Summary: out.summary(),
 	}, nil
 }
 
@@ -367,6 +367,9 @@ func (o Record) summary() string {
 	if o.JoinSummary != "" {
 		s += "; " + o.JoinSummary
 	}
+	if o.Files != nil {
+		s += "; " + o.Files.String()
+	}
 	return s
 }
 
@@ -375,10 +378,11 @@ type Deps struct {
 	Catalog *lake.Lazy
 	Store   *s3store.Store
 	Logger  *slog.Logger
+	Env     progenv.Policy
 }
 
 // Type returns the split node type.
 func Type(d Deps) nodetype.Type {
-	s := &Splits{Catalog: d.Catalog, Store: d.Store, Logger: d.Logger}
+	s := &Splits{Catalog: d.Catalog, Store: d.Store, Logger: d.Logger, Env: d.Env}
 	return s.Type()
 }

@@ -231,7 +231,8 @@ func TestSchema(t *testing.T) {
 		fields[f.Name] = f
 	}
 	for _, want := range []dags.Field{
-		{Name: "table", Type: dags.FieldString, Required: true},
+		{Name: "table", Type: dags.FieldString},
+		{Name: "files", Type: dags.FieldAny},
 		{Name: "snapshot_id", Type: dags.FieldAny},
 		{Name: "start_date", Type: dags.FieldString, Required: true},
 		{Name: "end_date", Type: dags.FieldString, Required: true},
@@ -254,10 +255,10 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 16 {
-		t.Errorf("%d fields, want 16", len(fields))
+	if len(fields) != 17 {
+		t.Errorf("%d fields, want 17", len(fields))
 	}
-	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused joined summary"
+	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused joined files summary"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {
 		t.Errorf("outputs %s, want %s", got, wantOut)
 	}

@@ -7,25 +7,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/iceberg-go/table"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/features"
-	"github.com/retrain-ml/retrain/internal/lake"
 )
 
 // splitBatch is how many rows go to a dataset writer at once.
@@ -49,26 +44,27 @@ var (
 	errSplitCoverage = errors.New("feature coverage check failed")
 )
 
-func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Table, snap int64, schema dataset.Schema,
+func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, src rowSource, schema dataset.Schema,
 	p splitPlan, log *slog.Logger) (Record, error) {
 	w := p.with
-	// Only the run's window is ever read: the filter prunes files by their
-	// partition and column bounds, and rows are checked once more below
-	// (a scan filter is a pruning hint to some readers, and the window is
-	// the contract).
-	inWindow := table.WithRowFilter(lake.DateRange(schema.Date, int32(p.window.Start), int32(p.window.End)))
-
-	// Pass 1: the dates, to know which are held out.
-	dates, err := scanDates(ctx, tbl, snap, schema.Date, inWindow, p.window)
+	// Pass 1: the dates, to know which are held out. Only the run's
+	// window is ever read: sources prune by it, and rows are checked once
+	// more below (pruning is a hint to some readers, and the window is the
+	// contract).
+	dates, err := src.dates(ctx, schema.Date, p.window)
 	if err != nil {
 		return Record{}, err
 	}
 	if len(dates) == 0 {
-		return Record{}, fmt.Errorf("%w: table %s has no rows in the run's window %s (snapshot %d)", errSplitInput, w.Table, p.window, snap)
+		msg := fmt.Sprintf("%s has no rows in the run's window %s", src.name(), p.window)
+		if t, ok := src.(*tableSource); ok {
+			msg += fmt.Sprintf(" (snapshot %d)", t.snap)
+		}
+		return Record{}, fmt.Errorf("%w: %s", errSplitInput, msg)
 	}
 	eval, err := dataset.EvalDates(dates, w.EvalDays, int32(p.from), p.hasFrom)
 	if err != nil {
-		return Record{}, fmt.Errorf("%w: table %s, window %s: %v", errSplitInput, w.Table, p.window, err)
+		return Record{}, fmt.Errorf("%w: %s, window %s: %v", errSplitInput, src.name(), p.window, err)
 	}
 
 	pq := parquet.SchemaOf(reflect.New(schema.RowType()).Interface())
@@ -83,9 +79,9 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	}
 
 	// Pass 2: the rows.
-	recs, joinStats, err := readRows(ctx, tbl, snap, schema, inWindow, p)
+	recs, joinStats, err := src.rows(ctx, schema, p)
 	if err != nil {
-		return Record{}, fmt.Errorf("scan %s: %w", w.Table, err)
+		return Record{}, fmt.Errorf("scan %s: %w", src.name(), err)
 	}
 	conv := dataset.NewConverter(schema)
 	trainCov, evalCov := dataset.NewCoverage(schema), dataset.NewCoverage(schema)
@@ -101,7 +97,7 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	}
 	for rec, err := range recs {
 		if err != nil {
-			return Record{}, fmt.Errorf("scan %s: %w", w.Table, err)
+			return Record{}, fmt.Errorf("scan %s: %w", src.name(), err)
 		}
 		converted, err := conv.Rows(rec)
 		rec.Release()
@@ -144,7 +140,7 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	}
 	trainRows, evalRows := trainCov.Rows(), evalCov.Rows()
 	if trainRows == 0 || evalRows == 0 {
-		return Record{}, fmt.Errorf("%w: table %s, window %s: %d training and %d held-out rows with a label", errSplitInput, w.Table, p.window, trainRows, evalRows)
+		return Record{}, fmt.Errorf("%w: %s, window %s: %d training and %d held-out rows with a label", errSplitInput, src.name(), p.window, trainRows, evalRows)
 	}
 	out := Record{
 		URI:        objects.KeyURI(s.Store, trainRef.Manifest),
@@ -155,9 +151,9 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 		TrainDates: dayStrings(trainDays),
 		EvalDates:  dayStrings(evalDays),
 		Coverage:   dataset.Report(schema, trainCov, evalCov, p.limits),
-		SnapshotID: strconv.FormatInt(snap, 10),
 		Schema:     schema,
 	}
+	src.record(&out)
 	if p.join != nil {
 		out.Joined = p.join.Columns()
 		out.JoinSummary = p.join.Summary()
@@ -171,26 +167,9 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, tbl *table.Ta
 	if v := out.Coverage.Violations(trainRows, evalRows, trainWin, evalWin); len(v) > 0 {
 		// The checkpoint is not committed, so a retry or rerun with a
 		// fixed table or limit starts afresh.
-		return Record{}, fmt.Errorf("%w on %s: %s", errSplitCoverage, w.Table, strings.Join(v, "; "))
+		return Record{}, fmt.Errorf("%w on %s: %s", errSplitCoverage, src.name(), strings.Join(v, "; "))
 	}
 	return out, nil
-}
-
-// readRows reads the window's rows of the columns schema needs: from the
-// training table alone, or with the staging tables joined on the fly.
-func readRows(ctx context.Context, tbl *table.Table, snap int64, schema dataset.Schema, inWindow table.ScanOption, p splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error) {
-	stats := &features.JoinStats{}
-	if p.join == nil {
-		_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
-		return recs, stats, err
-	}
-	var own []string
-	for _, c := range schema.TableColumns() {
-		if !slices.Contains(p.joined, c) {
-			own = append(own, c)
-		}
-	}
-	return p.join.Read(ctx, own, joinWorkers(), stats), stats, nil
 }
 
 // dayStrings formats a set of day numbers as sorted YYYY-MM-DD strings.
@@ -200,33 +179,4 @@ func dayStrings(days map[int32]bool) []string {
 		out = append(out, backfill.Day(d).String())
 	}
 	return out
-}
-
-// scanDates reads the dates of a snapshot inside the window.
-func scanDates(ctx context.Context, tbl *table.Table, snap int64, col string, filter table.ScanOption, window backfill.DateRange) ([]int32, error) {
-	_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), filter, table.WithSelectedFields(col)).ToArrowRecords(ctx)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[int32]bool{}
-	for rec, err := range recs {
-		if err != nil {
-			return nil, err
-		}
-		ds, err := dataset.Dates(rec, col)
-		rec.Release()
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range ds {
-			if window.Contains(backfill.Day(d)) {
-				seen[d] = true
-			}
-		}
-	}
-	out := make([]int32, 0, len(seen))
-	for d := range seen {
-		out = append(out, d)
-	}
-	return out, nil
 }

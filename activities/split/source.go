@@ -1,0 +1,146 @@
+package split
+
+import (
+	"context"
+	"iter"
+	"slices"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/retrain-ml/retrain/internal/backfill"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/features"
+	"github.com/retrain-ml/retrain/internal/lake"
+)
+
+// rowSource is where a split's rows come from: an Iceberg table at a
+// snapshot or plain Parquet files. The split's writing path (write) is
+// the same for both, so train, evaluate and the gate see the same kind of
+// split whatever the source.
+type rowSource interface {
+	// name says the source in messages: "table ml.training".
+	name() string
+	// dates reads the dates with rows inside the window (pass 1).
+	dates(ctx context.Context, col string, window backfill.DateRange) ([]int32, error)
+	// rows reads the window's rows of the columns schema needs (pass 2).
+	rows(ctx context.Context, schema dataset.Schema, p splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error)
+	// record notes in the split's record what was read.
+	record(*Record)
+}
+
+// tableSource is a table at a pinned snapshot.
+type tableSource struct {
+	tbl    *table.Table
+	table  string
+	snap   int64
+	schema dataset.Schema
+	join   *features.Join // staging tables joined; nil: none
+	joined []string
+}
+
+func (t *tableSource) name() string { return "table " + t.table }
+
+func (t *tableSource) record(r *Record) { r.SnapshotID = strconv.FormatInt(t.snap, 10) }
+
+// inWindow prunes files by their partition and column bounds.
+func inWindow(col string, window backfill.DateRange) table.ScanOption {
+	return table.WithRowFilter(lake.DateRange(col, int32(window.Start), int32(window.End)))
+}
+
+func (t *tableSource) dates(ctx context.Context, col string, window backfill.DateRange) ([]int32, error) {
+	return scanDates(ctx, t.tbl, t.snap, col, inWindow(col, window), window)
+}
+
+func (t *tableSource) rows(ctx context.Context, schema dataset.Schema, p splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error) {
+	return readRows(ctx, t.tbl, t.snap, schema, inWindow(schema.Date, p.window), p)
+}
+
+func (s *filesSource) name() string {
+	if len(s.read.Patterns) == 1 {
+		return "files " + s.read.Patterns[0]
+	}
+	return "files " + strconv.Itoa(len(s.read.Patterns)) + " patterns"
+}
+
+func (s *filesSource) record(r *Record) {
+	read := *s.read
+	r.Files = &read
+}
+
+func (s *filesSource) dates(ctx context.Context, col string, window backfill.DateRange) ([]int32, error) {
+	seen := map[int32]bool{}
+	for rec, err := range s.records(ctx, []string{col}) {
+		if err != nil {
+			return nil, err
+		}
+		ds, err := dataset.Dates(rec, col)
+		rec.Release()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if window.Contains(backfill.Day(d)) {
+				seen[d] = true
+			}
+		}
+	}
+	return slices.Sorted(func(yield func(int32) bool) {
+		for d := range seen {
+			if !yield(d) {
+				return
+			}
+		}
+	}), nil
+}
+
+func (s *filesSource) rows(ctx context.Context, schema dataset.Schema, _ splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error) {
+	return s.records(ctx, schema.TableColumns()), &features.JoinStats{}, nil
+}
+
+// readRows reads the window's rows of the columns schema needs: from the
+// training table alone, or with the staging tables joined on the fly.
+func readRows(ctx context.Context, tbl *table.Table, snap int64, schema dataset.Schema, inWindow table.ScanOption, p splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error) {
+	stats := &features.JoinStats{}
+	if p.join == nil {
+		_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
+		return recs, stats, err
+	}
+	var own []string
+	for _, c := range schema.TableColumns() {
+		if !slices.Contains(p.joined, c) {
+			own = append(own, c)
+		}
+	}
+	return p.join.Read(ctx, own, joinWorkers(), stats), stats, nil
+}
+
+// scanDates reads the dates of a snapshot inside the window.
+func scanDates(ctx context.Context, tbl *table.Table, snap int64, col string, filter table.ScanOption, window backfill.DateRange) ([]int32, error) {
+	_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), filter, table.WithSelectedFields(col)).ToArrowRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int32]bool{}
+	for rec, err := range recs {
+		if err != nil {
+			return nil, err
+		}
+		ds, err := dataset.Dates(rec, col)
+		rec.Release()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if window.Contains(backfill.Day(d)) {
+				seen[d] = true
+			}
+		}
+	}
+	out := make([]int32, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	return out, nil
+}
