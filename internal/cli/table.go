@@ -228,16 +228,18 @@ func NewDataCommand(app *App) *cobra.Command {
 	)
 	demo := &cobra.Command{
 		Use:   "demo",
-		Short: "Write the synthetic ads CTR data: ml.training, features.user_daily, features.ad_daily, features.noise_daily",
+		Short: "Write the synthetic ads CTR data: ml.training and the daily feature groups",
 		Long: `Writes a deterministic (for a seed) synthetic click-through data set:
 ml.training (request_id, user_id, ad_id, event_ts, date, label), partitioned
 by date and bucket(16, user_id) and sorted by user within files, and the
 daily feature groups features.user_daily and features.ad_daily. Labels are
 drawn from a known logistic model of the previous day's features
 (demodata.DefaultModel), so leakage shows and a trainer can be compared with
-the Bayes AUC. features.noise_daily (ad_id, date, noise_a, noise_b) is pure
-noise that no label depends on, for feature experiments that must show no
-lift (dags/examples/feature-experiment.yaml).`,
+the Bayes AUC. For feature experiments (dags/examples/feature-experiment.yaml),
+features.user_signals (user_id, date: log_activity, logit_ctr_7d, recency)
+holds the model's user terms, which ml.training lacks, and
+features.noise_daily (user_id, date: noise_a, noise_b) pure noise that no
+label depends on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -252,9 +254,9 @@ lift (dags/examples/feature-experiment.yaml).`,
 				return err
 			}
 			secs := res.Elapsed.Seconds()
-			fmt.Fprintf(app.Out, "wrote %d training rows (%s..%s), %d user feature rows, %d ad feature rows, %d noise feature rows in %.1fs (%.0f training rows/s)\n",
-				res.TrainingRows, res.First, res.Last, res.UserRows, res.AdRows, res.NoiseRows, secs, float64(res.TrainingRows)/secs)
-			fmt.Fprintf(app.Out, "tables: %s, %s, %s, %s in %s\n", res.Tables.Training, res.Tables.Users, res.Tables.Ads, res.Tables.Noise, cat.Config())
+			fmt.Fprintf(app.Out, "wrote %d training rows (%s..%s), %d user feature rows, %d ad feature rows, %d user signal rows, %d noise feature rows in %.1fs (%.0f training rows/s)\n",
+				res.TrainingRows, res.First, res.Last, res.UserRows, res.AdRows, res.SignalRows, res.NoiseRows, secs, float64(res.TrainingRows)/secs)
+			fmt.Fprintf(app.Out, "tables: %s, %s, %s, %s, %s in %s\n", res.Tables.Training, res.Tables.Users, res.Tables.Ads, res.Tables.Signals, res.Tables.Noise, cat.Config())
 			return nil
 		},
 	}

@@ -22,7 +22,7 @@ func openLake(t *testing.T) *lake.Catalog {
 func TestWriteIsDeterministic(t *testing.T) {
 	ctx := context.Background()
 	cfg := demodata.Config{Rows: 3000, Days: 3, Seed: 7}
-	var sums [2][4]string
+	var sums [2][5]string
 	for i := range 2 {
 		cat := openLake(t)
 		res, err := demodata.Write(ctx, cat, cfg, demodata.DefaultTables, false, nil)
@@ -32,11 +32,11 @@ func TestWriteIsDeterministic(t *testing.T) {
 		if res.TrainingRows != 3000 {
 			t.Errorf("training rows %d", res.TrainingRows)
 		}
-		// 100 ads (the default floor) a day, over the days and the day before.
-		if res.NoiseRows != 100*4 || res.NoiseRows != res.AdRows {
-			t.Errorf("noise rows %d, ad rows %d: want one per ad and day, 400", res.NoiseRows, res.AdRows)
+		// 1000 users (the default floor) a day, over the days and the day before.
+		if res.NoiseRows != 1000*4 || res.SignalRows != res.UserRows || res.NoiseRows != res.UserRows {
+			t.Errorf("signal rows %d, noise rows %d, user rows %d: want one per user and day, 4000", res.SignalRows, res.NoiseRows, res.UserRows)
 		}
-		for j, name := range []string{"ml.training", "features.user_daily", "features.ad_daily", "features.noise_daily"} {
+		for j, name := range []string{"ml.training", "features.user_daily", "features.ad_daily", "features.user_signals", "features.noise_daily"} {
 			tbl, err := cat.Load(ctx, name)
 			if err != nil {
 				t.Fatal(err)

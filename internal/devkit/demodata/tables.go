@@ -19,20 +19,27 @@ type Tables struct {
 	Training string
 	Users    string
 	Ads      string
-	// Noise is a feature group of pure noise keyed by ad_id, for feature
-	// experiments that should show no lift ("": not written, so callers
-	// that name their own three tables keep getting just those).
-	Noise string
+	// Signals and Noise are the feature experiment's groups, keyed by
+	// user_id: Signals holds the label model's user inputs as it reads them
+	// (informative; names ml.training never gets from ctr-retrain), Noise
+	// pure noise ("": not written, so callers that name their own three
+	// tables keep getting just those).
+	Signals string
+	Noise   string
 }
 
 // DefaultTables are the demo's table names.
-var DefaultTables = Tables{Training: "ml.training", Users: "features.user_daily", Ads: "features.ad_daily", Noise: "features.noise_daily"}
+var DefaultTables = Tables{Training: "ml.training", Users: "features.user_daily", Ads: "features.ad_daily", Signals: "features.user_signals", Noise: "features.noise_daily"}
 
 var (
 	userFeatureNames = []string{"activity", "ctr_7d", "sessions", "recency_days", "click_rate_day", "recent_ads"}
 	adFeatureNames   = []string{"ad_quality", "ad_ctr_7d", "ad_age_days"}
+	// SignalFeatureNames are features.user_signals' columns: log(activity),
+	// logit(ctr_7d) and recency_days/30 of features.user_daily, the terms
+	// of DefaultModel's logit, so a linear model needs no transforms.
+	SignalFeatureNames = []string{"log_activity", "logit_ctr_7d", "recency"}
 	// NoiseFeatureNames are features.noise_daily's columns: standard
-	// normal draws per ad and day that the label model never reads.
+	// normal draws per user and day that the label model never reads.
 	NoiseFeatureNames = []string{"noise_a", "noise_b"}
 )
 
@@ -102,16 +109,19 @@ func AdSchema() *iceberg.Schema {
 	)
 }
 
-// NoiseSchema is features.noise_daily: laid out as features.ad_daily, so
-// that a pipeline staging one stages the other with the same keys.
-func NoiseSchema() *iceberg.Schema {
-	return iceberg.NewSchemaWithIdentifiers(0, []int{1, 2},
-		iceberg.NestedField{ID: 1, Name: "ad_id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
-		iceberg.NestedField{ID: 2, Name: "date", Type: iceberg.PrimitiveTypes.Date, Required: true},
-		iceberg.NestedField{ID: 3, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
-		iceberg.NestedField{ID: 4, Name: NoiseFeatureNames[0], Type: iceberg.PrimitiveTypes.Float64},
-		iceberg.NestedField{ID: 5, Name: NoiseFeatureNames[1], Type: iceberg.PrimitiveTypes.Float64},
-	)
+// UserFloatsSchema is a daily user feature group of float columns:
+// features.user_signals and features.noise_daily, laid out alike so that a
+// pipeline staging one stages the other with the same keys.
+func UserFloatsSchema(columns []string) *iceberg.Schema {
+	fields := []iceberg.NestedField{
+		{ID: 1, Name: "user_id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		{ID: 2, Name: "date", Type: iceberg.PrimitiveTypes.Date, Required: true},
+		{ID: 3, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+	}
+	for i, c := range columns {
+		fields = append(fields, iceberg.NestedField{ID: 4 + i, Name: c, Type: iceberg.PrimitiveTypes.Float64})
+	}
+	return iceberg.NewSchemaWithIdentifiers(0, []int{1, 2}, fields...)
 }
 
 // FeatureSpec partitions a daily feature table by date, sorted by key.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -26,15 +27,17 @@ type Result struct {
 	TrainingRows int64  `json:"training_rows"`
 	UserRows     int64  `json:"user_rows"`
 	AdRows       int64  `json:"ad_rows"`
+	SignalRows   int64  `json:"signal_rows"`
 	NoiseRows    int64  `json:"noise_rows"`
 	// Snapshots are the tables' commits, in the order training, users,
-	// ads, noise (when written).
+	// ads, signals and noise (when written).
 	Snapshots []int64       `json:"-"`
 	Elapsed   time.Duration `json:"elapsed"`
 }
 
 // Write generates the demo data and writes it into new tables (training,
-// users, ads and, when tables names it, noise), one commit each. Existing tables are an error unless replace is set, in
+// users, ads and, when tables names them, signals and noise), one commit
+// each. Existing tables are an error unless replace is set, in
 // which case they are dropped first (their files stay until a cleanup).
 // Days are generated one at a time and streamed to the three writers, so
 // memory stays bounded whatever the row count.
@@ -53,10 +56,14 @@ func Write(ctx context.Context, cat *lake.Catalog, cfg Config, tables Tables, re
 	names := []string{tables.Training, tables.Users, tables.Ads}
 	schemas := []*iceberg.Schema{TrainingSchema(), UserSchema(), AdSchema()}
 	specs := []lake.TableSpec{TrainingSpec(cfg.Buckets, cfg.Unsorted), FeatureSpec(), FeatureSpec()}
+	// The experiment's groups, when named, are tables 3 and 4.
+	if (tables.Signals == "") != (tables.Noise == "") {
+		return res, fmt.Errorf("name both the signals and the noise table, or neither")
+	}
 	if tables.Noise != "" {
-		names = append(names, tables.Noise)
-		schemas = append(schemas, NoiseSchema())
-		specs = append(specs, FeatureSpec())
+		names = append(names, tables.Signals, tables.Noise)
+		schemas = append(schemas, UserFloatsSchema(SignalFeatureNames), UserFloatsSchema(NoiseFeatureNames))
+		specs = append(specs, FeatureSpec(), FeatureSpec())
 	}
 	for _, name := range names {
 		exists, err := cat.Exists(ctx, name)
@@ -128,9 +135,14 @@ func Write(ctx context.Context, cat *lake.Catalog, cfg Config, tables Tables, re
 				return err
 			}
 			if len(chans) > 3 {
-				nr := noiseRecord(mem, arrowSchemas[3], day, gen)
+				sr := signalRecord(mem, arrowSchemas[3], day, gen)
+				res.SignalRows += sr.NumRows()
+				if err := send(3, sr); err != nil {
+					return err
+				}
+				nr := noiseRecord(mem, arrowSchemas[4], day, gen)
 				res.NoiseRows += nr.NumRows()
-				if err := send(3, nr); err != nil {
+				if err := send(4, nr); err != nil {
 					return err
 				}
 			}
@@ -252,24 +264,42 @@ func adRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Gener
 	return rb.record()
 }
 
+// signalRecord is a day of features.user_signals: the user terms of the
+// label model's logit, from the same features as features.user_daily.
+func signalRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Generator) arrow.RecordBatch {
+	n := len(day.Users)
+	cols := [3][]float64{make([]float64, n), make([]float64, n), make([]float64, n)}
+	for u, f := range day.Users {
+		cols[0][u], cols[1][u], cols[2][u] = math.Log(f.Activity), logit(f.CTR7d), f.RecencyDays/30
+	}
+	return userFloatsRecord(mem, schema, day, g, SignalFeatureNames, cols[:])
+}
+
 // noiseRecord is a day of features.noise_daily: draws of their own stream,
 // which the labels never see, so a model given them can only overfit.
 func noiseRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Generator) arrow.RecordBatch {
-	n := len(day.Ads)
-	ids := make([]int64, n)
-	cols := [2][]float64{make([]float64, n), make([]float64, n)}
-	for a := range n {
-		ids[a] = int64(a)
+	n := len(day.Users)
+	cols := [][]float64{make([]float64, n), make([]float64, n)}
+	for u := range n {
 		for c := range cols {
-			cols[c][a] = g.normal(streamNoise, uint64(a)<<1|uint64(c), uint64(day.Day))
+			cols[c][u] = g.normal(streamNoise, uint64(u)<<1|uint64(c), uint64(day.Day))
 		}
+	}
+	return userFloatsRecord(mem, schema, day, g, NoiseFeatureNames, cols)
+}
+
+func userFloatsRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Generator, names []string, cols [][]float64) arrow.RecordBatch {
+	n := len(day.Users)
+	ids := make([]int64, n)
+	for u := range n {
+		ids[u] = int64(u)
 	}
 	rb := newRecordBuilder(mem, schema)
 	defer rb.release()
-	rb.int64s("ad_id", ids)
+	rb.int64s("user_id", ids)
 	rb.dates("date", int32(day.Day), n)
 	rb.stamp("ts", (day.Day + 1).Micros(), n)
-	for c, name := range NoiseFeatureNames {
+	for c, name := range names {
 		rb.floats(name, cols[c], Broken{}, g, uint64(day.Day))
 	}
 	return rb.record()
