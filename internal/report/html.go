@@ -319,6 +319,11 @@ func gateBaseline(out map[string]any) string {
 		return ""
 	}
 	s := "Baseline: " + version
+	if version == "control" {
+		// feature-experiment's gate: the baseline is the same pipeline's
+		// model without the new features, so the differences are the lift.
+		s = "Baseline: the control (the same training without the new features); the candidate - baseline figures are the lift"
+	}
 	if d, _ := out["baseline_logical_date"].(string); d != "" {
 		s += ", trained for " + d
 	}
