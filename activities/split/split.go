@@ -31,7 +31,7 @@ const (
 )
 
 // doc is the split node type's description.
-const doc = "Checkpoint the run's date window of a training table (at a pinned snapshot) as a train/eval split: only rows with " +
+const doc = "Checkpoint the run's date window of a training table (at a pinned snapshot), or of plain Parquet files (files), as a train/eval split: only rows with " +
 	"start_date <= date <= end_date are read; the last eval_days dates of the window (or every date from eval_from) are held out. " +
 	"Fails before training when the window has no rows, when eval_from is outside it, or when a feature's null rate on the " +
 	"training or held-out rows is above max_null_rate (per-feature overrides in max_null_rates). Writes datasets train and eval " +
