@@ -93,6 +93,16 @@ type Outputs struct {
 	Summary     string                    `json:"summary"`
 }
 
+// givesColumns reports whether a dense or sparse value may name columns:
+// a non-empty list, or a reference (a list param, an output) only the run
+// knows.
+func givesColumns(v any) bool {
+	if l, ok := v.([]any); ok {
+		return len(l) > 0
+	}
+	return dags.HasRef(v)
+}
+
 func checkSplit(with map[string]any) error {
 	if n, ok := with["eval_days"].(float64); ok && n < 1 {
 		return fmt.Errorf("eval_days must be at least 1, got %v", n)
@@ -117,12 +127,8 @@ func checkSplit(with map[string]any) error {
 			return fmt.Errorf("eval_from %s is outside the window %s: held-out dates must be inside it", s, rng)
 		}
 	}
-	dense, _ := with["dense"].([]any)
-	sparse, _ := with["sparse"].([]any)
-	if _, d := with["dense"]; !d || len(dense) == 0 {
-		if _, s := with["sparse"]; !s || len(sparse) == 0 {
-			return errors.New("give dense and/or sparse feature columns")
-		}
+	if !givesColumns(with["dense"]) && !givesColumns(with["sparse"]) {
+		return errors.New("give dense and/or sparse feature columns")
 	}
 	if v, ok := with["snapshot_id"]; ok && !dags.HasRef(v) {
 		if _, err := lakenode.SnapshotID(v); err != nil {

@@ -2,6 +2,7 @@ package split
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"strconv"
 	"strings"
@@ -206,6 +207,23 @@ func TestSplitWindowErrors(t *testing.T) {
 	err := checkSplit(map[string]any{"start_date": day(0), "end_date": day(3), "eval_from": day(5), "dense": []any{"x"}})
 	if err == nil || !strings.Contains(err.Error(), "is outside the window") {
 		t.Errorf("validation: %v", err)
+	}
+	// Feature columns from a list param are only known at run time; an
+	// empty literal list names none.
+	for _, c := range []struct {
+		with map[string]any
+		ok   bool
+	}{
+		{map[string]any{"sparse": "${params.features}"}, true},
+		{map[string]any{"dense": []any{}, "sparse": "${nodes.prep.outputs.columns}"}, true},
+		{map[string]any{"dense": []any{}, "sparse": []any{}}, false},
+		{map[string]any{}, false},
+	} {
+		w := map[string]any{"start_date": day(0), "end_date": day(3)}
+		maps.Copy(w, c.with)
+		if err := checkSplit(w); (err == nil) != c.ok {
+			t.Errorf("checkSplit %v: %v", c.with, err)
+		}
 	}
 }
 
