@@ -219,7 +219,7 @@ func TestSplitWindowErrors(t *testing.T) {
 		{map[string]any{"dense": []any{}, "sparse": []any{}}, false},
 		{map[string]any{}, false},
 	} {
-		w := map[string]any{"start_date": day(0), "end_date": day(3)}
+		w := map[string]any{"table": "ml.training", "start_date": day(0), "end_date": day(3)}
 		maps.Copy(w, c.with)
 		if err := checkSplit(w); (err == nil) != c.ok {
 			t.Errorf("checkSplit %v: %v", c.with, err)
