@@ -334,9 +334,9 @@ func TestGroupSlot(t *testing.T) {
 // grantAtOnce stands in for a table queue that grants every turn at once
 // (the test environment runs no second workflow); the release is a signal.
 func grantAtOnce(env *testsuite.TestWorkflowEnvironment) {
-	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) error {
+	env.RegisterActivityWithOptions(func(_ context.Context, in EnqueueInput) (string, error) {
 		env.SignalWorkflow(queueNoticeSignal, QueueNotice{Granted: true})
-		return nil
+		return TableQueueID(in.TaskQueue, "test", in.Table), nil
 	}, activity.RegisterOptions{Name: TableQueueEnqueueActivity})
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, queueReleaseSignal, mock.Anything).Return(nil)
 }

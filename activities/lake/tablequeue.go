@@ -1,11 +1,15 @@
 package lake
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/internal/lake"
 )
 
 // The table queue: promotions into one training table whose date ranges
@@ -49,8 +53,20 @@ const (
 	queueMaxEvents = 5000
 )
 
-// TableQueueID is the workflow id of a table's queue.
-func TableQueueID(tbl string) string { return "retrain-table-queue/" + tbl }
+// TableQueueID is the workflow id of a table's queue: per task queue (its
+// workers run the queue workflow, and are polling while a promotion of
+// theirs waits) and per catalog (catalog, a digest of its identity), since
+// two lakes, or two test servers' lakes, may both hold an ml.training.
+func TableQueueID(taskQueue, catalog, tbl string) string {
+	return "retrain-table-queue/" + taskQueue + "/" + catalog + "/" + tbl
+}
+
+// catalogKey identifies a catalog in queue ids: a digest of its type, URI
+// (which may hold a password, hence the digest) and warehouse.
+func catalogKey(c lake.Config) string {
+	sum := sha256.Sum256([]byte(c.Type + "\x00" + c.URI + "\x00" + c.Warehouse))
+	return hex.EncodeToString(sum[:6])
+}
 
 // QueueRequest is one promotion in a table's queue.
 type QueueRequest struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -69,7 +71,8 @@ func TestQueueTurnThatNeverComes(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := s.NewTestWorkflowEnvironment()
-	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) error { return nil },
+	const queueID = "retrain-table-queue/q/abc/ml.training"
+	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) (string, error) { return queueID, nil },
 		activity.RegisterOptions{Name: TableQueueEnqueueActivity})
 	wf := func(ctx workflow.Context) (time.Duration, error) {
 		start := workflow.Now(ctx)
@@ -83,7 +86,7 @@ func TestQueueTurnThatNeverComes(t *testing.T) {
 	}
 	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "waiter"})
 	released := false
-	env.OnSignalExternalWorkflow(mock.Anything, TableQueueID("ml.training"), "", queueReleaseSignal, mock.Anything).
+	env.OnSignalExternalWorkflow(mock.Anything, queueID, "", queueReleaseSignal, mock.Anything).
 		Return(func(string, string, string, string, any) error { released = true; return nil })
 	env.ExecuteWorkflow("waiter")
 	var waited time.Duration
@@ -92,5 +95,28 @@ func TestQueueTurnThatNeverComes(t *testing.T) {
 	}
 	if waited != queueMaxWait || !released {
 		t.Fatalf("went ahead after %s (released %t), want %s and a release", waited, released, queueMaxWait)
+	}
+}
+
+// TestQueueIDsPerCatalogAndTaskQueue: two lakes (or two test servers'
+// lakes) that both hold ml.training, or two worker pools on different task
+// queues, never share a queue; the id holds no password.
+func TestQueueIDsPerCatalogAndTaskQueue(t *testing.T) {
+	a := catalogKey(lake.Config{Type: "sql", URI: "postgres://u:secret@db/lake", Warehouse: "s3://b/w"})
+	b := catalogKey(lake.Config{Type: "sql", URI: "file:/tmp/x/catalog.db", Warehouse: "file:///tmp/x/warehouse"})
+	if a == b || a != catalogKey(lake.Config{Type: "sql", URI: "postgres://u:secret@db/lake", Warehouse: "s3://b/w"}) {
+		t.Fatalf("catalog keys %q, %q", a, b)
+	}
+	ids := map[string]bool{
+		TableQueueID("retrain", a, "ml.training"): true, TableQueueID("retrain", b, "ml.training"): true,
+		TableQueueID("gpu", a, "ml.training"): true, TableQueueID("retrain", a, "ml.other"): true,
+	}
+	for id := range ids {
+		if strings.Contains(id, "secret") {
+			t.Errorf("queue id %s holds the catalog's password", id)
+		}
+	}
+	if len(ids) != 4 {
+		t.Errorf("queue ids collide: %v", ids)
 	}
 }

@@ -25,16 +25,22 @@ type EnqueueInput struct {
 }
 
 // TableQueueEnqueue signals a table's queue workflow, starting it if it is
-// not running. Only an activity may: a workflow cannot signal-with-start.
-func (l *Lake) TableQueueEnqueue(ctx context.Context, in EnqueueInput) error {
+// not running, and returns the queue's workflow id. Only an activity may:
+// a workflow cannot signal-with-start, nor know the worker's catalog.
+func (l *Lake) TableQueueEnqueue(ctx context.Context, in EnqueueInput) (string, error) {
+	cat, err := l.Open(ctx)
+	if err != nil {
+		return "", err
+	}
+	id := TableQueueID(in.TaskQueue, catalogKey(cat.Config()), in.Table)
 	c := activity.GetClient(ctx)
-	_, err := c.SignalWithStartWorkflow(ctx, TableQueueID(in.Table), queueAcquireSignal, in.Request,
-		client.StartWorkflowOptions{ID: TableQueueID(in.Table), TaskQueue: in.TaskQueue, StaticSummary: "promotion queue of table " + in.Table},
+	_, err = c.SignalWithStartWorkflow(ctx, id, queueAcquireSignal, in.Request,
+		client.StartWorkflowOptions{ID: id, TaskQueue: in.TaskQueue, StaticSummary: "promotion queue of table " + in.Table},
 		TableQueueWorkflow, QueueState{Table: in.Table})
 	if err != nil {
-		return fmt.Errorf("enqueue promotion into %s: %w", in.Table, err)
+		return "", fmt.Errorf("enqueue promotion into %s: %w", in.Table, err)
 	}
-	return nil
+	return id, nil
 }
 
 // waitTurn puts the promotion in its table's queue and blocks until the
@@ -60,14 +66,15 @@ func waitTurn(ctx workflow.Context, in nodetype.Input) (func(), error) {
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second, MaximumAttempts: 10},
 		Summary:             "queue for table " + tbl,
 	})
-	if err := workflow.ExecuteActivity(actx, TableQueueEnqueueActivity, EnqueueInput{Table: tbl, TaskQueue: info.TaskQueueName, Request: req}).Get(ctx, nil); err != nil {
+	var queueID string
+	if err := workflow.ExecuteActivity(actx, TableQueueEnqueueActivity, EnqueueInput{Table: tbl, TaskQueue: info.TaskQueueName, Request: req}).Get(ctx, &queueID); err != nil {
 		return nil, stepError("queue", err)
 	}
 	release := func() {
 		dctx, cancel := workflow.NewDisconnectedContext(ctx)
 		defer cancel()
 		// Errors are the queue's to notice: it checks its holders.
-		_ = workflow.SignalExternalWorkflow(dctx, TableQueueID(tbl), "", queueReleaseSignal, req).Get(dctx, nil)
+		_ = workflow.SignalExternalWorkflow(dctx, queueID, "", queueReleaseSignal, req).Get(dctx, nil)
 	}
 	notices := workflow.GetSignalChannel(ctx, queueNoticeSignal)
 	log := workflow.GetLogger(ctx)
