@@ -171,12 +171,17 @@ func (c *Catalog) CreateTable(ctx context.Context, name string, schema *iceberg.
 		return nil, err
 	}
 	ns := catalog.NamespaceFromIdent(id)
-	exists, err := c.cat.CheckNamespaceExists(ctx, ns)
+	var exists bool
+	err = retrySerialization(ctx, func() (err error) {
+		exists, err = c.cat.CheckNamespaceExists(ctx, ns)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("check namespace %s: %w", strings.Join(ns, "."), err)
 	}
 	if !exists {
-		if err := c.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		err := retrySerialization(ctx, func() error { return c.cat.CreateNamespace(ctx, ns, nil) })
+		if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
 			return nil, fmt.Errorf("create namespace %s: %w", strings.Join(ns, "."), err)
 		}
 	}
@@ -192,7 +197,11 @@ func (c *Catalog) CreateTable(ctx context.Context, name string, schema *iceberg.
 		props[k] = v
 	}
 	opts = append(opts, catalog.WithProperties(props))
-	tbl, err := c.cat.CreateTable(ctx, id, schema, opts...)
+	var tbl *table.Table
+	err = retrySerialization(ctx, func() (err error) {
+		tbl, err = c.cat.CreateTable(ctx, id, schema, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("create table %s: %w", name, err)
 	}

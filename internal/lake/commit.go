@@ -22,12 +22,17 @@ const maxCommitAttempts = 8
 // nothing and may be redone on the fresh table. iceberg-go reports this as
 // ErrCommitFailed from the catalog's compare-and-swap, as ErrCommitDiverged
 // from its own validation, or, when the catalog checks requirements itself
-// (the sql catalog), as a failed "branch main has changed" requirement.
+// (the sql catalog), as a failed "branch main has changed" requirement; a
+// PostgreSQL catalog may also abort it as a serialization failure.
 func IsConflict(err error) bool {
 	if err == nil {
 		return false
 	}
 	if errors.Is(err, table.ErrCommitFailed) || errors.Is(err, table.ErrCommitDiverged) {
+		return true
+	}
+	// PostgreSQL rolled the catalog's transaction back: nothing changed.
+	if isSerializationFailure(err) {
 		return true
 	}
 	msg := err.Error()

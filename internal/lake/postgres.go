@@ -3,11 +3,13 @@ package lake
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for a PostgreSQL catalog
 )
 
@@ -60,4 +62,43 @@ func redactURI(uri string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// Retries of a catalog statement PostgreSQL aborted to keep transactions
+// serializable (iceberg-go's sql catalog runs each operation in one).
+const (
+	maxSerializationAttempts = 6
+	serializationBackoff     = 20 * time.Millisecond
+)
+
+// isSerializationFailure reports whether PostgreSQL rolled a transaction
+// back because concurrent ones conflicted (SQLSTATE 40001, or 40P01, a
+// deadlock): it changed nothing and may be run again. Several workers
+// creating tables in one namespace at once hit it.
+func isSerializationFailure(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40001" || pgErr.Code == "40P01"
+	}
+	// iceberg-go may flatten the driver's error into text.
+	return err != nil && (strings.Contains(err.Error(), "SQLSTATE 40001") || strings.Contains(err.Error(), "SQLSTATE 40P01"))
+}
+
+// retrySerialization runs op until it succeeds, fails otherwise than by a
+// serialization failure, or has failed maxSerializationAttempts times.
+func retrySerialization(ctx context.Context, op func() error) error {
+	var err error
+	for attempt := range maxSerializationAttempts {
+		if err = op(); !isSerializationFailure(err) {
+			return err
+		}
+		t := time.NewTimer(serializationBackoff << attempt)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+	return err
 }
