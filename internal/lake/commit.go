@@ -94,3 +94,30 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// redoOnConflict runs once on a fresh load of the table until it does not
+// fail with a conflict (IsConflict), at most maxCommitAttempts times, with
+// this process's commits to the table serialized: the loop Rollback and
+// snapshot expiry share. what names the operation in logs and errors.
+func (c *Catalog) redoOnConflict(ctx context.Context, name, what string, once func(tbl *table.Table) error) error {
+	m := c.lock(name)
+	m.Lock()
+	defer m.Unlock()
+	var lastErr error
+	for attempt := 1; attempt <= maxCommitAttempts; attempt++ {
+		tbl, err := c.Load(ctx, name)
+		if err != nil {
+			return err
+		}
+		err = once(tbl)
+		if err == nil || !IsConflict(err) {
+			return err
+		}
+		lastErr = err
+		c.log.Info("lake: "+what+" lost a race; redoing on the fresh table", "table", name, "attempt", attempt, "error", err)
+		if err := sleep(ctx, time.Duration(attempt*attempt)*20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s %s: still conflicting after %d attempts: %w", what, name, maxCommitAttempts, lastErr)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/apache/iceberg-go/table"
 )
@@ -28,15 +27,7 @@ func (c *Catalog) expire(ctx context.Context, name string, o MaintainOptions, re
 	if err != nil {
 		return err
 	}
-	m := c.lock(name)
-	m.Lock()
-	defer m.Unlock()
-	var lastErr error
-	for attempt := 1; attempt <= maxCommitAttempts; attempt++ {
-		tbl, err := c.Load(ctx, name)
-		if err != nil {
-			return err
-		}
+	return c.redoOnConflict(ctx, name, "snapshot expiry", func(tbl *table.Table) error {
 		expired, kept, err := planExpiry(tbl, o)
 		if err != nil {
 			return err
@@ -51,30 +42,24 @@ func (c *Catalog) expire(ctx context.Context, name string, o MaintainOptions, re
 			reqs = append(reqs, table.AssertRefSnapshotID(ref, &head))
 		}
 		u := table.NewRemoveSnapshotsUpdate(expired, true)
-		_, _, err = c.cat.CommitTable(ctx, id, reqs, []table.Update{u})
-		if err == nil {
-			post, err := c.Load(ctx, name)
-			if err != nil {
-				return err
+		if _, _, err := c.cat.CommitTable(ctx, id, reqs, []table.Update{u}); err != nil {
+			if IsConflict(err) {
+				return err // planned again on the fresh table
 			}
-			if err := u.PostCommit(ctx, tbl, post); err != nil {
-				// Committed: the snapshots are gone. Their files are now
-				// orphans, which a later orphan removal deletes.
-				return fmt.Errorf("snapshots expired, but deleting their files failed (orphan removal will): %w", err)
-			}
-			c.log.Info("lake: snapshots expired", "table", name, "expired", len(expired), "kept_for_reasons", len(kept))
-			return nil
-		}
-		if !IsConflict(err) {
 			return fmt.Errorf("commit: %w", err)
 		}
-		lastErr = err
-		c.log.Info("lake: expiry lost a race; planning again on the fresh table", "table", name, "attempt", attempt, "error", err)
-		if err := sleep(ctx, time.Duration(attempt*attempt)*20*time.Millisecond); err != nil {
+		post, err := c.Load(ctx, name)
+		if err != nil {
 			return err
 		}
-	}
-	return fmt.Errorf("still conflicting after %d attempts: %w", maxCommitAttempts, lastErr)
+		if err := u.PostCommit(ctx, tbl, post); err != nil {
+			// Committed: the snapshots are gone. Their files are now
+			// orphans, which a later orphan removal deletes.
+			return fmt.Errorf("snapshots expired, but deleting their files failed (orphan removal will): %w", err)
+		}
+		c.log.Info("lake: snapshots expired", "table", name, "expired", len(expired), "kept_for_reasons", len(kept))
+		return nil
+	})
 }
 
 // planExpiry returns the snapshots to expire, oldest first, and those

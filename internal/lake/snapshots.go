@@ -88,26 +88,12 @@ func (c *Catalog) Rollback(ctx context.Context, name string, to int64) (Rollback
 	if err != nil {
 		return RollbackResult{}, err
 	}
-	m := c.lock(name)
-	m.Lock()
-	defer m.Unlock()
-	var lastErr error
-	for attempt := 1; attempt <= maxCommitAttempts; attempt++ {
-		tbl, err := c.Load(ctx, name)
-		if err != nil {
-			return RollbackResult{}, err
-		}
-		res, err := rollbackOnce(ctx, c, id, tbl, to)
-		if err == nil || !IsConflict(err) {
-			return res, err
-		}
-		lastErr = err
-		c.log.Info("lake: rollback lost a race; redoing on the fresh table", "table", name, "attempt", attempt, "error", err)
-		if err := sleep(ctx, time.Duration(attempt*attempt)*20*time.Millisecond); err != nil {
-			return RollbackResult{}, err
-		}
-	}
-	return RollbackResult{}, fmt.Errorf("rollback %s: still conflicting after %d attempts: %w", name, maxCommitAttempts, lastErr)
+	var res RollbackResult
+	err = c.redoOnConflict(ctx, name, "rollback", func(tbl *table.Table) (err error) {
+		res, err = rollbackOnce(ctx, c, id, tbl, to)
+		return err
+	})
+	return res, err
 }
 
 func rollbackOnce(ctx context.Context, c *Catalog, id table.Identifier, tbl *table.Table, to int64) (RollbackResult, error) {
