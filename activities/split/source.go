@@ -3,6 +3,7 @@ package split
 import (
 	"context"
 	"iter"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -70,29 +71,7 @@ func (s *filesSource) record(r *Record) {
 }
 
 func (s *filesSource) dates(ctx context.Context, col string, window backfill.DateRange) ([]int32, error) {
-	seen := map[int32]bool{}
-	for rec, err := range s.records(ctx, []string{col}) {
-		if err != nil {
-			return nil, err
-		}
-		ds, err := dataset.Dates(rec, col)
-		rec.Release()
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range ds {
-			if window.Contains(backfill.Day(d)) {
-				seen[d] = true
-			}
-		}
-	}
-	return slices.Sorted(func(yield func(int32) bool) {
-		for d := range seen {
-			if !yield(d) {
-				return
-			}
-		}
-	}), nil
+	return windowDates(s.records(ctx, []string{col}), col, window)
 }
 
 func (s *filesSource) rows(ctx context.Context, schema dataset.Schema, _ splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error) {
@@ -122,6 +101,13 @@ func scanDates(ctx context.Context, tbl *table.Table, snap int64, col string, fi
 	if err != nil {
 		return nil, err
 	}
+	return windowDates(recs, col, window)
+}
+
+// windowDates is the sorted set of the dates in column col of recs that
+// lie inside the window: what a table or files source holds of the run's
+// window (rows outside it, which pruning may let through, do not count).
+func windowDates(recs iter.Seq2[arrow.RecordBatch, error], col string, window backfill.DateRange) ([]int32, error) {
 	seen := map[int32]bool{}
 	for rec, err := range recs {
 		if err != nil {
@@ -138,9 +124,5 @@ func scanDates(ctx context.Context, tbl *table.Table, snap int64, col string, fi
 			}
 		}
 	}
-	out := make([]int32, 0, len(seen))
-	for d := range seen {
-		out = append(out, d)
-	}
-	return out, nil
+	return slices.Sorted(maps.Keys(seen)), nil
 }
