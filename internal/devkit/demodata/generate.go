@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/apache/iceberg-go"
 
@@ -332,10 +333,35 @@ const (
 	streamBroken
 	// New streams go last: inserting one would change every later draw.
 	streamNoise
+	streamPublish
 )
 
 func (g *Generator) hash(stream, a, b uint64) uint64 {
 	return splitmix.Mix64(splitmix.Mix64(splitmix.Mix64(g.cfg.Seed^0x9e3779b97f4a7c15)^stream*0xbf58476d1ce4e5b9^a) ^ b*0x94d049bb133111eb)
+}
+
+// PublishWindow is how late into the next day a day's feature rows are
+// published: each row's ts is spread over the first PublishWindow of the
+// day after its date. A day's aggregates exist only once it is over, and a
+// real daily job lands them over the next morning, not at midnight; so an
+// impression early in day d sees, as of its time, the row of day d-2 for
+// an entity whose d-1 row is not out yet, and the as_of and previous_day
+// alignments give different rows, as they do on real data.
+const PublishWindow = 12 * time.Hour
+
+// publishedAt is when the row of entity (stream: whose) for day d was
+// published: a fixed draw in the first PublishWindow of day d+1.
+func (g *Generator) publishedAt(stream, entity uint64, d backfill.Day) int64 {
+	return (d + 1).Micros() + int64(g.uniform(streamPublish, stream<<40^entity, uint64(d))*float64(PublishWindow.Microseconds()))
+}
+
+// publishStamps are the ts of n rows of entities 0..n-1 for day d.
+func (g *Generator) publishStamps(stream uint64, d backfill.Day, n int) []int64 {
+	ts := make([]int64, n)
+	for i := range ts {
+		ts[i] = g.publishedAt(stream, uint64(i), d)
+	}
+	return ts
 }
 
 // uniform is in [0, 1).

@@ -82,7 +82,8 @@ func TrainingSpec(buckets int, unsorted bool) lake.TableSpec {
 }
 
 // UserSchema is features.user_daily: one row per user and day, stamped
-// (ts) with the end of the day, when the day's aggregates are known.
+// (ts) with when it was published: some time in the first PublishWindow
+// of the next day, once the day's aggregates are known.
 func UserSchema() *iceberg.Schema {
 	return iceberg.NewSchemaWithIdentifiers(0, []int{1, 2},
 		iceberg.NestedField{ID: 1, Name: "user_id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
@@ -174,13 +175,6 @@ func (r *recordBuilder) dates(name string, d int32, n int) {
 func (r *recordBuilder) stamps(name string, vals []int64) {
 	b := r.field(name).(*array.TimestampBuilder)
 	for _, v := range vals {
-		b.Append(arrow.Timestamp(v))
-	}
-}
-
-func (r *recordBuilder) stamp(name string, v int64, n int) {
-	b := r.field(name).(*array.TimestampBuilder)
-	for range n {
 		b.Append(arrow.Timestamp(v))
 	}
 }

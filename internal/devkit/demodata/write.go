@@ -237,7 +237,7 @@ func userRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Gen
 	defer rb.release()
 	rb.int64s("user_id", ids)
 	rb.dates("date", int32(day.Day), n)
-	rb.stamp("ts", (day.Day + 1).Micros(), n)
+	rb.stamps("ts", g.publishStamps(streamUserActivity, day.Day, n))
 	for i, name := range userFeatureNames[:5] {
 		rb.floats(name, cols[i], g.cfg.Broken, g, uint64(day.Day))
 	}
@@ -257,7 +257,7 @@ func adRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, g *Gener
 	defer rb.release()
 	rb.int64s("ad_id", ids)
 	rb.dates("date", int32(day.Day), n)
-	rb.stamp("ts", (day.Day + 1).Micros(), n)
+	rb.stamps("ts", g.publishStamps(streamAdDaily, day.Day, n))
 	for i, name := range adFeatureNames {
 		rb.floats(name, cols[i], g.cfg.Broken, g, uint64(day.Day))
 	}
@@ -298,7 +298,7 @@ func userFloatsRecord(mem memory.Allocator, schema *arrow.Schema, day *DayData, 
 	defer rb.release()
 	rb.int64s("user_id", ids)
 	rb.dates("date", int32(day.Day), n)
-	rb.stamp("ts", (day.Day + 1).Micros(), n)
+	rb.stamps("ts", g.publishStamps(streamUserActivity, day.Day, n))
 	for c, name := range names {
 		rb.floats(name, cols[c], Broken{}, g, uint64(day.Day))
 	}
