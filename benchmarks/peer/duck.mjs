@@ -29,7 +29,9 @@ if (job.mode === 'copy') {
   console.log(JSON.stringify({ wall_s: wall, cpu_s: (cpu.user + cpu.system) / 1e6 }));
 } else if (job.mode === 'checksum') {
   // Order-independent: a sum of per-row hashes, with the row count.
-  const cols = job.columns.map((c) => (c === 'date' ? 'date::DATE' : `"${c}"`));
+  // exprs, when given, are SQL expressions (casts to one type on both
+  // sides of a comparison); else columns are hashed as they are.
+  const cols = job.exprs ?? job.columns.map((c) => (c === 'date' ? 'date::DATE' : `"${c}"`));
   const r = await con.runAndReadAll(
     `SELECT count(*)::VARCHAR AS n, coalesce(sum(hash(${cols.join(', ')})::HUGEINT), 0)::VARCHAR AS h FROM ${job.from}`);
   const [row] = r.getRowObjects();
