@@ -28,7 +28,7 @@ import (
 const (
 	pwRows   = 240_000
 	pwGroups = 8
-	pwSlots  = 2 // --max-concurrent-activities of each worker: a 2-core host each
+	pwSlots  = 2 // group slots of each worker (--activity-concurrency): a 2-core host each
 )
 
 // TestPromoteAcrossWorkers promotes the same staged features into three
@@ -280,6 +280,7 @@ func (e *sharedLake) startWorker(t *testing.T, bin, name string) *workerProc {
 		"--address", server.FrontendAddress(), "--namespace", server.Namespace(),
 		"--task-queue", e.queue, "--allow-inline-specs",
 		"--max-concurrent-activities", fmt.Sprint(pwSlots),
+		"--activity-concurrency", fmt.Sprintf("promote_features=%d", pwSlots),
 		"--catalog-uri", e.cfg.URI, "--warehouse", e.cfg.Warehouse,
 		"--s3-endpoint", e.srv.Endpoint, "--s3-region", e.srv.Region,
 		"--log-level", "warn")

@@ -107,6 +107,15 @@ type Type struct {
 	// Activities are the activities Workflow schedules, by name; the
 	// worker registers them next to the node types'.
 	Activities map[string]any
+	// Bounded names those of Activities that Workflow schedules on a task
+	// queue of their own, BoundedQueue(its queue, name): the fan-out
+	// groups of a node (promote_features' bucket groups, split's). Every
+	// worker polls that queue with its own slots, as many as its
+	// --activity-concurrency for the name says (default GOMAXPROCS), so a
+	// worker takes no more groups than it can run, and a group waiting
+	// for a slot waits on the server, where another worker's free slot
+	// picks it up, not inside an activity slot of this one.
+	Bounded []string
 
 	err error // a schema New could not derive, reported by Validate
 }
@@ -169,6 +178,11 @@ func NewWorkflow[W, O any](t dags.NodeType, workflowName string, wf any, activit
 	typ.Activities = activities
 	return typ
 }
+
+// BoundedQueue is the task queue on which a workflow running on queue
+// schedules its bounded activity (see Type.Bounded). It is derived from
+// the workflow's own queue, so workers of a node's queue serve it.
+func BoundedQueue(queue, activity string) string { return queue + "/" + activity }
 
 // RetryPolicy is a node's retry policy as Temporal's.
 func RetryPolicy(p dags.RetryPolicy) *temporal.RetryPolicy {
@@ -240,6 +254,11 @@ func (t Type) Validate() error {
 	case dags.KindWorkflow:
 		if nt.Target == "" || t.Workflow == nil {
 			return fmt.Errorf("node type %q runs as a child workflow but has none (Target, Workflow)", nt.Name)
+		}
+		for _, b := range t.Bounded {
+			if _, ok := t.Activities[b]; !ok {
+				return fmt.Errorf("node type %q: bounded activity %q is not one of its activities", nt.Name, b)
+			}
 		}
 	default:
 		return fmt.Errorf("node type %q: kind %q is not supported", nt.Name, nt.Kind)

@@ -48,8 +48,14 @@ type Config struct {
 	GPUQueue  string
 	GPU       bool // also poll GPUQueue; needs a healthy GPU
 	// MaxConcurrentActivities bounds activities running at once on the
-	// default queue (0 = the SDK default, 1000).
+	// default queue (0 = the SDK default, 1000). Bounded activities (the
+	// groups of promote_features and split) run from queues of their own
+	// and are not counted against it: ActivityConcurrency bounds them.
 	MaxConcurrentActivities int
+	// ActivityConcurrency bounds, per bounded activity type (or per node
+	// type, for all of its bounded activities), how many run at once on
+	// this worker; unset ones get GOMAXPROCS (bounded.go).
+	ActivityConcurrency map[string]int
 	// GPUSlots bounds activities running at once on the GPU queue; 0
 	// means one per healthy GPU, and more than that is capped to it.
 	GPUSlots int
@@ -111,6 +117,9 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.GPU, "gpu", false, "also poll the GPU task queue")
 	fs.IntVar(&c.GPUSlots, "gpu-slots", 0, "GPU steps run at once on this worker (default: one per healthy GPU)")
 	fs.IntVar(&c.MaxConcurrentActivities, "max-concurrent-activities", 0, "steps run at once on the default queue (0 = SDK default)")
+	fs.StringToIntVar(&c.ActivityConcurrency, "activity-concurrency", nil,
+		"TYPE=N: at most N activities of the bounded activity TYPE at once on this worker, e.g. SplitGroup=2,PromoteFeaturesBuckets=4, or a node type for all of its own (split=2); repeatable. "+
+			"Bounded activities (the bucket groups of split and promote_features) are polled from TASK_QUEUE/TYPE, so a group waits on the server for any worker with a free slot; default: GOMAXPROCS each")
 	fs.IntVar(&c.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 0, "workflow tasks run at once (0 = SDK default)")
 	fs.StringVar(&c.PipelinesDir, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "folder of pipeline YAML files that runs may name (env RETRAIN_PIPELINES)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", os.Getenv("RETRAIN_METRICS_ADDR"), "serve Prometheus metrics at http://HOST:PORT/metrics (env RETRAIN_METRICS_ADDR)")
@@ -217,6 +226,12 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		d.GPUMonitor = gpus
 	}
 	types := append(builtin(d), custom...)
+	bounded, err := boundedActivities(types, cfg.ActivityConcurrency)
+	if err != nil {
+		met.stop()
+		closeGPUs(gpus, logger)
+		return nil, err
+	}
 	// The resolver validates against the types this worker runs, so a spec
 	// is accepted exactly when every node has an activity here.
 	reg, err := registryOf(types)
@@ -258,6 +273,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	registerTypes(main, types, true)
 	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
+	w.workers = append(w.workers, boundedWorkers(met.clientOr(c), cfg.TaskQueue, bounded, interceptors, logger)...)
 
 	if cfg.GPU {
 		gw := sdkworker.New(met.clientOr(c), cfg.GPUQueue, sdkworker.Options{

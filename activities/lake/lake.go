@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -29,9 +28,6 @@ type Lake struct {
 	// Store holds the model registry, which maintain_table reads for the
 	// snapshots model versions trained on; nil on a worker without one.
 	Store *s3store.Store
-	// groups bounds the promotion bucket groups this worker runs at once
-	// (see PromoteBuckets); nil: no bound.
-	groups chan struct{}
 }
 
 // Open opens the catalog; not configured is bad input, which no retry fixes.
@@ -148,6 +144,6 @@ func Types(d Deps) []nodetype.Type {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	l := &Lake{Catalog: d.Catalog, Logger: d.Logger, Store: d.Store, groups: make(chan struct{}, runtime.GOMAXPROCS(0))}
+	l := &Lake{Catalog: d.Catalog, Logger: d.Logger, Store: d.Store}
 	return []nodetype.Type{l.stageType(), l.statsType(), l.promoteType(), l.rollbackType(), l.maintainType()}
 }

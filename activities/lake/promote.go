@@ -72,9 +72,9 @@ func (o PromoteOutputs) summary() string {
 }
 
 func (l *Lake) promoteType() nodetype.Type {
-	return nodetype.NewWorkflow[PromoteWith, PromoteOutputs](dags.NodeType{
+	t := nodetype.NewWorkflow[PromoteWith, PromoteOutputs](dags.NodeType{
 		Name:  "promote_features",
-		Doc:   "Stage 2 of a feature backfill: join staging tables into the training table bucket by bucket (one activity per bucket group, on any worker of the queue; a dead worker's group moves to another after at most 30 s without a heartbeat, or the node's shorter heartbeat) and commit, exactly once, one snapshot replacing the affected partitions; redone if another commit lands first.",
+		Doc:   "Stage 2 of a feature backfill: join staging tables into the training table bucket by bucket (one activity per bucket group, on any worker of the queue with a free group slot, --activity-concurrency; a dead worker's group moves to another after at most 30 s without a heartbeat, or the node's shorter heartbeat) and commit, exactly once, one snapshot replacing the affected partitions; redone if another commit lands first.",
 		Check: CheckDates,
 	}, PromoteWorkflow, PromoteFeatures, map[string]any{
 		PromotePlanActivity:    l.PromotePlan,
@@ -84,6 +84,22 @@ func (l *Lake) promoteType() nodetype.Type {
 		// the worker beside PromoteFeatures, see TableQueue).
 		TableQueueEnqueueActivity: l.TableQueueEnqueue,
 	})
+	t.Bounded = []string{PromoteBucketsActivity}
+	return t
+}
+
+// promoteGroupQueueChange versions where PromoteFeatures schedules its
+// bucket groups: runs recorded before it scheduled them on the node's
+// queue (bounded by a slot inside the activity), and replay keeps them so.
+const promoteGroupQueueChange = "promote-group-queue"
+
+// GroupContext schedules a workflow's bounded activity on its own queue
+// below the workflow's (nodetype.BoundedQueue), where each worker runs as
+// many at once as its --activity-concurrency allows.
+func GroupContext(ctx workflow.Context, activity string) workflow.Context {
+	opts := workflow.GetActivityOptions(ctx)
+	opts.TaskQueue = nodetype.BoundedQueue(workflow.GetInfo(ctx).TaskQueueName, activity)
+	return workflow.WithActivityOptions(ctx, opts)
 }
 
 // PromoteFeatures runs a promote_features node: plan the promotion on the
@@ -111,6 +127,10 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 		}
 		defer release()
 	}
+	groupCtx := ctx
+	if workflow.GetVersion(ctx, promoteGroupQueueChange, workflow.DefaultVersion, 1) >= 1 {
+		groupCtx = GroupContext(ctx, PromoteBucketsActivity)
+	}
 	for round := 1; round <= features.MaxRounds; round++ {
 		// The promotion id is the commit's idempotency key: unique to this
 		// execution and round, stable across activity retries.
@@ -121,7 +141,7 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 		}
 		futures := make([]workflow.Future, len(plan.Groups))
 		for i, g := range plan.Groups {
-			futures[i] = workflow.ExecuteActivity(summarized(ctx, fmt.Sprintf("buckets %v", g)), PromoteBucketsActivity, PromoteBucketsInput{Plan: &plan, Buckets: g})
+			futures[i] = workflow.ExecuteActivity(summarized(groupCtx, fmt.Sprintf("buckets %v", g)), PromoteBucketsActivity, PromoteBucketsInput{Plan: &plan, Buckets: g})
 		}
 		results := make([]features.BucketResult, len(plan.Groups))
 		var firstErr error
@@ -284,32 +304,8 @@ func (l *Lake) PromoteBuckets(ctx context.Context, in PromoteBucketsInput) (feat
 	if err := checkPlanLake(ctx, cat, in.Plan); err != nil {
 		return features.BucketResult{}, err
 	}
-	release, err := l.groupSlot(ctx)
-	if err != nil {
-		return features.BucketResult{}, fmt.Errorf("buckets %v: waiting for a free group slot: %w", in.Buckets, err)
-	}
-	defer release()
 	res, err := features.PromoteBuckets(ctx, cat, in.Plan, in.Buckets, l.Logger)
 	return res, Error(err)
-}
-
-// groupSlot waits until fewer than GOMAXPROCS bucket groups run on this
-// worker, heartbeating meanwhile (the caller's keep-alive), and returns
-// the function that frees the slot. A group is CPU-bound and holds a few
-// hundred MB while it runs (20M rows: ~430 MB a group of 1.25M rows); a
-// worker without --max-concurrent-activities (retrain dev) otherwise runs
-// every group of a promotion at once: 16 groups on 2 cores took the dev
-// process to 6.9 GB RSS for no gain in throughput.
-func (l *Lake) groupSlot(ctx context.Context) (func(), error) {
-	if l.groups == nil {
-		return func() {}, nil
-	}
-	select {
-	case l.groups <- struct{}{}:
-		return func() { <-l.groups }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // checkPlanLake checks that this worker's lake is the one the plan was

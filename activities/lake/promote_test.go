@@ -277,56 +277,23 @@ func TestPromoteGroupOnAnotherLake(t *testing.T) {
 	}
 }
 
-// TestGroupSlot: a worker runs at most as many bucket groups at once as
-// its slots; a group waiting for one gets it when another frees its slot,
-// and gives up when its context ends (a cancelled or timed-out attempt).
-func TestGroupSlot(t *testing.T) {
-	l := &Lake{groups: make(chan struct{}, 2)}
-	ctx := context.Background()
-	r1, err := l.groupSlot(ctx)
-	if err != nil {
+// TestPromoteGroupsOnTheirQueue: bucket groups are scheduled on the
+// bounded queue below the workflow's (where each worker takes as many as
+// its --activity-concurrency allows), the plan and the commit on the
+// workflow's own queue.
+func TestPromoteGroupsOnTheirQueue(t *testing.T) {
+	f := &promoteFakes{buckets: map[string][][]int{}}
+	if _, err := runPromote(t, f, map[string]any{"training_table": "ml.training"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.groupSlot(ctx); err != nil {
-		t.Fatal(err)
+	if len(f.infos) != 3 {
+		t.Fatalf("%d bucket calls, want 3", len(f.infos))
 	}
-	got := make(chan error, 1)
-	go func() {
-		release, err := l.groupSlot(ctx)
-		if err == nil {
-			defer release()
-		}
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		t.Fatalf("a third group got a slot of two (err %v)", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	r1()
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("third group after a release: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a freed slot was not taken by the waiting group")
-	}
-	// Now one slot is held (the second group's) and the third freed its own:
-	// fill it, then a fourth waits until its context ends.
-	if _, err := l.groupSlot(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	if _, err := l.groupSlot(cctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("waiting on full slots until the deadline: err %v, want %v", err, context.DeadlineExceeded)
-	}
-	// A Lake built without slots (as split builds one) does not bound groups.
-	free := &Lake{}
-	for range 3 {
-		if _, err := free.groupSlot(ctx); err != nil {
-			t.Fatal(err)
+	// The test environment runs workflows on this queue.
+	want := nodetype.BoundedQueue("default-test-taskqueue", PromoteBucketsActivity)
+	for _, info := range f.infos {
+		if info.TaskQueue != want {
+			t.Errorf("bucket group ran from task queue %q, want %q", info.TaskQueue, want)
 		}
 	}
 }
