@@ -36,32 +36,11 @@ func Do[O any](ctx context.Context, store *s3store.Store, key Key, inputs string
 	if err := validateFingerprint(inputs); err != nil {
 		return out, false, err
 	}
-	dir := key.dir(inputs)
-	log := store.Logger().With("checkpoint", key.String(), "inputs", inputs)
-
-	m, err := loadManifest(ctx, store, dir+manifestName)
-	switch {
-	case err == nil:
-		verr := verifyFiles(ctx, store, dir, m)
-		if verr == nil {
-			out, err := decodeOutputs[O](m.Outputs)
-			if err == nil {
-				log.InfoContext(ctx, "checkpoint: hit, step skipped", "attempt", m.Attempt, "rows", m.Rows)
-			}
-			return out, err == nil, err
-		}
-		if !errors.Is(verr, ErrCorrupt) {
-			return out, false, verr
-		}
-		// The checkpoint cannot be read back; recompute rather than fail
-		// every retry the same way.
-		log.WarnContext(ctx, "checkpoint: discarding broken checkpoint", "error", verr)
-		if err := store.Delete(ctx, dir+manifestName); err != nil {
-			return out, false, fmt.Errorf("checkpoint: discard broken checkpoint: %w", err)
-		}
-	case !errors.Is(err, ErrNotFound):
-		return out, false, err
+	out, hit, err = lookup[O](ctx, store, key, inputs)
+	if hit || err != nil {
+		return out, hit, err
 	}
+	dir := key.dir(inputs)
 
 	w := newWriter(ctx, store, key, inputs)
 	w.log.InfoContext(ctx, "checkpoint: miss, running step")
@@ -88,7 +67,7 @@ func Do[O any](ctx context.Context, store *s3store.Store, key Key, inputs string
 		w.discard()
 		return out, false, err
 	}
-	m = &Manifest{
+	m := &Manifest{
 		Format:   manifestFormat,
 		Pipeline: key.Pipeline,
 		Run:      key.Run,

@@ -72,6 +72,35 @@ func (c *Coverage) CompleteRate() float64 {
 	return float64(c.complete) / float64(c.rows)
 }
 
+// CoverageCounts is a Coverage's counts as plain JSON, so that the
+// counts of parts of a split written apart (its bucket groups, each on
+// some worker) add up to the counts of the whole: integer sums, so the
+// rates are those one pass over every row gives.
+type CoverageCounts struct {
+	Rows     int64   `json:"rows"`
+	Complete int64   `json:"complete"`
+	Nulls    []int64 `json:"nulls"` // by index in the schema's Columns
+}
+
+// Counts returns c's counts.
+func (c *Coverage) Counts() CoverageCounts {
+	return CoverageCounts{Rows: c.rows, Complete: c.complete, Nulls: slices.Clone(c.nulls)}
+}
+
+// Merge adds the counts of another part of the rows, made with the same
+// schema.
+func (c *Coverage) Merge(o CoverageCounts) error {
+	if len(o.Nulls) != len(c.nulls) {
+		return fmt.Errorf("coverage counts of %d features, want %d", len(o.Nulls), len(c.nulls))
+	}
+	c.rows += o.Rows
+	c.complete += o.Complete
+	for i, n := range o.Nulls {
+		c.nulls[i] += n
+	}
+	return nil
+}
+
 // FeatureCoverage is one feature's null rates on the rows a split wrote,
 // with the limit they were checked against.
 type FeatureCoverage struct {

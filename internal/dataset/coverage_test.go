@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,42 @@ func TestCoverageCountsNullsPerFeature(t *testing.T) {
 	}
 	if got := cov.CompleteRate(); got != 2.0/3 {
 		t.Errorf("complete rate %v, want 2/3", got)
+	}
+}
+
+// TestCoverageMerge: counting rows in parts and merging the parts' counts
+// gives the counts of one pass over all of them.
+func TestCoverageMerge(t *testing.T) {
+	s, err := Infer(tableSchema, "label", "date", "request_id", []string{"activity"}, []string{"user_id", "recent"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(t)
+	defer rec.Release()
+	rows, err := NewConverter(s).Rows(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, a, b := NewCoverage(s), NewCoverage(s), NewCoverage(s)
+	for i, r := range rows {
+		whole.Add(r)
+		if i == 0 {
+			a.Add(r)
+		} else {
+			b.Add(r)
+		}
+	}
+	merged := NewCoverage(s)
+	for _, part := range []*Coverage{a, b} {
+		if err := merged.Merge(part.Counts()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := merged.Counts(), whole.Counts(); got.Rows != want.Rows || got.Complete != want.Complete || !slices.Equal(got.Nulls, want.Nulls) {
+		t.Errorf("merged counts %+v, want %+v", got, want)
+	}
+	if err := merged.Merge(CoverageCounts{Nulls: []int64{1}}); err == nil {
+		t.Error("merged the counts of another schema")
 	}
 }
 
