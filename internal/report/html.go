@@ -76,14 +76,6 @@ type metricRow struct{ Name, Candidate, Baseline, Diff string }
 
 type sliceRow struct{ Slice, Count, CandAUC, BaseAUC, CandLogLoss, BaseLogLoss string }
 
-type gateView struct {
-	Node, Title, Verdict, Reason, Forced string
-	Baseline                             string // which version, of which date, and where its figures came from
-	Comparisons                          []comparisonRow
-}
-
-type comparisonRow struct{ Metric, Check, Candidate, Baseline, Threshold, Result, Reason string }
-
 func view(r *Report, o Options) pageView {
 	res := r.Result
 	v := pageView{
@@ -148,12 +140,18 @@ func view(r *Report, o Options) pageView {
 		}
 		v.Stats = append(v.Stats, sv)
 	}
+	shown := liftShown(r.Lifts)
 	for _, id := range slices.Sorted(maps.Keys(r.Evaluations)) {
+		// An evaluation whose models a gate's lift shows in full would only
+		// repeat it (and a control's alone reads as "no baseline").
+		if e := r.Evaluations[id]; shown[LiftSide{Node: id}.key()] && (e.Baseline == nil || shown[LiftSide{Node: id, Baseline: true}.key()]) {
+			continue
+		}
 		v.Evaluations = append(v.Evaluations, evalRows(id, r.Evaluations[id]))
 	}
 	for _, n := range res.Nodes {
 		if n.Type == gatenode.GateType.Name {
-			v.Gates = append(v.Gates, gateRows(n))
+			v.Gates = append(v.Gates, gateRows(n, r.Lifts[n.ID]))
 			// The gate's line under the headline already says why the run failed.
 			if n.Status == runs.NodeFailed && n.Error != "" && strings.HasSuffix(v.Error, n.Error) {
 				v.Error = ""
@@ -311,81 +309,6 @@ func evalRows(id string, e *evaluate.EvaluationReport) evalView {
 	return ev
 }
 
-// gateBaseline says what a gate compared with: "Baseline: v3, trained for
-// 2026-11-14; figures from ...", or "" without one.
-func gateBaseline(out map[string]any) string {
-	version, _ := out["baseline_version"].(string)
-	if has, _ := out["has_baseline"].(bool); !has || version == "" {
-		return ""
-	}
-	s := "Baseline: " + version
-	if version == "control" {
-		// feature-experiment's gate: the baseline is the same pipeline's
-		// model without the new features, so the differences are the lift.
-		s = "Baseline: the control (the same training without the new features); the candidate - baseline figures are the lift"
-	}
-	if d, _ := out["baseline_logical_date"].(string); d != "" {
-		s += ", trained for " + d
-	}
-	switch src, _ := out["baseline_source"].(string); {
-	case src == "evaluation":
-		s += "; both models scored on this run's rows"
-	case strings.HasPrefix(src, "registry "):
-		s += "; figures recorded with " + strings.TrimPrefix(src, "registry ") + " at its own evaluation, not this run's rows"
-	case src == "given":
-		s += "; figures given to the gate by the pipeline"
-	}
-	return s + "."
-}
-
-func gateRows(n runs.NodeState) gateView {
-	g := gateView{Node: n.ID, Title: "Gate " + n.ID}
-	if n.ID == "gate" {
-		g.Title = "Gate"
-	}
-	switch {
-	case n.Status == runs.NodeSucceeded && n.Outputs["passed"] == true:
-		g.Verdict = "passed"
-	case n.Status == runs.NodeSucceeded:
-		g.Verdict = "rejected (deploy skipped)"
-	case n.Status == runs.NodeFailed:
-		g.Verdict = "rejected (run failed)"
-	default:
-		g.Verdict = string(n.Status)
-	}
-	g.Reason, _ = n.Outputs["reason"].(string)
-	if n.Error != "" {
-		g.Reason = n.Error
-	}
-	if n.Outputs["forced"] == true {
-		g.Forced = fmt.Sprintf("forced by %v: %v", n.Outputs["forced_by"], n.Outputs["force_reason"])
-	}
-	g.Baseline = gateBaseline(n.Outputs)
-	// Comparisons come back from history as generic JSON.
-	var cs []gate.Comparison
-	if b, err := json.Marshal(n.Outputs["comparisons"]); err == nil {
-		_ = json.Unmarshal(b, &cs)
-	}
-	for _, c := range cs {
-		row := comparisonRow{Metric: c.Metric, Check: string(c.Check), Threshold: fig(c.Threshold, true), Reason: c.Reason,
-			Candidate: "–", Baseline: "–", Result: "pass"}
-		if c.Candidate != nil {
-			row.Candidate = fig(*c.Candidate, true)
-		}
-		if c.Baseline != nil {
-			row.Baseline = fig(*c.Baseline, true)
-		}
-		switch {
-		case c.Skipped:
-			row.Result = "skipped"
-		case !c.Passed:
-			row.Result = "FAIL"
-		}
-		g.Comparisons = append(g.Comparisons, row)
-	}
-	return g
-}
-
 var page = template.Must(template.New("report").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>{{.Title}}</title>
 <style>
@@ -401,6 +324,7 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 .links{font-size:14px;line-height:1.7}.links td{border:none;padding:0 12px 0 0}code{background:#f4f4f4;padding:1px 4px;border-radius:3px}
 .bar{display:inline-block;height:8px;background:#1f6fb5;vertical-align:middle;margin-right:6px}.bar.eval{background:#d9731a}
 .barcell{width:170px;white-space:nowrap}
+.better{color:#186a1b}.worse{color:#a31515}.ungated td{color:#666}.lift td:nth-child(-n+7),.lift th{white-space:nowrap}
 .plots{display:flex;flex-wrap:wrap;gap:24px;margin-top:12px}.plots figure{margin:0}.plots figcaption{font-size:13px;font-weight:bold;margin-bottom:4px}
 </style></head><body>
 <h1>Run {{.Title}}: <span class="status-{{.Status}}">{{.Status}}</span></h1>
@@ -435,11 +359,19 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 {{range .Slices}}<tr><td>{{.Slice}}</td><td class="num">{{.Count}}</td><td class="num">{{.CandAUC}}</td><td class="num">{{.BaseAUC}}</td><td class="num">{{.CandLogLoss}}</td><td class="num">{{.BaseLogLoss}}</td></tr>
 {{end}}</table>{{end}}{{end}}
 
-{{range .Gates}}<h2>{{.Title}}: {{.Verdict}}</h2>
-<p>{{.Reason}}</p>{{if .Forced}}<p class="note">{{.Forced}}</p>{{end}}{{if .Baseline}}<p>{{.Baseline}}</p>{{end}}
-{{if .Comparisons}}<table><tr><th>metric</th><th>check</th><th>candidate</th><th>baseline</th><th>threshold</th><th>result</th><th>why</th></tr>
-{{range .Comparisons}}<tr><td>{{.Metric}}</td><td>{{.Check}}</td><td class="num">{{.Candidate}}</td><td class="num">{{.Baseline}}</td><td class="num">{{.Threshold}}</td><td{{if eq .Result "FAIL"}} class="fail"{{end}}>{{.Result}}</td><td>{{.Reason}}</td></tr>
-{{end}}</table>{{end}}{{end}}
+{{range .Gates}}<h2 id="gate-{{.Node}}">{{.Title}}: {{.Verdict}}</h2>
+<p>{{.Reason}}</p>{{if .Forced}}<p class="note">{{.Forced}}</p>{{end}}{{if .Baseline}}<p>{{.Baseline}}</p>{{end}}{{if .Sources}}<p>{{.Sources}}</p>{{end}}
+{{if .Comparisons}}<h3>Lift per metric</h3>
+<table class="lift"><tr><th>metric</th><th>candidate</th><th>{{.BaseName}}</th><th>lift (candidate − {{.BaseName}})</th><th>relative lift</th><th>threshold</th><th>result</th><th>why</th></tr>
+{{range .Comparisons}}<tr{{if not .Gated}} class="ungated"{{end}}><td>{{.Metric}}</td><td class="num">{{.Candidate}}</td><td class="num">{{.Baseline}}</td><td class="num {{.LiftClass}}">{{.Lift}}</td><td class="num {{.LiftClass}}">{{.Relative}}</td><td class="num">{{.Threshold}}</td><td{{if eq .Result "FAIL"}} class="fail"{{end}}>{{.Result}}</td><td>{{.Reason}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Slices}}<h3>Lift per slice ({{.SliceColumn}})</h3>
+{{$base := .BaseName}}<table><tr><th rowspan="2">{{.SliceColumn}}</th><th rowspan="2">rows</th>{{range .SliceMetrics}}<th colspan="3">{{.}}</th>{{end}}</tr>
+<tr>{{range .SliceMetrics}}<th>candidate</th><th>{{$base}}</th><th>lift</th>{{end}}</tr>
+{{range .Slices}}<tr><td>{{.Slice}}{{if .Missing}} <span class="note">({{.Missing}})</span>{{end}}</td><td class="num">{{.Rows}}</td>{{range .Cells}}<td class="num">{{.Candidate}}</td><td class="num">{{.Baseline}}</td><td class="num {{.Class}}">{{.Lift}}</td>{{end}}</tr>
+{{end}}</table>{{end}}{{if .SlicesNote}}<p class="note">{{.SlicesNote}}</p>{{end}}
+{{if or .ROC .Calibration}}<div class="plots">{{if .ROC}}<figure><figcaption>ROC curves: candidate and {{.BaseName}}</figcaption>{{.ROC}}</figure>{{end}}
+{{if .Calibration}}<figure><figcaption>Calibration (reliability diagram, 10 bins; marker area ∝ rows)</figcaption>{{.Calibration}}</figure>{{end}}</div>{{end}}{{end}}
 
 <h2>DAG</h2>
 <div class="box">{{.DAG}}</div>

@@ -4,7 +4,8 @@
 // version; then the data the split node read (date windows, row counts,
 // per-feature null rates of the rows trained on), the candidate's metrics,
 // ROC curve and reliability diagram next to the baseline's, the gate's
-// verdict, the DAG with each node's status, node timings, the feature
+// verdict as the candidate's lift over the baseline (per metric and per
+// slice, with both ROC curves), the DAG with each node's status, node timings, the feature
 // statistics of feature_stats nodes and the loss curve of train nodes.
 // [Collect] fetches what the nodes' outputs point at (through a
 // [Fetcher]); [Write] renders it, with no I/O and no scripts or remote
@@ -72,6 +73,9 @@ type Report struct {
 	Evaluations map[string]*evaluate.EvaluationReport
 	// Splits are what split nodes say about the rows they wrote, by node id.
 	Splits map[string]*Split
+	// Lifts are the gates' verdicts as the candidate's lift over the
+	// baseline, with the evaluations they came from, by gate node id.
+	Lifts map[string]*Lift
 	// Notes say what could not be fetched.
 	Notes []string
 }
@@ -177,5 +181,6 @@ func Collect(ctx context.Context, f Fetcher, res *runs.Result, plan *dags.Plan) 
 			r.Splits[n.ID] = &s
 		}
 	}
+	r.Lifts = collectLifts(r, plan) // after the evaluations it draws on
 	return r
 }
