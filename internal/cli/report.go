@@ -168,9 +168,10 @@ address the namespace publishes: retrain dev publishes its own), to the
 feature statistics pages (copied into RUN.files/ next to the report) and to
 the model version. Then the split's date windows, row counts and per-feature
 null rates, the candidate's metrics, ROC curve and reliability diagram next
-to the baseline's, the DAG, node timings and loss curves. Metrics, curves
-and stats are read from the object store (the worker's: --s3-uri, or the dev
-stack's under --data-dir).`,
+to the baseline's, the gate's lift table (candidate minus baseline per
+metric and per slice, against its thresholds), the DAG, node timings and
+loss curves. Metrics, curves and stats are read from the object store (the
+worker's: --s3-uri, or the dev stack's under --data-dir).`,
 		Args: cobra.ExactArgs(1),
 	}
 	open := storeFlags(app, cmd)
