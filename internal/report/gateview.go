@@ -67,7 +67,9 @@ func gateBaseline(out map[string]any) string {
 	return s + "."
 }
 
-func gateRows(n runs.NodeState, l *Lift) gateView {
+// gateRows is a gate's section; skipped names the nodes that did not run
+// because of its verdict (their `when` reads it and was false).
+func gateRows(n runs.NodeState, l *Lift, skipped []string) gateView {
 	g := gateView{Node: n.ID, Title: "Gate " + n.ID}
 	if n.ID == "gate" {
 		g.Title = "Gate"
@@ -75,8 +77,11 @@ func gateRows(n runs.NodeState, l *Lift) gateView {
 	switch {
 	case n.Status == runs.NodeSucceeded && n.Outputs["passed"] == true:
 		g.Verdict = "passed"
+	case n.Status == runs.NodeSucceeded && len(skipped) > 0:
+		// Name what was held back: a deploy, a promotion, a canary.
+		g.Verdict = "rejected (skipped: " + strings.Join(skipped, ", ") + ")"
 	case n.Status == runs.NodeSucceeded:
-		g.Verdict = "rejected (deploy skipped)"
+		g.Verdict = "rejected"
 	case n.Status == runs.NodeFailed:
 		g.Verdict = "rejected (run failed)"
 	default:

@@ -151,7 +151,7 @@ func view(r *Report, o Options) pageView {
 	}
 	for _, n := range res.Nodes {
 		if n.Type == gatenode.GateType.Name {
-			v.Gates = append(v.Gates, gateRows(n, r.Lifts[n.ID]))
+			v.Gates = append(v.Gates, gateRows(n, r.Lifts[n.ID], skippedBy(res.Nodes, n.ID)))
 			// The gate's line under the headline already says why the run failed.
 			if n.Status == runs.NodeFailed && n.Error != "" && strings.HasSuffix(v.Error, n.Error) {
 				v.Error = ""
@@ -398,3 +398,15 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 {{if .Notes}}<h2>Notes</h2><ul>{{range .Notes}}<li class="note">{{.}}</li>{{end}}</ul>{{end}}
 </body></html>
 `))
+
+// skippedBy lists the nodes skipped because a `when` reading node id's
+// outputs was false.
+func skippedBy(nodes []runs.NodeState, id string) []string {
+	var out []string
+	for _, n := range nodes {
+		if n.Status == runs.NodeSkipped && strings.Contains(n.Reason, "nodes."+id+".") {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}

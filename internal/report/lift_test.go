@@ -227,3 +227,21 @@ func TestSignedFig(t *testing.T) {
 		t.Errorf("a lift shown as 0.0000 coloured %q", c)
 	}
 }
+
+// TestGateVerdictNamesSkipped: a rejected gate's verdict names the nodes
+// its verdict held back (a feature experiment's promotion, a deploy), not
+// a deploy the pipeline may not have.
+func TestGateVerdictNamesSkipped(t *testing.T) {
+	nodes := []runs.NodeState{
+		{ID: "gate", Type: "gate", Status: runs.NodeSucceeded, Outputs: map[string]any{"passed": false}},
+		{ID: "promote", Type: "promote_features", Status: runs.NodeSkipped, Reason: `when "${nodes.gate.outputs.passed} && ${params.promote}" is false`},
+		{ID: "notify", Type: "command", Status: runs.NodeSkipped, Reason: `when "${params.notify}" is false`},
+		{ID: "gate2", Type: "gate", Status: runs.NodeSucceeded, Outputs: map[string]any{"passed": false}},
+	}
+	if got := gateRows(nodes[0], nil, skippedBy(nodes, "gate")).Verdict; got != "rejected (skipped: promote)" {
+		t.Errorf("verdict %q", got)
+	}
+	if got := gateRows(nodes[3], nil, skippedBy(nodes, "gate2")).Verdict; got != "rejected" {
+		t.Errorf("a gate nothing reads: verdict %q", got)
+	}
+}
