@@ -21,7 +21,7 @@ import (
 //
 //   - the step picks an attempt ([NewAttempt]) once, where it plans;
 //   - each part opens a Writer of its own with [NewPart] below that attempt
-//     (attempt/part/<dataset>-00000.parquet), writes its share of the
+//     (attempt/part/<dataset>-part-00000.parquet), writes its share of the
 //     datasets, and closes it with [Writer.ClosePart], which uploads the
 //     list of its files (attempt/part/part.json) and returns that list's
 //     key: a part's output travels by reference, however many files it has;
@@ -46,7 +46,9 @@ func NewAttempt() string {
 }
 
 // NewPart returns a Writer for one part of the checkpoint of key for
-// inputs, attempt attempt: its files go under attempt/<name>-<random>/.
+// inputs, attempt attempt: its files go under attempt/<name>-<random>/,
+// named <dataset>-<name>-<random>-00000.parquet: unique across parts, in
+// the order of the parts' names.
 // Close it with ClosePart, or Discard it.
 func NewPart(ctx context.Context, store *s3store.Store, key Key, inputs, attempt, name string) (*Writer, error) {
 	if err := key.validate(); err != nil {
@@ -63,7 +65,8 @@ func NewPart(ctx context.Context, store *s3store.Store, key Key, inputs, attempt
 	w := newWriter(ctx, store, key, inputs)
 	var b [4]byte
 	rand.Read(b[:])
-	w.attempt = attempt + "/" + name + "-" + hex.EncodeToString(b[:])
+	w.part = name + "-" + hex.EncodeToString(b[:])
+	w.attempt = attempt + "/" + w.part
 	w.log = w.log.With("attempt", w.attempt)
 	return w, nil
 }

@@ -1,6 +1,7 @@
 package checkpoint_test
 
 import (
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -74,6 +75,13 @@ func TestCommitParts(t *testing.T) {
 	ds, _ := m.Dataset("train")
 	for _, f := range ds.Files {
 		named[f.Key] = true
+	}
+	bases := map[string]bool{}
+	for _, f := range ds.Files {
+		bases[path.Base(f.Key)] = true
+	}
+	if len(bases) != len(ds.Files) {
+		t.Errorf("files %v: parts' files share base names; a download side by side would lose some", ds.Files)
 	}
 	if m.Attempt != attempt || ds.Rows != 300 || len(ds.Files) != 2+2+2 {
 		t.Errorf("manifest: attempt %s, %d rows, %d files; want %s, 300, 6", m.Attempt, ds.Rows, len(ds.Files), attempt)

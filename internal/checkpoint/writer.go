@@ -27,7 +27,10 @@ type Writer struct {
 	inputs  string
 	attempt string
 	dir     string // the checkpoint's folder
-	log     *slog.Logger
+	// part names a part's files (NewPart): part files are downloaded side
+	// by side, so their base names must differ between parts.
+	part string
+	log  *slog.Logger
 
 	mu        sync.Mutex
 	datasets  map[string]Dataset // closed
@@ -250,7 +253,11 @@ func (d *DatasetWriter[T]) maybeRoll() error {
 }
 
 func (d *DatasetWriter[T]) startFile() error {
-	key := fmt.Sprintf("%s%s/%s-%05d.parquet", d.w.dir, d.w.attempt, d.name, d.started)
+	name := d.name
+	if d.w.part != "" {
+		name += "-" + d.w.part
+	}
+	key := fmt.Sprintf("%s%s/%s-%05d.parquet", d.w.dir, d.w.attempt, name, d.started)
 	d.started++
 	pr, pw := io.Pipe()
 	f := &fileWriter[T]{key: key, pipe: pw, done: make(chan upload, 1)}
