@@ -117,7 +117,7 @@ func GroupContext(ctx workflow.Context, activity string) workflow.Context {
 func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	started := workflow.Now(ctx)
 	info := workflow.GetInfo(ctx)
-	ctx = workflow.WithActivityOptions(ctx, promoteActivityOptions(in.Options))
+	ctx = workflow.WithActivityOptions(ctx, NodeActivityOptions(in.Options))
 	log := workflow.GetLogger(ctx)
 	if workflow.GetVersion(ctx, promoteQueueChange, workflow.DefaultVersion, 1) >= 1 {
 		// Overlapping promotions into the table take turns (tablequeue.go).
@@ -136,26 +136,26 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 		// execution and round, stable across activity retries.
 		id := fmt.Sprintf("%s/%s/%s/%d", in.RunID, in.Node, info.WorkflowExecution.RunID, round)
 		var plan features.PromotionPlan
-		if err := workflow.ExecuteActivity(summarized(ctx, fmt.Sprintf("plan (round %d)", round)), PromotePlanActivity, PromotePlanInput{With: in.With, ID: id}).Get(ctx, &plan); err != nil {
-			return nodetype.Result{}, stepError("plan", err)
+		if err := workflow.ExecuteActivity(Summarized(ctx, fmt.Sprintf("plan (round %d)", round)), PromotePlanActivity, PromotePlanInput{With: in.With, ID: id}).Get(ctx, &plan); err != nil {
+			return nodetype.Result{}, StepError("plan", err)
 		}
 		futures := make([]workflow.Future, len(plan.Groups))
 		for i, g := range plan.Groups {
-			futures[i] = workflow.ExecuteActivity(summarized(groupCtx, fmt.Sprintf("buckets %v", g)), PromoteBucketsActivity, PromoteBucketsInput{Plan: &plan, Buckets: g})
+			futures[i] = workflow.ExecuteActivity(Summarized(groupCtx, fmt.Sprintf("buckets %v", g)), PromoteBucketsActivity, PromoteBucketsInput{Plan: &plan, Buckets: g})
 		}
 		results := make([]features.BucketResult, len(plan.Groups))
 		var firstErr error
 		for i, f := range futures {
 			if err := f.Get(ctx, &results[i]); err != nil && firstErr == nil {
-				firstErr = stepError(fmt.Sprintf("buckets %v", plan.Groups[i]), err)
+				firstErr = StepError(fmt.Sprintf("buckets %v", plan.Groups[i]), err)
 			}
 		}
 		if firstErr != nil {
 			return nodetype.Result{}, firstErr
 		}
 		var commit features.CommitResult
-		if err := workflow.ExecuteActivity(summarized(ctx, "commit"), PromoteCommitActivity, PromoteCommitInput{Plan: &plan, Results: results}).Get(ctx, &commit); err != nil {
-			return nodetype.Result{}, stepError("commit", err)
+		if err := workflow.ExecuteActivity(Summarized(ctx, "commit"), PromoteCommitActivity, PromoteCommitInput{Plan: &plan, Results: results}).Get(ctx, &commit); err != nil {
+			return nodetype.Result{}, StepError("commit", err)
 		}
 		if commit.Conflict {
 			log.Info("promotion lost a race; redoing it on the fresh table", "round", round, "reason", commit.Reason)
@@ -188,10 +188,11 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 		fmt.Sprintf("promotion lost the race for the table %d times in a row", features.MaxRounds), errtype.PromotionContended)
 }
 
-// promoteActivityOptions runs the promotion's activities on the node's
-// timeout, heartbeat and retry policy. A bad input or a failed check is
+// NodeActivityOptions runs a child workflow node's activities (the
+// promotion's, the split's) on the node's timeout, heartbeat (capped, see
+// PromoteHeartbeat) and retry policy. A bad input or a failed check is
 // never retried, whatever the policy says.
-func promoteActivityOptions(o *nodetype.Options) workflow.ActivityOptions {
+func NodeActivityOptions(o *nodetype.Options) workflow.ActivityOptions {
 	never := []string{errtype.BadInput, errtype.CheckFailed}
 	if o == nil {
 		// A run started before the Pipeline workflow sent the node's
@@ -237,19 +238,19 @@ func promoteHeartbeat(node time.Duration) time.Duration {
 	return node
 }
 
-// summarized names an activity in the Web UI's timeline (user metadata,
+// Summarized names an activity in the Web UI's timeline (user metadata,
 // not compared on replay).
-func summarized(ctx workflow.Context, summary string) workflow.Context {
+func Summarized(ctx workflow.Context, summary string) workflow.Context {
 	opts := workflow.GetActivityOptions(ctx)
 	opts.Summary = summary
 	return workflow.WithActivityOptions(ctx, opts)
 }
 
-// stepError reports a failed activity under the step's name, keeping its
+// StepError reports a failed activity under the step's name, keeping its
 // error type, retryability and retry delay, so a bad input fails the node
 // for good, and the activity's error as the cause. The message states the
 // type once (the cause's text repeats it).
-func stepError(step string, err error) error {
+func StepError(step string, err error) error {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		return temporal.NewApplicationErrorWithOptions(step+": "+nodetype.MessageOf(appErr), appErr.Type(),

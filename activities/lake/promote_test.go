@@ -138,7 +138,7 @@ func TestPromoteBadInputIsNotRetried(t *testing.T) {
 	if !errors.As(err, &appErr) || appErr.Type() != errtype.BadInput || !appErr.NonRetryable() {
 		t.Fatalf("error %v: want a non-retryable %s", err, errtype.BadInput)
 	}
-	// stepError names the step, states the type once, and keeps the
+	// StepError names the step, states the type once, and keeps the
 	// activity's failure as its cause.
 	if got, want := appErr.Message(), "plan: training table ml.missing does not exist"; got != want {
 		t.Errorf("message %q, want %q", got, want)
@@ -216,7 +216,7 @@ func TestPromoteHeartbeat(t *testing.T) {
 		if got := promoteHeartbeat(c.node); got != c.want {
 			t.Errorf("node heartbeat %v: activities get %v, want %v", c.node, got, c.want)
 		}
-		opts := promoteActivityOptions(&nodetype.Options{Timeout: time.Hour, Heartbeat: c.node, Retry: dags.DefaultRetry()})
+		opts := NodeActivityOptions(&nodetype.Options{Timeout: time.Hour, Heartbeat: c.node, Retry: dags.DefaultRetry()})
 		if opts.HeartbeatTimeout != c.want {
 			t.Errorf("node heartbeat %v: activity options say %v, want %v", c.node, opts.HeartbeatTimeout, c.want)
 		}

@@ -68,7 +68,7 @@ func waitTurn(ctx workflow.Context, in nodetype.Input) (func(), error) {
 	})
 	var queueID string
 	if err := workflow.ExecuteActivity(actx, TableQueueEnqueueActivity, EnqueueInput{Table: tbl, TaskQueue: info.TaskQueueName, Request: req}).Get(ctx, &queueID); err != nil {
-		return nil, stepError("queue", err)
+		return nil, StepError("queue", err)
 	}
 	release := func() {
 		dctx, cancel := workflow.NewDisconnectedContext(ctx)

@@ -2,6 +2,7 @@ package split
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"maps"
 	"slices"
@@ -83,7 +84,16 @@ func (s *filesSource) rows(ctx context.Context, schema dataset.Schema, _ splitPl
 func readRows(ctx context.Context, tbl *table.Table, snap int64, schema dataset.Schema, inWindow table.ScanOption, p splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error) {
 	stats := &features.JoinStats{}
 	if p.join == nil {
-		_, recs, err := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...)).ToArrowRecords(ctx)
+		scan := lake.Scan(ctx, tbl, table.WithSnapshotID(snap), inWindow, table.WithSelectedFields(schema.TableColumns()...))
+		if p.buckets == nil {
+			_, recs, err := scan.ToArrowRecords(ctx)
+			return recs, stats, err
+		}
+		tasks, err := bucketTasks(ctx, tbl, scan, p.bucketCol, p.buckets)
+		if err != nil {
+			return nil, nil, err
+		}
+		_, recs, err := scan.ReadTasks(ctx, tasks)
 		return recs, stats, err
 	}
 	var own []string
@@ -92,7 +102,27 @@ func readRows(ctx context.Context, tbl *table.Table, snap int64, schema dataset.
 			own = append(own, c)
 		}
 	}
-	return p.join.Read(ctx, own, joinWorkers(), stats), stats, nil
+	return p.join.ReadBuckets(ctx, own, p.buckets, joinWorkers(), stats), stats, nil
+}
+
+// bucketTasks plans the files of scan in the given buckets of the
+// table's bucket partition on column col.
+func bucketTasks(ctx context.Context, tbl *table.Table, scan *table.Scan, col string, buckets []int) ([]table.FileScanTask, error) {
+	parts, err := lake.PlanPartitions(ctx, tbl, scan)
+	if err != nil {
+		return nil, err
+	}
+	var tasks []table.FileScanTask
+	for _, p := range parts {
+		b, ok := p.Values[col]
+		if !ok {
+			return nil, fmt.Errorf("partition %s has no value of bucket column %s", p.Key, col)
+		}
+		if slices.Contains(buckets, int(b)) {
+			tasks = append(tasks, p.Tasks...)
+		}
+	}
+	return tasks, nil
 }
 
 // scanDates reads the dates of a snapshot inside the window.

@@ -1,21 +1,17 @@
 package split
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 
-	"github.com/retrain-ml/retrain/activities/internal/objects"
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/activities/progenv"
 
 	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/backfill"
-	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
@@ -36,7 +32,11 @@ const doc = "Checkpoint the run's date window of a training table (at a pinned s
 	"Fails before training when the window has no rows, when eval_from is outside it, or when a feature's null rate on the " +
 	"training or held-out rows is above max_null_rate (per-feature overrides in max_null_rates). Writes datasets train and eval " +
 	"as Parquet with one named column per feature, under checkpoints/<pipeline>/<run>/<node>/; a retry or a rerun of the run with " +
-	"the same inputs reuses it. Outputs the window, the train and eval dates, row counts and per-feature null rates; " +
+	"the same inputs reuses it. The split of a table fans out like promote_features: a plan activity, one activity per bucket group " +
+	"(bucket_groups) on any worker of the queue with a free group slot (--activity-concurrency), each writing its part of both datasets, " +
+	"and one that checks the coverage and writes the manifest; a dead worker's group moves to another after at most 30 s without a heartbeat " +
+	"(or the node's shorter heartbeat). A split of files is one activity. " +
+	"Outputs the window, the train and eval dates, row counts and per-feature null rates; " +
 	"${nodes.ID.outputs.uri} is what train and evaluate read."
 
 // SplitType is the `split` node type's declaration (its name, fields and
@@ -70,6 +70,8 @@ type With struct {
 	// Join lets an experiment train on staged features without promoting
 	// them: the rows and values are those the promoted table would give.
 	Join []JoinEntry `json:"join" doc:"staging tables joined onto the rows as they are read, bucket by bucket (no promotion): a list of {table, snapshot_id, columns (default all features), prefix, keys (training column -> staging column where names differ, e.g. {request_id: requestId})}, typically table: ${nodes.stage.outputs.staging_table}, snapshot_id: ${nodes.stage.outputs.snapshot_id}; bucket counts may differ (one dividing the other: bucket join; otherwise a hash join by date, said in the summary)"`
+	// BucketGroups fans a table's split out, as promote_features does.
+	BucketGroups int `json:"bucket_groups" doc:"activities the split of a table fans out to, each a group of its buckets on any worker with a free group slot (default: one per bucket; fewer when a joined staging table has fewer buckets, one when one is hash-joined, so that each staging partition is read by one group)"`
 }
 
 // Outputs are what a split node outputs: its checkpoint's Record,
@@ -106,6 +108,9 @@ func givesColumns(v any) bool {
 func checkSplit(with map[string]any) error {
 	if n, ok := with["eval_days"].(float64); ok && n < 1 {
 		return fmt.Errorf("eval_days must be at least 1, got %v", n)
+	}
+	if n, ok := with["bucket_groups"].(float64); ok && n < 1 {
+		return fmt.Errorf("bucket_groups must be at least 1, got %v", n)
 	}
 	_, days := with["eval_days"]
 	from, hasFrom := with["eval_from"]
@@ -221,134 +226,6 @@ type Record struct {
 	// Files says which Parquet files a split from files read (no
 	// SnapshotID then).
 	Files *FilesRead `json:"files,omitempty"`
-}
-
-// Type is the split node type, run by s.
-func (s *Splits) Type() nodetype.Type {
-	return nodetype.New(dags.NodeType{Name: "split", Doc: doc, Check: checkSplit}, s.split)
-}
-
-// Run runs one attempt of a split node, as s.Type() does.
-func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
-	return s.Type().Run(ctx, in)
-}
-
-// split runs one attempt of a split node.
-func (s *Splits) split(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
-	window, err := backfill.ParseDateRange(w.StartDate, w.EndDate)
-	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "the run's window: %v", err)
-	}
-	var (
-		from    backfill.Day
-		hasFrom bool
-	)
-	if w.EvalFrom != "" {
-		d, err := backfill.ParseDay(w.EvalFrom)
-		if err != nil {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "eval_from: %v", err)
-		}
-		if !window.Contains(d) {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "eval_from %s is outside the window %s: held-out dates must be inside it", w.EvalFrom, window)
-		}
-		from, hasFrom = d, true
-	}
-	limits := dataset.Limits{Default: w.MaxNullRate}
-	if limits.PerFeature, err = nullRateOverrides(w.MaxNullRates); err == nil {
-		err = limits.CheckRates()
-	}
-	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	if s.Store == nil {
-		return Outputs{}, objects.NoStore()
-	}
-	patterns, err := filePatterns(w.Files)
-	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	var (
-		src    rowSource
-		schema dataset.Schema
-		join   *features.Join
-		joined []string
-		inputs = map[string]any{"with": in.With}
-	)
-	switch {
-	case w.Table != "" && len(patterns) > 0:
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "give table (an Iceberg table) or files (Parquet files), not both")
-	case len(patterns) > 0 && len(w.Join) > 0:
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "join works with table only: staging tables join by the training table's partitions, and files have none")
-	case len(patterns) > 0:
-		fs, err := s.openFiles(ctx, patterns, w, window)
-		if err != nil {
-			return Outputs{}, err
-		}
-		if schema, err = dataset.Infer(fs.want, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice); err != nil {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "files %s: %v", fs.files[0].Name, err)
-		}
-		// A changed or added file in the window redoes the split.
-		inputs["files"] = fs.files
-		src = fs
-	case w.Table == "":
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "give table (namespace.table of the training data) or files (Parquet files by glob, local or s3://)")
-	default:
-		ts, err := s.openTable(ctx, w, window, limits)
-		if err != nil {
-			return Outputs{}, err
-		}
-		src, schema, join, joined = ts, ts.schema, ts.join, ts.joined
-		// The snapshot actually read, so that a split of the current
-		// snapshot is redone once it moves.
-		inputs["snapshot"] = ts.snap
-		if join != nil {
-			inputs["joined"] = join.Columns() // with the staging snapshots read
-		}
-	}
-	if err := limits.Check(schema); err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	if join != nil {
-		// Only the staging columns the split uses are read and recorded.
-		join.Keep(schema.TableColumns())
-		joined = joined[:0]
-		for _, c := range join.Columns() {
-			joined = append(joined, c.Name)
-		}
-		if len(join.Sides) == 0 {
-			join = nil
-		}
-	}
-
-	fingerprint, err := checkpoint.Fingerprint(inputs)
-	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	key := checkpoint.Key{Pipeline: in.Pipeline, Run: in.RunID, Node: in.Node}
-	log := s.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "source", src.name())
-	out, hit, err := checkpoint.Do(ctx, s.Store, key, fingerprint, func(ctx context.Context, cw *checkpoint.Writer) (Record, error) {
-		return s.write(ctx, cw, src, schema, splitPlan{with: w, window: window, from: from, hasFrom: hasFrom, limits: limits, join: join, joined: joined}, log)
-	})
-	if err != nil {
-		switch {
-		case errors.Is(err, errSplitInput):
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-		case errors.Is(err, errSplitCoverage):
-			return Outputs{}, nodetype.Permanent(errtype.CheckFailed, "%v", err)
-		case features.IsBadInput(err):
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-		}
-		return Outputs{}, err
-	}
-	out.Fingerprint = fingerprint
-	log.Info("split ready", "window", out.Window.String(), "train_rows", out.TrainRows, "eval_rows", out.EvalRows,
-		"eval_dates", out.EvalDates, "reused", hit)
-	return Outputs{
-		URI: out.URI, Manifest: out.Manifest, TrainRows: out.TrainRows, EvalRows: out.EvalRows,
-		Window: out.Window, TrainDates: out.TrainDates, EvalDates: out.EvalDates, Coverage: out.Coverage.Features,
-		SnapshotID: out.SnapshotID, Schema: out.Schema, Fingerprint: out.Fingerprint, Reused: hit,
-		Joined: out.Joined, Files: out.Files, Summary: out.summary(),
-	}, nil
 }
 
 // summary says in one line which rows the split holds, for the CLI and

@@ -266,6 +266,7 @@ func TestSchema(t *testing.T) {
 		{Name: "max_null_rates", Type: dags.FieldAny, Nested: []dags.Nested{{Path: "*", Type: dags.FieldNumber}}},
 		{Name: "max_file_rows", Type: dags.FieldInt},
 		{Name: "join", Type: dags.FieldAny},
+		{Name: "bucket_groups", Type: dags.FieldInt},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
@@ -273,8 +274,8 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 17 {
-		t.Errorf("%d fields, want 17", len(fields))
+	if len(fields) != 18 {
+		t.Errorf("%d fields, want 18", len(fields))
 	}
 	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused joined files summary"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {

@@ -42,8 +42,17 @@ type joinUnit struct {
 // staging rows plus a training batch. stats is filled in as it goes and
 // is complete when the sequence ends.
 func (j *Join) Read(ctx context.Context, cols []string, workers int, stats *JoinStats) iter.Seq2[arrow.RecordBatch, error] {
+	return j.ReadBuckets(ctx, cols, nil, workers, stats)
+}
+
+// ReadBuckets is Read of the training partitions whose bucket is one of
+// buckets (every one when nil): a bucket group of a split that fans out,
+// each group read by its own activity. The staging partitions each reads
+// are those of its training partitions, so groups of whole BucketPeriod
+// classes read each staging partition once between them.
+func (j *Join) ReadBuckets(ctx context.Context, cols []string, buckets []int, workers int, stats *JoinStats) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
-		units, scans, err := j.plan(ctx, slices.Concat(cols, j.pk))
+		units, scans, err := j.plan(ctx, slices.Concat(cols, j.pk), buckets)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -134,12 +143,17 @@ type joinScans struct {
 
 // plan plans the files of both sides inside the window and groups the
 // training partitions into units.
-func (j *Join) plan(ctx context.Context, cols []string) ([]joinUnit, *joinScans, error) {
+func (j *Join) plan(ctx context.Context, cols []string, buckets []int) ([]joinUnit, *joinScans, error) {
 	filter := table.WithRowFilter(lake.DateRange(j.DateColumn, int32(j.Window.Start), int32(j.Window.End)))
 	at := table.WithSnapshotID(j.Snapshot)
 	parts, err := lake.PlanPartitions(ctx, j.training, lake.Scan(ctx, j.training, filter, at))
 	if err != nil {
 		return nil, nil, fmt.Errorf("training table %s: %w", j.Training, err)
+	}
+	if buckets != nil {
+		parts = slices.DeleteFunc(parts, func(p lake.Partition) bool {
+			return !slices.Contains(buckets, int(p.Values[j.bucketCol]))
+		})
 	}
 	sized := [][]lake.Partition{parts}
 	for _, s := range j.Sides {
@@ -176,18 +190,8 @@ func (j *Join) plan(ctx context.Context, cols []string) ([]joinUnit, *joinScans,
 		}
 		scans.staging = append(scans.staging, sc)
 	}
-	// Partitions that share staging partitions go to one unit: g is the
-	// bucket period they share (a staging table with m | n buckets is read
-	// per bucket b mod m; a hashed one per date).
-	g := int64(j.buckets)
-	for _, s := range j.Sides {
-		switch {
-		case s.Mode == JoinHash:
-			g = 1
-		case s.Mode == JoinDivides && s.Buckets < j.buckets:
-			g = gcd(g, int64(s.Buckets))
-		}
-	}
+	// Partitions that share staging partitions go to one unit.
+	g := int64(j.BucketPeriod())
 	byUnit := map[partKey]*joinUnit{}
 	var order []partKey
 	for _, p := range parts {
@@ -206,6 +210,28 @@ func (j *Join) plan(ctx context.Context, cols []string) ([]joinUnit, *joinScans,
 	}
 	return units, scans, nil
 }
+
+// BucketPeriod is the bucket period the training partitions of one date
+// share staging partitions by: training buckets b and b' read the same
+// staging partitions when b = b' mod the period. It is the training
+// table's bucket count when every side has as many buckets or more, the
+// gcd with a side that has fewer (a staging table with m | n buckets is
+// read per bucket b mod m), and 1 with a hashed side (read per date).
+func (j *Join) BucketPeriod() int {
+	g := int64(j.buckets)
+	for _, s := range j.Sides {
+		switch {
+		case s.Mode == JoinHash:
+			g = 1
+		case s.Mode == JoinDivides && s.Buckets < j.buckets:
+			g = gcd(g, int64(s.Buckets))
+		}
+	}
+	return int(g)
+}
+
+// BucketColumn is the training table's bucket partition source column.
+func (j *Join) BucketColumn() string { return j.bucketCol }
 
 func gcd(a, b int64) int64 {
 	for b != 0 {
