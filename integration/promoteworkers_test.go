@@ -82,7 +82,7 @@ func TestPromoteAcrossWorkers(t *testing.T) {
 	// 3. Kill the worker that has just started a group.
 	var killed killRecord
 	three := e.promote(t, "ml.training_kill", func(ctx context.Context, childID string) {
-		killed = e.killOnStartedGroup(t, ctx, childID, a, b)
+		killed = e.killOnStartedGroup(t, ctx, childID, lakenodes.PromoteBucketsActivity, a, b)
 	})
 	survivor := a
 	if killed.worker == a {
@@ -268,7 +268,7 @@ func (w *workerProc) output() string {
 // startWorker starts retrain-worker as a separately deployed worker would
 // be: Temporal's frontend, the queue, the shared catalog and the S3
 // warehouse by flags, the S3 credentials from the AWS environment.
-func (e *sharedLake) startWorker(t *testing.T, bin, name string) *workerProc {
+func (e *sharedLake) startWorker(t *testing.T, bin, name string, extra ...string) *workerProc {
 	t.Helper()
 	w := &workerProc{name: name, log: filepath.Join(t.TempDir(), "worker.log")}
 	out, err := os.Create(w.log)
@@ -284,6 +284,7 @@ func (e *sharedLake) startWorker(t *testing.T, bin, name string) *workerProc {
 		"--catalog-uri", e.cfg.URI, "--warehouse", e.cfg.Warehouse,
 		"--s3-endpoint", e.srv.Endpoint, "--s3-region", e.srv.Region,
 		"--log-level", "warn")
+	w.cmd.Args = append(w.cmd.Args, extra...)
 	w.cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + t.TempDir(),
 		"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey,
@@ -338,9 +339,10 @@ type killRecord struct {
 }
 
 // killOnStartedGroup SIGKILLs the first of the workers seen running a
-// bucket group of the promotion childID, choosing the group started last
-// (the one with the most work left, so it cannot finish before the kill).
-func (e *sharedLake) killOnStartedGroup(t *testing.T, ctx context.Context, childID string, workers ...*workerProc) killRecord {
+// group activity (of type group) of the child workflow childID, choosing
+// the group started last (the one with the most work left, so it cannot
+// finish before the kill).
+func (e *sharedLake) killOnStartedGroup(t *testing.T, ctx context.Context, childID, group string, workers ...*workerProc) killRecord {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
@@ -349,7 +351,7 @@ func (e *sharedLake) killOnStartedGroup(t *testing.T, ctx context.Context, child
 			var pick killRecord
 			var latest time.Time
 			for _, pa := range desc.GetPendingActivities() {
-				if pa.GetActivityType().GetName() != lakenodes.PromoteBucketsActivity || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
+				if pa.GetActivityType().GetName() != group || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
 					continue
 				}
 				for _, w := range workers {
@@ -367,7 +369,7 @@ func (e *sharedLake) killOnStartedGroup(t *testing.T, ctx context.Context, child
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no worker was seen running a bucket group of %s within 2 minutes", childID)
+	t.Fatalf("no worker was seen running a %s activity of %s within 2 minutes", group, childID)
 	return killRecord{}
 }
 

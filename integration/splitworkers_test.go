@@ -1,0 +1,241 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/retrain-ml/retrain/activities/split"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// swSlots is each worker's group slots (--activity-concurrency split=N):
+// a 2-core host each, as in TestPromoteAcrossWorkers.
+const swSlots = 2
+
+// TestSplitAcrossWorkers splits the same window of the shared lake's
+// training table, joining its two staging tables, through real pipeline
+// runs on separate `retrain-worker` processes that share the lake (one
+// SQLite catalog file, a warehouse on the S3 server) and the object store
+// the checkpoints go to:
+//
+//  1. single: one worker process runs every bucket group; its datasets'
+//     checksums are the reference.
+//  2. two workers: a second process joins the queue; the history shows
+//     groups completed by both, and the checksums are the reference's.
+//  3. one killed: the worker that has just started a group is SIGKILLed;
+//     that group times out on its heartbeat and is redone by the other
+//     worker, and the checksums are the reference's.
+func TestSplitAcrossWorkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds retrain-worker and starts an S3 server and two worker processes")
+	}
+	e := newSharedLake(t)
+	store := e.srv.Open(t, "store")
+	bin := treeBinary(t, "./cmd/retrain-worker")
+	flags := []string{"--s3-uri", e.srv.URI("store"), "--activity-concurrency", fmt.Sprintf("split=%d", swSlots)}
+	a := e.startWorker(t, bin, "A", flags...)
+
+	single := e.split(t, store, "single", nil)
+	for _, g := range single.groups {
+		if g.identity != a.identity {
+			t.Fatalf("single: group %v completed by %s, want worker A (%s)", g.buckets, g.identity, a.identity)
+		}
+	}
+	want := single.sums
+	t.Logf("single: checksums train %s, eval %s (%d + %d rows)", want[0].Digest, want[1].Digest, want[0].Rows, want[1].Rows)
+
+	b := e.startWorker(t, bin, "B", flags...)
+	two := e.split(t, store, "two", nil)
+	per := two.perWorker()
+	if per[a.identity] == 0 || per[b.identity] == 0 {
+		t.Errorf("two workers: groups per worker %v: want both A (%s) and B (%s) to take groups", per, a.identity, b.identity)
+	}
+	wantSums(t, "two workers", two.sums, want)
+
+	var killed killRecord
+	three := e.split(t, store, "kill", func(ctx context.Context, childID string) {
+		killed = e.killOnStartedGroup(t, ctx, childID, split.SplitGroupActivity, a, b)
+	})
+	survivor := a
+	if killed.worker == a {
+		survivor = b
+	}
+	g := three.group(killed.activityID)
+	switch {
+	case g == nil:
+		t.Fatalf("killed: no group with activity id %s in the history", killed.activityID)
+	case g.attempt < 2 || g.identity != survivor.identity:
+		t.Errorf("killed: group %v finished on attempt %d by %s; want a later attempt by the survivor %s", g.buckets, g.attempt, g.identity, survivor.identity)
+	default:
+		t.Logf("killed: worker %s (pid %d) SIGKILLed in group %v; the group finished on attempt %d by %s, started %.1f s after the kill (heartbeat timeout %v + retry backoff)",
+			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), pwHeartbeat)
+	}
+	wantSums(t, "killed", three.sums, want)
+
+	names := map[string]string{a.identity: "A", b.identity: "B"}
+	for _, r := range []struct {
+		name string
+		s    *splitRun
+	}{{"single", single}, {"two workers", two}, {"one killed", three}} {
+		per := map[string]int{}
+		for id, n := range r.s.perWorker() {
+			per[names[id]] = n
+		}
+		t.Logf("%s: %d groups, per worker %v; node %.2f s", r.name, len(r.s.groups), per, r.s.wall.Seconds())
+	}
+}
+
+func wantSums(t *testing.T, phase string, got, want [2]split.Checksum) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: checksums %v, want the single worker's %v", phase, got, want)
+	} else {
+		t.Logf("%s: checksums equal the single worker's", phase)
+	}
+}
+
+// splitGroupRun is one bucket group as the split's history records it.
+type splitGroupRun struct {
+	activityID string
+	buckets    []int
+	identity   string // of the worker whose attempt completed it
+	attempt    int32
+	started    time.Time // of that attempt
+	rows       int64
+}
+
+// splitRun is a split node's run: its groups from its child workflow's
+// history, its datasets' checksums and its time.
+type splitRun struct {
+	groups []splitGroupRun
+	sums   [2]split.Checksum
+	wall   time.Duration
+}
+
+func (s *splitRun) group(activityID string) *splitGroupRun {
+	for i := range s.groups {
+		if s.groups[i].activityID == activityID {
+			return &s.groups[i]
+		}
+	}
+	return nil
+}
+
+func (s *splitRun) perWorker() map[string]int {
+	m := map[string]int{}
+	for _, g := range s.groups {
+		m[g.identity]++
+	}
+	return m
+}
+
+// split runs a split of the lake's window with both staging tables joined,
+// in 8 bucket groups, through a pipeline run on the lake's queue; during,
+// if set, runs while it does, given the split's child workflow id.
+func (e *sharedLake) split(t *testing.T, store *s3store.Store, name string, during func(ctx context.Context, childID string)) *splitRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	spec := fmt.Sprintf(`name: split_across_workers_%s
+nodes:
+  - id: split
+    type: split
+    heartbeat: %s
+    with:
+      table: ml.training
+      start_date: %q
+      end_date: %q
+      dense: [u_activity, u_ctr_7d, u_sessions, a_ad_quality, a_ad_ctr_7d]
+      sparse: [user_id, ad_id, u_recent_ads]
+      max_null_rate: 1
+      bucket_groups: 8
+      join: [{table: %s}, {table: %s}]
+`, name, pwHeartbeat, demoStart, demoEnd, e.staging[0], e.staging[1])
+	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), SpecFile: "split_across_workers.yaml", TaskQueue: e.queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	childID := run.ID + "/split"
+	if during != nil {
+		during(ctx, childID)
+	}
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, runs.StatusSucceeded)
+	n := node(t, res, "split")
+	s := splitHistory(t, ctx, childID)
+	s.wall = n.EndedAt.Sub(*n.StartedAt)
+	if len(s.groups) != 8 {
+		t.Fatalf("%s: %d bucket groups completed, want 8", name, len(s.groups))
+	}
+	var rows int64
+	for _, g := range s.groups {
+		rows += g.rows
+	}
+	if total := n.Outputs["train_rows"].(float64) + n.Outputs["eval_rows"].(float64); rows != int64(total) || rows != pwRows {
+		t.Errorf("%s: groups wrote %d rows, the split says %v, the table has %d", name, rows, total, pwRows)
+	}
+	if !strings.Contains(fmt.Sprint(n.Outputs["summary"]), "bucket join") {
+		t.Errorf("%s: summary %v", name, n.Outputs["summary"])
+	}
+	for i, ds := range []string{split.TrainDataset, split.EvalDataset} {
+		if s.sums[i], err = split.DatasetChecksum(ctx, store, n.Outputs["uri"].(string), ds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// splitHistory reads a split's group activities from its history: the
+// worker and attempt that completed each, and its rows.
+func splitHistory(t *testing.T, ctx context.Context, childID string) *splitRun {
+	t.Helper()
+	type scheduled struct {
+		typ, id string
+		started time.Time
+		ident   string
+		attempt int32
+	}
+	acts := map[int64]*scheduled{}
+	s := &splitRun{}
+	it := tclient.GetWorkflowHistory(ctx, childID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := ev.GetActivityTaskScheduledEventAttributes()
+			acts[ev.GetEventId()] = &scheduled{typ: a.GetActivityType().GetName(), id: a.GetActivityId()}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			a := ev.GetActivityTaskStartedEventAttributes()
+			sc := acts[a.GetScheduledEventId()]
+			sc.started, sc.ident, sc.attempt = ev.GetEventTime().AsTime(), a.GetIdentity(), a.GetAttempt()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			a := ev.GetActivityTaskCompletedEventAttributes()
+			sc := acts[a.GetScheduledEventId()]
+			if sc.typ != split.SplitGroupActivity {
+				continue
+			}
+			var res split.GroupResult
+			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetResult(), &res); err != nil {
+				t.Fatalf("group result: %v", err)
+			}
+			s.groups = append(s.groups, splitGroupRun{activityID: sc.id, buckets: res.Buckets, identity: sc.ident,
+				attempt: sc.attempt, started: sc.started, rows: res.Train.Rows + res.Eval.Rows})
+		}
+	}
+	sort.Slice(s.groups, func(i, j int) bool { return s.groups[i].buckets[0] < s.groups[j].buckets[0] })
+	return s
+}
