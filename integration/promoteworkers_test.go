@@ -121,6 +121,11 @@ type sharedLake struct {
 	// stagingBytes is the size of the staging tables' data files, which
 	// every promotion reads.
 	stagingBytes int64
+	// workerEnv is added to the worker processes' environment.
+	workerEnv []string
+	// start and end are the window of the demo data (demoStart..demoEnd
+	// unless a test writes other data).
+	start, end string
 }
 
 func newSharedLake(t *testing.T) *sharedLake {
@@ -133,7 +138,7 @@ func newSharedLake(t *testing.T) *sharedLake {
 func newSharedLakeOn(t *testing.T, catalogURI string) *sharedLake {
 	t.Helper()
 	ctx := context.Background()
-	e := &sharedLake{srv: s3test.Start(t), queue: newQueue(t)}
+	e := &sharedLake{srv: s3test.Start(t), queue: newQueue(t), start: demoStart, end: demoEnd}
 	e.cfg = lake.Config{
 		URI: catalogURI, Warehouse: e.srv.URI("warehouse"),
 		S3: lake.S3Config{Endpoint: e.srv.Endpoint, Region: e.srv.Region, AccessKeyID: e.srv.AccessKey, SecretAccessKey: e.srv.SecretKey},
@@ -289,6 +294,7 @@ func (e *sharedLake) startWorker(t *testing.T, bin, name string, extra ...string
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + t.TempDir(),
 		"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey,
 	}
+	w.cmd.Env = append(w.cmd.Env, e.workerEnv...)
 	w.cmd.Stdout, w.cmd.Stderr = out, out
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -17,8 +17,12 @@ import (
 )
 
 // swSlots is each worker's group slots (--activity-concurrency split=N):
-// a 2-core host each, as in TestPromoteAcrossWorkers.
-const swSlots = 2
+// a 2-core host each, as in TestPromoteAcrossWorkers; swGroups the
+// split's bucket groups, more than the two workers' slots.
+const (
+	swSlots  = 2
+	swGroups = 8
+)
 
 // TestSplitAcrossWorkers splits the same window of the shared lake's
 // training table, joining its two staging tables, through real pipeline
@@ -43,7 +47,7 @@ func TestSplitAcrossWorkers(t *testing.T) {
 	flags := []string{"--s3-uri", e.srv.URI("store"), "--activity-concurrency", fmt.Sprintf("split=%d", swSlots)}
 	a := e.startWorker(t, bin, "A", flags...)
 
-	single := e.split(t, store, "single", nil)
+	single := e.split(t, store, "single", swGroups, pwRows, nil)
 	for _, g := range single.groups {
 		if g.identity != a.identity {
 			t.Fatalf("single: group %v completed by %s, want worker A (%s)", g.buckets, g.identity, a.identity)
@@ -53,7 +57,7 @@ func TestSplitAcrossWorkers(t *testing.T) {
 	t.Logf("single: checksums train %s, eval %s (%d + %d rows)", want[0].Digest, want[1].Digest, want[0].Rows, want[1].Rows)
 
 	b := e.startWorker(t, bin, "B", flags...)
-	two := e.split(t, store, "two", nil)
+	two := e.split(t, store, "two", swGroups, pwRows, nil)
 	per := two.perWorker()
 	if per[a.identity] == 0 || per[b.identity] == 0 {
 		t.Errorf("two workers: groups per worker %v: want both A (%s) and B (%s) to take groups", per, a.identity, b.identity)
@@ -61,7 +65,7 @@ func TestSplitAcrossWorkers(t *testing.T) {
 	wantSums(t, "two workers", two.sums, want)
 
 	var killed killRecord
-	three := e.split(t, store, "kill", func(ctx context.Context, childID string) {
+	three := e.split(t, store, "kill", swGroups, pwRows, func(ctx context.Context, childID string) {
 		killed = e.killOnStartedGroup(t, ctx, childID, split.SplitGroupActivity, a, b)
 	})
 	survivor := a
@@ -138,11 +142,12 @@ func (s *splitRun) perWorker() map[string]int {
 }
 
 // split runs a split of the lake's window with both staging tables joined,
-// in 8 bucket groups, through a pipeline run on the lake's queue; during,
-// if set, runs while it does, given the split's child workflow id.
-func (e *sharedLake) split(t *testing.T, store *s3store.Store, name string, during func(ctx context.Context, childID string)) *splitRun {
+// in the given number of bucket groups, through a pipeline run on the
+// lake's queue, and checks it wrote the table's rows; during, if set,
+// runs while it does, given the split's child workflow id.
+func (e *sharedLake) split(t *testing.T, store *s3store.Store, name string, groups int, rows int64, during func(ctx context.Context, childID string)) *splitRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	spec := fmt.Sprintf(`name: split_across_workers_%s
 nodes:
@@ -156,9 +161,9 @@ nodes:
       dense: [u_activity, u_ctr_7d, u_sessions, a_ad_quality, a_ad_ctr_7d]
       sparse: [user_id, ad_id, u_recent_ads]
       max_null_rate: 1
-      bucket_groups: 8
+      bucket_groups: %d
       join: [{table: %s}, {table: %s}]
-`, name, pwHeartbeat, demoStart, demoEnd, e.staging[0], e.staging[1])
+`, name, pwHeartbeat, e.start, e.end, groups, e.staging[0], e.staging[1])
 	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), SpecFile: "split_across_workers.yaml", TaskQueue: e.queue})
 	if err != nil {
 		t.Fatal(err)
@@ -175,15 +180,15 @@ nodes:
 	n := node(t, res, "split")
 	s := splitHistory(t, ctx, childID)
 	s.wall = n.EndedAt.Sub(*n.StartedAt)
-	if len(s.groups) != 8 {
-		t.Fatalf("%s: %d bucket groups completed, want 8", name, len(s.groups))
+	if len(s.groups) != groups {
+		t.Fatalf("%s: %d bucket groups completed, want %d", name, len(s.groups), groups)
 	}
-	var rows int64
+	var wrote int64
 	for _, g := range s.groups {
-		rows += g.rows
+		wrote += g.rows
 	}
-	if total := n.Outputs["train_rows"].(float64) + n.Outputs["eval_rows"].(float64); rows != int64(total) || rows != pwRows {
-		t.Errorf("%s: groups wrote %d rows, the split says %v, the table has %d", name, rows, total, pwRows)
+	if total := n.Outputs["train_rows"].(float64) + n.Outputs["eval_rows"].(float64); wrote != int64(total) || wrote != rows {
+		t.Errorf("%s: groups wrote %d rows, the split says %v, the table has %d", name, wrote, total, rows)
 	}
 	if !strings.Contains(fmt.Sprint(n.Outputs["summary"]), "bucket join") {
 		t.Errorf("%s: summary %v", name, n.Outputs["summary"])

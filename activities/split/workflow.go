@@ -3,9 +3,11 @@ package split
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 
 	"go.temporal.io/sdk/workflow"
+	"golang.org/x/sync/errgroup"
 
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/dags"
@@ -132,9 +134,10 @@ func (s *Splits) SplitManifest(ctx context.Context, in ManifestInput) (Outputs, 
 	return s.manifest(ctx, in.Plan, in.Results)
 }
 
-// Run runs one attempt of a split node in this process: the plan, each
-// bucket group in turn and the manifest, the steps the Split workflow
-// runs as activities.
+// Run runs one attempt of a split node in this process: the plan, the
+// bucket groups, GOMAXPROCS at once (as many as a worker runs by
+// default), and the manifest: the steps the Split workflow runs as
+// activities.
 func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
 	plan, err := s.plan(ctx, in)
 	if err != nil {
@@ -143,10 +146,17 @@ func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, er
 	out := plan.Done
 	if out == nil {
 		results := make([]GroupResult, len(plan.Groups))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(runtime.GOMAXPROCS(0))
 		for i := range plan.Groups {
-			if results[i], err = s.group(ctx, plan, i); err != nil {
-				return nil, err
-			}
+			g.Go(func() error {
+				var err error
+				results[i], err = s.group(gctx, plan, i)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
 		}
 		o, err := s.manifest(ctx, plan, results)
 		if err != nil {
