@@ -38,6 +38,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities/gate"
 	"github.com/retrain-ml/retrain/activities/lake"
+	"github.com/retrain-ml/retrain/activities/split"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/devkit/devstack"
@@ -301,6 +302,9 @@ func (e *secEnv) internalWorkflows(t *testing.T) {
 			With: map[string]any{"metrics": map[string]any{"auc": map[string]any{"min": 0.5}}, "candidate": map[string]any{"auc": 0.9}}}},
 		{"PromoteFeatures", lake.PromoteWorkflow, nodetype.Input{Pipeline: "x", RunID: "x", Node: "p", Type: "promote_features",
 			With:    map[string]any{"training_table": "ml.train", "staging_tables": []any{"ml.stage"}, "start_date": "2024-01-01", "end_date": "2024-01-02"},
+			Options: &nodetype.Options{Timeout: 30 * time.Second, Retry: retry}}},
+		{"Split", split.SplitWorkflow, nodetype.Input{Pipeline: "x", RunID: "x", Node: "s", Type: "split",
+			With:    map[string]any{"table": "ml.train", "start_date": "2024-01-01", "end_date": "2024-01-02", "dense": []any{"x"}},
 			Options: &nodetype.Options{Timeout: 30 * time.Second, Retry: retry}}},
 	}
 	for _, c := range cases {
