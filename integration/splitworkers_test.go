@@ -10,6 +10,8 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/activities/split"
 	"github.com/retrain-ml/retrain/internal/s3store"
@@ -83,6 +85,12 @@ func TestSplitAcrossWorkers(t *testing.T) {
 			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), pwHeartbeat)
 	}
 	wantSums(t, "killed", three.sums, want)
+	// The history with a group redone replays against this code.
+	replayer := sdkworker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(split.Split, workflow.RegisterOptions{Name: split.SplitWorkflow})
+	if err := replayer.ReplayWorkflowHistory(nil, history(t, tclient, three.childID)); err != nil {
+		t.Errorf("replay of the split with a killed worker: %v", err)
+	}
 
 	names := map[string]string{a.identity: "A", b.identity: "B"}
 	for _, r := range []struct {
@@ -119,9 +127,10 @@ type splitGroupRun struct {
 // splitRun is a split node's run: its groups from its child workflow's
 // history, its datasets' checksums and its time.
 type splitRun struct {
-	groups []splitGroupRun
-	sums   [2]split.Checksum
-	wall   time.Duration
+	childID string
+	groups  []splitGroupRun
+	sums    [2]split.Checksum
+	wall    time.Duration
 }
 
 func (s *splitRun) group(activityID string) *splitGroupRun {
@@ -179,7 +188,7 @@ nodes:
 	wantStatus(t, res, runs.StatusSucceeded)
 	n := node(t, res, "split")
 	s := splitHistory(t, ctx, childID)
-	s.wall = n.EndedAt.Sub(*n.StartedAt)
+	s.childID, s.wall = childID, n.EndedAt.Sub(*n.StartedAt)
 	if len(s.groups) != groups {
 		t.Fatalf("%s: %d bucket groups completed, want %d", name, len(s.groups), groups)
 	}
