@@ -53,6 +53,10 @@ func TestMetricsAfterRun(t *testing.T) {
 	if n := sum(fams, "retrain_node_attempts_total", map[string]string{"node_type": "command", "task_queue": queue}); n < 4 {
 		t.Errorf("retrain_node_attempts_total for command = %v, want >= 4", n)
 	}
+	// The gate runs as a child workflow: its attempts are counted from it.
+	if n := histCount(fams, "retrain_node_duration_seconds", map[string]string{"node_type": "gate", "status": "ok", "task_queue": queue}); n < 1 {
+		t.Errorf("retrain_node_duration_seconds count for the gate (a child workflow node) = %d, want >= 1", n)
+	}
 	if n := sum(fams, "retrain_gate_decisions_total", map[string]string{"decision": "passed"}); n < 1 {
 		t.Errorf("retrain_gate_decisions_total{decision=passed} = %v, want >= 1", n)
 	}

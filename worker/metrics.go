@@ -16,6 +16,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities/gate"
 	"github.com/retrain-ml/retrain/activities/models"
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/metrics"
@@ -142,11 +143,24 @@ func (m *workerMetrics) clientOr(c client.Client) client.Client {
 }
 
 // interceptors count runs and gate decisions when the workflows finish.
-func (m *workerMetrics) interceptors() []interceptor.WorkerInterceptor {
+func (m *workerMetrics) interceptors(children map[string]string) []interceptor.WorkerInterceptor {
 	if m == nil {
 		return nil
 	}
-	return []interceptor.WorkerInterceptor{&outcomeInterceptor{}}
+	return []interceptor.WorkerInterceptor{&outcomeInterceptor{children: children}}
+}
+
+// childNodeTypes maps the child workflow types of types to their node
+// types: nodes whose attempts the workflow interceptor counts (an
+// activity node's are counted by its activity, see instrumented).
+func childNodeTypes(types []nodetype.Type) map[string]string {
+	m := map[string]string{}
+	for _, t := range types {
+		if t.NodeType.Kind == dags.KindWorkflow {
+			m[t.TargetName()] = t.NodeType.Name
+		}
+	}
+	return m
 }
 
 // start serves /metrics and samples the GPUs.
@@ -257,20 +271,24 @@ func instrumented(nodeType string, fn func(context.Context, nodetype.Input) (nod
 	}
 }
 
-// outcomeInterceptor counts finished runs and gate decisions from the
-// workflows' results, through the replay-aware workflow metrics handler.
+// outcomeInterceptor counts finished runs, gate decisions and the
+// attempts of nodes that run as child workflows (promote_features, split,
+// gate) from the workflows' results, through the replay-aware workflow
+// metrics handler.
 type outcomeInterceptor struct {
 	interceptor.WorkerInterceptorBase
+	children map[string]string // child workflow type -> node type
 }
 
-func (*outcomeInterceptor) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	i := &outcomeInbound{}
+func (o *outcomeInterceptor) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	i := &outcomeInbound{children: o.children}
 	i.Next = next
 	return i
 }
 
 type outcomeInbound struct {
 	interceptor.WorkflowInboundInterceptorBase
+	children map[string]string
 }
 
 func (i *outcomeInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
@@ -279,7 +297,23 @@ func (i *outcomeInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.E
 		return res, err
 	}
 	h := workflow.GetMetricsHandler(ctx)
-	switch workflow.GetInfo(ctx).WorkflowType.Name {
+	info := workflow.GetInfo(ctx)
+	if nodeType, ok := i.children[info.WorkflowType.Name]; ok {
+		// As instrumented does for an activity node: one attempt of the
+		// node is one run of its child workflow.
+		status := "ok"
+		switch {
+		case err == nil:
+		case temporal.IsCanceledError(err):
+			status = "cancelled"
+		default:
+			status = "failed"
+		}
+		hs := h.WithTags(map[string]string{"node_type": nodeType, "status": status})
+		hs.Timer(MetricNodeDuration).Record(workflow.Now(ctx).Sub(info.WorkflowStartTime))
+		hs.Counter(MetricNodeAttempts).Inc(1)
+	}
+	switch info.WorkflowType.Name {
 	case runs.PipelineWorkflow:
 		if pin, ok := firstArg[runs.PipelineInput](in); ok && pin.DryRun {
 			break // a check by `schedule apply`, not a run

@@ -262,7 +262,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	}
 	// The guard comes first, so that nothing else (metrics included) sees
 	// an execution it refuses.
-	interceptors := append([]interceptor.WorkerInterceptor{newGuard(c, trusted, workflowTypes(types), logger)}, met.interceptors()...)
+	interceptors := append([]interceptor.WorkerInterceptor{newGuard(c, trusted, workflowTypes(types), logger)}, met.interceptors(childNodeTypes(types))...)
 	main := sdkworker.New(met.clientOr(c), cfg.TaskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
