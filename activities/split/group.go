@@ -32,6 +32,11 @@ type GroupResult struct {
 	Join      features.JoinStats     `json:"join"`
 }
 
+// errNoStoreHere fails a group or a manifest that reached a worker with no
+// object store, retryably: the plan found one on its worker, and another
+// worker of the queue may have it too.
+var errNoStoreHere = errors.New("this worker has no object store for the split's checkpoint: every worker of the task queue must use the same store (--s3-uri)")
+
 // group writes bucket group i of a planned split: its rows of both
 // datasets, as one part of the plan's checkpoint attempt. A retried
 // group writes a new part (checkpoint.NewPart draws its name), so what a
@@ -46,7 +51,7 @@ func (s *Splits) group(ctx context.Context, plan *Plan, i int) (GroupResult, err
 		return GroupResult{}, nodetype.Permanent(errtype.BadInput, "the run's window: %v", err)
 	}
 	if s.Store == nil {
-		return GroupResult{}, nodetype.Permanent(errtype.BadInput, "this worker has no object store for the split's checkpoint")
+		return GroupResult{}, errNoStoreHere
 	}
 	ts, err := s.openPlanned(ctx, plan, window)
 	if err != nil {

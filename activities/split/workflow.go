@@ -176,7 +176,7 @@ func (s *Splits) manifest(ctx context.Context, plan *Plan, results []GroupResult
 		return Outputs{}, nodetype.Permanent(errtype.BadInput, "the split's manifest needs its plan and a result for each of its groups")
 	}
 	if s.Store == nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "this worker has no object store for the split's checkpoint")
+		return Outputs{}, errNoStoreHere
 	}
 	log := s.Logger.With("pipeline", plan.Pipeline, "run", plan.Run, "node", plan.Node, "source", "table "+plan.With.Table)
 	window, err := backfill.ParseDateRange(plan.With.StartDate, plan.With.EndDate)
