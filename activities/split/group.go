@@ -15,6 +15,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -30,6 +31,7 @@ type GroupResult struct {
 	TrainDays []int32                `json:"train_days"`
 	EvalDays  []int32                `json:"eval_days"`
 	Join      features.JoinStats     `json:"join"`
+	S3        s3store.UsageFigures   `json:"s3"`
 }
 
 // errNoStoreHere fails a group or a manifest that reached a worker with no

@@ -18,6 +18,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/features"
 	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -51,6 +52,8 @@ type Plan struct {
 	// checkpoint was there already, or it is a split of files, which one
 	// activity writes whole. No group runs then.
 	Done *Outputs `json:"done,omitempty"`
+	// S3 is the plan step's own S3 use (see manifestStep).
+	S3 s3store.UsageFigures `json:"s3"`
 }
 
 func (p *Plan) key() checkpoint.Key {

@@ -93,6 +93,9 @@ type Outputs struct {
 	Joined      []features.JoinedColumn   `json:"joined"`
 	Files       *FilesRead                `json:"files"`
 	Summary     string                    `json:"summary"`
+	// S3 is what the split's steps sent to S3 (lake and object store),
+	// all together: the run report's S3 column.
+	S3 *s3store.UsageFigures `json:"s3,omitempty"`
 }
 
 // givesColumns reports whether a dense or sparse value may name columns:

@@ -277,7 +277,7 @@ func TestSchema(t *testing.T) {
 	if len(fields) != 18 {
 		t.Errorf("%d fields, want 18", len(fields))
 	}
-	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused joined files summary"
+	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused joined files summary s3"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {
 		t.Errorf("outputs %s, want %s", got, wantOut)
 	}

@@ -117,21 +117,21 @@ func (s *Splits) SplitPlan(ctx context.Context, in nodetype.Input) (*Plan, error
 	// The node's heartbeat timeout applies to each of its activities.
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
-	return s.plan(ctx, in)
+	return s.planStep(ctx, in)
 }
 
 // SplitGroup writes one bucket group of a split.
 func (s *Splits) SplitGroup(ctx context.Context, in GroupInput) (GroupResult, error) {
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
-	return s.group(ctx, in.Plan, in.Group)
+	return s.groupStep(ctx, in.Plan, in.Group)
 }
 
 // SplitManifest checks a split's coverage and commits its checkpoint.
 func (s *Splits) SplitManifest(ctx context.Context, in ManifestInput) (Outputs, error) {
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
-	return s.manifest(ctx, in.Plan, in.Results)
+	return s.manifestStep(ctx, in.Plan, in.Results)
 }
 
 // Run runs one attempt of a split node in this process: the plan, the
@@ -139,7 +139,7 @@ func (s *Splits) SplitManifest(ctx context.Context, in ManifestInput) (Outputs, 
 // default), and the manifest: the steps the Split workflow runs as
 // activities.
 func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, error) {
-	plan, err := s.plan(ctx, in)
+	plan, err := s.planStep(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -151,14 +151,14 @@ func (s *Splits) Run(ctx context.Context, in nodetype.Input) (map[string]any, er
 		for i := range plan.Groups {
 			g.Go(func() error {
 				var err error
-				results[i], err = s.group(gctx, plan, i)
+				results[i], err = s.groupStep(gctx, plan, i)
 				return err
 			})
 		}
 		if err := g.Wait(); err != nil {
 			return nil, err
 		}
-		o, err := s.manifest(ctx, plan, results)
+		o, err := s.manifestStep(ctx, plan, results)
 		if err != nil {
 			return nil, err
 		}

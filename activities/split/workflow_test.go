@@ -142,6 +142,11 @@ func TestSplitWorkflowFansOut(t *testing.T) {
 			if len(r.groups) != attempts {
 				t.Errorf("%d group attempts, want %d", len(r.groups), attempts)
 			}
+			// The node's S3 figures add up its steps': every group wrote
+			// its part to the store.
+			if u, _ := r.out["s3"].(map[string]any); u == nil || u["requests"].(float64) < float64(wantGroups) || u["bytes"].(float64) <= 0 {
+				t.Errorf("s3 output %v: want at least a request per group (%d) and some bytes", r.out["s3"], wantGroups)
+			}
 			for _, info := range r.groups {
 				if info.TaskQueue != queue {
 					t.Errorf("group ran from task queue %q, want %q", info.TaskQueue, queue)
