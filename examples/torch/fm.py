@@ -80,17 +80,24 @@ class FM(nn.Module):
         self.dense = nn.Parameter(torch.zeros(n_dense))
         self.bias = nn.Parameter(torch.zeros(1))
 
-    def forward(self, x, bags):
-        """Scores (log-odds) of a batch: x (B, n_dense) and one
-        (ids, offsets) pair of table rows per sparse feature."""
+    def forward(self, x, bags, table=None):
+        """Scores (log-odds) of a batch of B examples: x (B, n_dense) and
+        bags, the table rows of every sparse feature packed as one
+        EmbeddingBag input (ids, offsets) of features x B bags,
+        feature-major (bag f*B + i is feature f of example i; Data.batch
+        packs them), or None without sparse features. table, when given,
+        stands for self.table: the rows the ids index (train.py passes the
+        rows a step touches, as a tensor of their own, so that their
+        gradient is those rows only)."""
+        table = self.table if table is None else table
         s = self.bias + x @ self.dense
-        if bags:
-            pooled = torch.stack([F.embedding_bag(ids, self.table, offsets, mode="mean")
-                                  for ids, offsets in bags], dim=1)  # (B, features, 1+dim)
-            s = s + pooled[:, :, 0].sum(1)
+        if bags is not None and len(x):
+            ids, offsets = bags
+            pooled = F.embedding_bag(ids, table, offsets, mode="mean").view(-1, x.shape[0], table.shape[1])
+            s = s + pooled[:, :, 0].sum(0)  # pooled: (features, B, 1+dim)
             if self.dim > 0:
                 v = pooled[:, :, 1:]
-                s = s + 0.5 * (v.sum(1).pow(2).sum(1) - v.pow(2).sum((1, 2)))
+                s = s + 0.5 * (v.sum(0).pow(2).sum(1) - v.pow(2).sum((0, 2)))
         return s
 
 
@@ -162,12 +169,23 @@ class Data:
         """The table rows of examples idx, per sparse feature, concatenated."""
         return [_gather(rows, offsets, idx)[0] for rows, offsets in self.sparse]
 
-    def batch(self, idx, device):
-        """Tensors of examples idx: dense (B, D), bags, labels (B)."""
-        bags = []
-        for rows, offsets in self.sparse:
-            ids, starts = _gather(rows, offsets, idx)
-            bags.append((torch.from_numpy(ids).to(device), torch.from_numpy(starts).to(device)))
+    def batch(self, idx, device, remap=None):
+        """Tensors of examples idx: dense (B, D), bags (FM.forward's packed
+        pair, None without sparse features), labels (B). With remap (an
+        array over the table's rows), the bags' ids are remap[row] instead
+        of the table rows."""
+        ids, starts, n = [], [], 0
+        for table_rows, offsets in self.sparse:
+            f_ids, f_starts = _gather(table_rows, offsets, idx)
+            ids.append(f_ids)
+            starts.append(f_starts + n)
+            n += len(f_ids)
+        bags = None
+        if ids:
+            ids = np.concatenate(ids)
+            if remap is not None:
+                ids = remap[ids]
+            bags = (torch.from_numpy(ids).to(device), torch.from_numpy(np.concatenate(starts)).to(device))
         return (torch.from_numpy(self.x[idx]).to(device), bags,
                 torch.from_numpy(self.label[idx]).to(device))
 

@@ -13,18 +13,31 @@ only torch and numpy:
   from RETRAIN_RESUME_FROM;
 * it writes model.pt and meta.json into RETRAIN_MODEL_OUT.
 
-The train node starts it as `processes: N` ranks with torch.distributed's
-env:// variables (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, ...): DDP over
-gloo on CPU, nccl when CUDA is available (rank r uses GPU LOCAL_RANK).
-Without WORLD_SIZE it trains as a single process.
+The train node starts it as `processes: N` ranks (on one host or several)
+with torch.distributed's env:// variables (MASTER_ADDR, MASTER_PORT, RANK,
+WORLD_SIZE, ...): synchronous data parallelism over gloo on CPU, nccl when
+CUDA is available (rank r uses GPU LOCAL_RANK). Without WORLD_SIZE it trains
+as a single process.
 
 The model is the builtin trainer's (see fm.py), trained the way the builtin
 trains it: Adagrad (initial accumulator 0.1) on the summed log loss of a
 global batch of --batch-size examples, L2 on the weights a step updates,
 epochs shuffled by seed and epoch number, a batch crossing into the next
 epoch where one ends. Rank r takes every WORLD_SIZE-th example of each
-global batch; DDP averages the ranks' gradients, and each rank's loss is
-scaled by WORLD_SIZE so that the update is that of the whole batch's sum.
+global batch.
+
+A step changes only the table rows its global batch touches (a few
+thousand of the 2^18), so that is all the ranks exchange: every rank knows
+the global batch, hence its touched rows U; it computes the gradient of its
+examples' summed loss with respect to the rows U only (a |U| x (1+dim)
+tensor, zero where its own examples do not reach), and one all-reduce per
+step sums those, the dense weights' and bias's gradients and the loss, in
+one flat float32 buffer. Every rank then applies the same Adagrad update to
+the rows U (what torch.optim.Adagrad does with a sparse gradient: rows
+outside U keep their weights and accumulators) and to the dense weights, so
+the ranks' models stay equal and one process makes the same updates, up to
+the order of float sums. rank 0 prints the bytes all-reduced per step and
+the share of the loop's time spent in the all-reduce at the end.
 """
 
 import argparse
@@ -38,7 +51,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 import fm
 
@@ -61,8 +73,14 @@ def parse_args():
     p.add_argument("--checkpoint-every", type=int, default=50, help="steps between checkpoints")
     p.add_argument("--keep-checkpoints", type=int, default=3, help="local checkpoints kept")
     p.add_argument("--log-every", type=int, default=1, help="steps between progress lines")
+    p.add_argument("--threads", type=int, default=1,
+                   help="intra-op threads per rank on the CPU (0: the cores / LOCAL_WORLD_SIZE); the demo "
+                        "model's ops are too small to gain from more than 1, and idle threads that spin "
+                        "cost the most where the cores are shared")
     args = p.parse_args()
     args.seed = max(args.seed, 1)  # the builtin trains seed 0 as seed 1
+    if args.threads < 0:
+        p.error("--threads must be at least 0")
     for name in ("epochs", "batch_size", "buckets", "checkpoint_every", "log_every"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -112,6 +130,27 @@ def save_atomic(obj, path):
     os.replace(tmp, path)
 
 
+def report_comm(rank, world, steps, nbytes, comm_s, loop_s, device):
+    """rank 0 prints what the ranks' loops communicated, as a log line:
+    "communication: {...}" with the bytes each rank all-reduced per step,
+    the seconds each spent in the all-reduce (waiting for the slower ranks
+    included) and its share of the loop's time."""
+    mine = torch.tensor([comm_s, loop_s], dtype=torch.float64, device=device)
+    every = [mine]
+    if world > 1:
+        every = [torch.zeros_like(mine) for _ in range(world)]
+        dist.all_gather(every, mine)
+    if rank != 0:
+        return
+    every = [t.tolist() for t in every]
+    record = {"ranks": world, "steps": steps,
+              "allreduce_bytes_per_step": round(nbytes / steps) if steps else 0,
+              "comm_s": round(every[0][0], 4), "loop_s": round(every[0][1], 4),
+              "comm_share": round(every[0][0] / every[0][1], 4) if every[0][1] > 0 else 0.0,
+              "comm_share_per_rank": [round(c / l, 4) if l > 0 else 0.0 for c, l in every]}
+    log("communication: " + json.dumps(record))
+
+
 def main():
     args = parse_args()
     env = os.environ
@@ -141,7 +180,7 @@ def main():
     else:
         device = torch.device("cpu")
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        torch.set_num_threads(max(1, cpus // int(env.get("LOCAL_WORLD_SIZE", "1"))))
+        torch.set_num_threads(args.threads or max(1, cpus // int(env.get("LOCAL_WORLD_SIZE", "1"))))
     log(f"rank {rank} of {world}: pid {os.getpid()}, device {device}")
 
     data = fm.Data(train_dir, args.buckets, transforms=fm.parse_transforms(args.transforms))
@@ -154,7 +193,11 @@ def main():
     model = fm.FM(len(data.dense_names), args.buckets, args.dim, args.seed).to(device)
     opt = torch.optim.Adagrad(model.parameters(), lr=args.lr, initial_accumulator_value=0.1)
     step = 0
-    if resume:
+    if resume and rank != 0 and not os.path.exists(resume):
+        # On another host than rank 0's the node may not have put the
+        # checkpoint: rank 0's weights, Adagrad state and step come below.
+        log(f"rank {rank}: {resume} is not on this host; taking rank 0's state")
+    elif resume:
         state = torch.load(resume, map_location=device)
         if state["features"] != [data.dense_names, data.sparse_names]:
             sys.exit(f"checkpoint {resume} has features {state['features']}, the data {[data.dense_names, data.sparse_names]}")
@@ -163,9 +206,17 @@ def main():
         step = state["step"]
         if rank == 0:
             log(f"resumed from {resume} at step {step}")
-    # Parameters are equal on every rank (the same seed or checkpoint); DDP
-    # checks that by broadcasting rank 0's.
-    net = DDP(model, device_ids=[local] if cuda else None) if distributed else model
+    if distributed:
+        # Every rank starts from the same weights (the same seed or
+        # checkpoint); rank 0's are broadcast all the same, as DDP does,
+        # with its Adagrad state and step, so that no rank can start apart.
+        at = torch.tensor([step], dtype=torch.int64, device=device)
+        for t in (model.table.data, model.dense.data, model.bias.data, opt.state[model.table]["sum"],
+                  opt.state[model.dense]["sum"], opt.state[model.bias]["sum"], at):
+            dist.broadcast(t, 0)
+        step = int(at.item())
+    lr, eps = opt.param_groups[0]["lr"], opt.param_groups[0]["eps"]
+    table_state = opt.state[model.table]
 
     def checkpoint():
         path = os.path.join(ckpt_dir, f"step-{step:012d}.pt")
@@ -176,42 +227,87 @@ def main():
             os.remove(os.path.join(ckpt_dir, f))
         return path
 
-    since, seen = time.monotonic(), 0
-    while step < total:
+    marked = np.zeros(args.buckets, np.bool_)  # prepare's scratch: U as a mask,
+    position = np.zeros(args.buckets, np.int64)  # and each row's position in U
+
+    def prepare(step):
+        """What step needs from the data, which does not depend on the
+        weights (so it is done while the previous step's all-reduce runs):
+        U, the table rows the whole global batch touches, sorted, the same
+        on every rank; and this rank's examples, their ids as positions in
+        U."""
         batch = order.batch_of(step)
+        for rows in data.rows_of(batch):
+            marked[rows] = True
+        touched = np.flatnonzero(marked)
+        marked[touched] = False
+        position[touched] = np.arange(len(touched))
         mine = batch[rank::world]
         weight = np.ones(len(mine), np.float32)
         if len(mine) == 0:
             # A short last batch may leave a rank nothing; it still takes
-            # part in the gradient's all-reduce, with a weightless row.
+            # part in the all-reduce, with a weightless row.
             mine, weight = batch[:1], np.zeros(1, np.float32)
-        x, bags, y = data.batch(mine, device)
-        w = torch.from_numpy(weight).to(device)
-        ll = F.binary_cross_entropy_with_logits(net(x, bags), y, reduction="none")
-        loss_sum = (ll * w).sum()
-        objective = loss_sum * world
-        touched = None
-        if rank == 0:
-            # The rows the whole batch touches, as the builtin regularizes
-            # and reports them; rank 0 adds the L2 term once for all.
-            touched = torch.from_numpy(np.unique(np.concatenate(data.rows_of(batch)))).to(device)
-            if args.l2 > 0:
-                penalty = model.dense.pow(2).sum() + model.table[touched].pow(2).sum()
-                objective = objective + world * 0.5 * args.l2 * penalty
-        opt.zero_grad(set_to_none=True)
-        objective.backward()
-        opt.step()
-        step += 1
-        seen += len(batch)
+        x, bags, y = data.batch(mine, device, remap=position)
+        return len(batch), torch.from_numpy(touched).to(device), x, bags, y, torch.from_numpy(weight).to(device)
 
-        stats = torch.stack([loss_sum.detach().double(), w.sum().double()])
-        if distributed:
-            dist.all_reduce(stats)
+    since, seen = time.monotonic(), 0
+    comm_s, comm_bytes, steps_run, loop_start = 0.0, 0, 0, time.perf_counter()
+    width = model.table.shape[1]
+    ahead = prepare(step) if step < total else None
+    while step < total:
+        n_batch, touched, x, bags, y, w = ahead
+        # The rows U as a tensor of their own: the gradient is |U| rows.
+        sub = model.table.detach().index_select(0, touched).requires_grad_()
+        old_rows = sub.detach()
+        ll = F.binary_cross_entropy_with_logits(model(x, bags, table=sub), y, reduction="none")
+        loss_sum = (ll * w).sum()
+        opt.zero_grad(set_to_none=True)
+        loss_sum.backward()
+        grads = [sub.grad if sub.grad is not None else torch.zeros_like(sub),
+                 model.dense.grad if model.dense.grad is not None else torch.zeros_like(model.dense),
+                 model.bias.grad]
+        # One buffer: the gradients of U's rows, the dense weights and the
+        # bias, then the loss and the examples' weight, summed over ranks.
+        flat = torch.cat([g.reshape(-1) for g in grads] + [torch.stack([loss_sum.detach(), w.sum()])])
+        work = dist.all_reduce(flat, async_op=True) if distributed else None
+        ahead = prepare(step + 1) if step + 1 < total else None
+        if work is not None:
+            t0 = time.perf_counter()
+            work.wait()
+            comm_s += time.perf_counter() - t0
+            comm_bytes += flat.numel() * flat.element_size()
+        n_rows = sub.numel()
+        g_rows = flat[:n_rows].view(-1, width)
+        g_dense = flat[n_rows:n_rows + model.dense.numel()]
+        g_bias = flat[n_rows + model.dense.numel():-2]
+        stats = flat[-2:].double()
+        if args.l2 > 0:
+            # L2 on the weights the step updates (not the bias): the
+            # gradient of l2/2 (|dense|^2 + |rows U|^2).
+            g_rows = g_rows.add(old_rows, alpha=args.l2)
+            g_dense = g_dense.add(model.dense.detach(), alpha=args.l2)
+        with torch.no_grad():
+            # Adagrad on the rows U, as torch.optim.Adagrad updates a
+            # dense tensor (state += g^2; w -= lr g / (sqrt(state) + eps))
+            # and as it does with a sparse gradient: the rows a step does
+            # not touch keep their weights and accumulators.
+            acc = table_state["sum"].index_select(0, touched).addcmul_(g_rows, g_rows)
+            table_state["sum"].index_copy_(0, touched, acc)
+            new_rows = torch.addcdiv(old_rows, g_rows, acc.sqrt().add_(eps), value=-lr)
+            model.table.index_copy_(0, touched, new_rows)
+            table_state["step"] += 1
+        model.dense.grad, model.bias.grad = g_dense.view_as(model.dense), g_bias.view_as(model.bias)
+        opt.step()  # the dense weights and the bias; the table has no .grad
+        steps_run += 1
+        step += 1
+        seen += n_batch
+
         loss = (stats[0] / stats[1]).item()
         saving = bool(ckpt_dir) and (step % args.checkpoint_every == 0 or step == total)
         if rank == 0 and (step % args.log_every == 0 or saving or step == total or not math.isfinite(loss)):
             with torch.no_grad():
-                norm = model.table[touched].norm(dim=1).max().item() if len(touched) else 0.0
+                norm = new_rows.norm(dim=1).max().item() if len(touched) else 0.0
             now = time.monotonic()
             record = {"step": step, "total": total, "loss": loss, "emb_max_norm": norm,
                       "examples_per_sec": seen / max(now - since, 1e-9)}
@@ -227,6 +323,9 @@ def main():
             code = exit_at[2] if len(exit_at) > 2 else 7
             print(f"exiting with code {code} after step {step} ({EXIT_AT})", file=sys.stderr, flush=True)
             os._exit(code)
+
+    loop_s = time.perf_counter() - loop_start
+    report_comm(rank, world, steps_run, comm_bytes, comm_s, loop_s, device)
 
     if rank == 0:
         if model_out:
