@@ -171,6 +171,7 @@ type storeConn struct {
 // nodeRun is one node's child process: its wall time and peak RSS.
 type nodeRun struct {
 	wall    time.Duration
+	cpu     time.Duration // user + system of the child: steadier than wall on a shared machine
 	peakKiB int64
 	outputs map[string]any
 }
@@ -196,7 +197,8 @@ func runNode(b *testing.B, node string, store s3store.Config, lakeDir string, in
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		b.Fatalf("%s: outputs: %v\n%s", node, err, stdout.String())
 	}
-	return nodeRun{wall: time.Since(started), peakKiB: res.PeakKiB, outputs: res.Outputs}
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return nodeRun{wall: time.Since(started), cpu: cpu, peakKiB: res.PeakKiB, outputs: res.Outputs}
 }
 
 // prepareTable writes rows demo rows over days into a lake in dir and

@@ -153,10 +153,10 @@ func BenchmarkSplitJoinPaths(b *testing.B) {
 		pathB := promote + spB.wall + trB.wall
 		fmt.Printf("splitjoin: round %d: %d rows over %d days (GOMAXPROCS %d): demo tables written in %s; stage 1 (both paths) %.1f s\n",
 			i+1, rows, days, runtime.GOMAXPROCS(0), written.Round(time.Second), stage.Seconds())
-		fmt.Printf("splitjoin:   split with join of 2 staging tables %6.1f s  peak RSS %6.1f MiB\n", spA.wall.Seconds(), float64(spA.peakKiB)/1024)
-		fmt.Printf("splitjoin:   split of the promoted table         %6.1f s  peak RSS %6.1f MiB\n", spB.wall.Seconds(), float64(spB.peakKiB)/1024)
-		fmt.Printf("splitjoin:   split time ratio join/promoted %.2fx; checksums equal: %v (%s %s)\n",
-			spA.wall.Seconds()/spB.wall.Seconds(), sa == sb, sa[0].Digest, sa[1].Digest)
+		fmt.Printf("splitjoin:   split with join of 2 staging tables %6.1f s (CPU %6.1f s)  peak RSS %6.1f MiB\n", spA.wall.Seconds(), spA.cpu.Seconds(), float64(spA.peakKiB)/1024)
+		fmt.Printf("splitjoin:   split of the promoted table         %6.1f s (CPU %6.1f s)  peak RSS %6.1f MiB\n", spB.wall.Seconds(), spB.cpu.Seconds(), float64(spB.peakKiB)/1024)
+		fmt.Printf("splitjoin:   split time ratio join/promoted %.2fx (CPU %.2fx); checksums equal: %v (%s %s)\n",
+			spA.wall.Seconds()/spB.wall.Seconds(), spA.cpu.Seconds()/spB.cpu.Seconds(), sa == sb, sa[0].Digest, sa[1].Digest)
 		fmt.Printf("splitjoin:   path stage -> split (join) -> train:          %6.1f s (split %.1f + train %.1f; loss %v)\n",
 			stage.Seconds()+pathA.Seconds(), spA.wall.Seconds(), trA.wall.Seconds(), trA.outputs["loss"])
 		fmt.Printf("splitjoin:   path stage -> promote -> split -> train:      %6.1f s (promote %.1f + split %.1f + train %.1f; loss %v)\n",
