@@ -36,7 +36,7 @@ import (
 
 // BenchmarkPeer trains the demo model twice on one demo-data split, in
 // one run: with the builtin trainer (workers: 2) and with
-// examples/torch/train.py (processes: 2, DDP over gloo on the CPU), both
+// examples/torch/train.py (processes: 2, gloo on the CPU), both
 // through this node, with the same model (hashed FM, dim 8, 2^18
 // buckets, ctr-retrain's transforms), epochs, batch size, Adagrad
 // settings and seed; checkpoints only after the last step. It prints both

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +67,10 @@ func (l *logBuffer) String() string {
 }
 
 var pidLine = regexp.MustCompile(`rank (\d+) of (\d+): pid (\d+)`)
+
+// commLine is train.py's "communication: {...}" line as the node logs it
+// (quoted).
+var commLine = regexp.MustCompile(`communication: \{\\"ranks\\": 2, .*\\"allreduce_bytes_per_step\\": (\d+)`)
 
 // ranksGone checks that the ranks whose pids the log names have ended.
 func ranksGone(t *testing.T, log string, want int) {
@@ -130,6 +135,18 @@ func TestTorchDDP(t *testing.T) {
 		t.Fatalf("outputs %v: want 16 steps with a finite loss below 0.7 and a checkpoint", out)
 	}
 	ranksGone(t, s.log.String(), 2)
+
+	// The ranks all-reduce the gradients of the table rows a step touches,
+	// not the whole table's (4096 rows of 1+4 float32s: 81,920 bytes).
+	m := commLine.FindStringSubmatch(s.log.String())
+	if m == nil {
+		t.Fatalf("no communication line in the log:\n%s", s.log)
+	}
+	perStep, _ := strconv.Atoi(m[1])
+	t.Logf("2 ranks all-reduced %d bytes per step", perStep)
+	if perStep <= 0 || perStep >= 81920/4 {
+		t.Errorf("%d bytes all-reduced per step, want some but well under the table's 81,920", perStep)
+	}
 
 	// One process (processes: 1, no torch.distributed) trains on the same
 	// global batches: the same model, up to the order of float sums.
@@ -276,4 +293,81 @@ func TestTorchDivergence(t *testing.T) {
 	}
 	t.Logf("divergence: %v", err)
 	ranksGone(t, s.log.String(), 2)
+}
+
+// TestTorchResumeRankWithoutCheckpoint runs train.py's ranks by hand, as
+// two hosts would: only rank 0 has the checkpoint file it resumes from
+// (rank 1's RETRAIN_RESUME_FROM names a path its host lacks), and rank 1
+// takes rank 0's weights, Adagrad state and step. The run ends where an
+// uninterrupted one does.
+func TestTorchResumeRankWithoutCheckpoint(t *testing.T) {
+	s := newTorchSetup(t, "t4")
+	ctx := context.Background()
+	dir := t.TempDir()
+	sd, err := split.Open(ctx, s.st, s.split)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "train")
+	if err := sd.Localize(ctx, s.st, split.TrainDataset, data, split.FormatNPY); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{example(t, "train.py"), "--epochs", "2", "--batch-size", "250", "--buckets", "4096", "--dim", "4", "--checkpoint-every", "2"}
+	// ranks runs train.py as n ranks, rank r resuming from resume[r], and
+	// returns rank 0's last progress line and the last rank's output.
+	ranks := func(name string, n int, resume []string, extra ...string) (map[string]any, string) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		ckpt := filepath.Join(dir, name)
+		if err := os.MkdirAll(ckpt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var cmds []*exec.Cmd
+		outs := make([]*bytes.Buffer, n)
+		for r := range n {
+			cmd := exec.Command(s.py, append(append([]string(nil), args...), extra...)...)
+			cmd.Env = append(os.Environ(), "RETRAIN_TRAIN_DATA="+data, "RETRAIN_CHECKPOINT_URI="+ckpt, "RETRAIN_RESUME_FROM="+resume[r])
+			if n > 1 {
+				cmd.Env = append(cmd.Env, "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "RANK="+strconv.Itoa(r),
+					"LOCAL_RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "LOCAL_WORLD_SIZE="+strconv.Itoa(n))
+			}
+			outs[r] = &bytes.Buffer{}
+			cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds = append(cmds, cmd)
+		}
+		for r, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("%s: rank %d: %v\n%s", name, r, err, outs[r])
+			}
+		}
+		var last map[string]any
+		for _, line := range strings.Split(outs[0].String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["loss"] != nil {
+				last = rec
+			}
+		}
+		if last == nil {
+			t.Fatalf("%s: no progress line:\n%s", name, outs[0])
+		}
+		return last, outs[n-1].String()
+	}
+	whole, _ := ranks("whole", 2, []string{"", ""})
+	ranks("first", 1, []string{""}, "--steps", "6")
+	ckpt := filepath.Join(dir, "first", "step-000000000006.pt")
+	resumed, rank1 := ranks("resumed", 2, []string{ckpt, filepath.Join(dir, "elsewhere", "step-000000000006.pt")})
+	if !strings.Contains(rank1, "is not on this host; taking rank 0's state") {
+		t.Errorf("rank 1's output does not say it took rank 0's state:\n%s", rank1)
+	}
+	t.Logf("uninterrupted: loss %v at step %v; resumed: loss %v at step %v", whole["loss"], whole["step"], resumed["loss"], resumed["step"])
+	if whole["step"] != 16.0 || resumed["step"] != 16.0 || math.Abs(whole["loss"].(float64)-resumed["loss"].(float64)) > 1e-4 {
+		t.Errorf("uninterrupted: %v; resumed from step 6 with rank 1 lacking the file: %v", whole, resumed)
+	}
 }

@@ -165,39 +165,44 @@ class Data:
                 ids, offsets = np.zeros(0, np.int64), np.zeros(self.rows + 1, np.int64)
             self.sparse.append((bucket(ids, f, buckets), offsets))
 
-    def rows_of(self, idx):
-        """The table rows of examples idx, per sparse feature, concatenated."""
-        return [_gather(rows, offsets, idx)[0] for rows, offsets in self.sparse]
+    def gather(self, idx):
+        """The table rows of examples idx, per sparse feature: (rows,
+        bounds), example idx[i]'s rows being rows[bounds[i]:bounds[i+1]]."""
+        return [_gather(rows, offsets, idx) for rows, offsets in self.sparse]
 
-    def batch(self, idx, device, remap=None):
-        """Tensors of examples idx: dense (B, D), bags (FM.forward's packed
-        pair, None without sparse features), labels (B). With remap (an
-        array over the table's rows), the bags' ids are remap[row] instead
-        of the table rows."""
+    def batch(self, idx, device, gathered=None, lo=0, hi=None, remap=None):
+        """Tensors of examples idx[lo:hi] (all of idx by default): dense
+        (B, D), bags (FM.forward's packed pair, None without sparse
+        features), labels (B). gathered is self.gather(idx) where the
+        caller has it already. With remap (an array over the table's rows),
+        the bags' ids are remap[row] instead of the table rows."""
+        hi = len(idx) if hi is None else hi
         ids, starts, n = [], [], 0
-        for table_rows, offsets in self.sparse:
-            f_ids, f_starts = _gather(table_rows, offsets, idx)
-            ids.append(f_ids)
-            starts.append(f_starts + n)
-            n += len(f_ids)
+        for f_rows, bounds in (self.gather(idx[lo:hi]) if gathered is None else gathered):
+            if gathered is not None:
+                f_rows, bounds = f_rows[bounds[lo]:bounds[hi]], bounds[lo:hi + 1] - bounds[lo]
+            ids.append(f_rows)
+            starts.append(bounds[:-1] + n)
+            n += len(f_rows)
         bags = None
         if ids:
             ids = np.concatenate(ids)
             if remap is not None:
                 ids = remap[ids]
             bags = (torch.from_numpy(ids).to(device), torch.from_numpy(np.concatenate(starts)).to(device))
-        return (torch.from_numpy(self.x[idx]).to(device), bags,
-                torch.from_numpy(self.label[idx]).to(device))
+        return (torch.from_numpy(self.x[idx[lo:hi]]).to(device), bags,
+                torch.from_numpy(self.label[idx[lo:hi]]).to(device))
 
 
 def _gather(values, offsets, idx):
-    """The values of rows idx of a ragged column, and where each row starts."""
+    """The values of rows idx of a ragged column, and where each row's
+    begin and end (len(idx) + 1 bounds)."""
     starts = offsets[idx]
     lens = offsets[idx + 1] - starts
     new = np.zeros(len(idx) + 1, dtype=np.int64)
     np.cumsum(lens, out=new[1:])
     flat = np.repeat(starts - new[:-1], lens) + np.arange(new[-1], dtype=np.int64)
-    return values[flat], new[:-1]
+    return values[flat], new
 
 
 def predict(model, data, device, batch=65536):

@@ -130,12 +130,14 @@ def save_atomic(obj, path):
     os.replace(tmp, path)
 
 
-def report_comm(rank, world, steps, nbytes, comm_s, loop_s, device):
+def report_comm(rank, world, steps, nbytes, comm_s, loop_s, cpu_s, device):
     """rank 0 prints what the ranks' loops communicated, as a log line:
     "communication: {...}" with the bytes each rank all-reduced per step,
     the seconds each spent in the all-reduce (waiting for the slower ranks
-    included) and its share of the loop's time."""
-    mine = torch.tensor([comm_s, loop_s], dtype=torch.float64, device=device)
+    included) and its share of the loop's time; and the CPU time each rank
+    used over the loop's time (below 1 where a rank waited, or where the
+    cores are shared with other work)."""
+    mine = torch.tensor([comm_s, loop_s, cpu_s], dtype=torch.float64, device=device)
     every = [mine]
     if world > 1:
         every = [torch.zeros_like(mine) for _ in range(world)]
@@ -147,7 +149,8 @@ def report_comm(rank, world, steps, nbytes, comm_s, loop_s, device):
               "allreduce_bytes_per_step": round(nbytes / steps) if steps else 0,
               "comm_s": round(every[0][0], 4), "loop_s": round(every[0][1], 4),
               "comm_share": round(every[0][0] / every[0][1], 4) if every[0][1] > 0 else 0.0,
-              "comm_share_per_rank": [round(c / l, 4) if l > 0 else 0.0 for c, l in every]}
+              "comm_share_per_rank": [round(c / l, 4) if l > 0 else 0.0 for c, l, _ in every],
+              "cpu_per_rank": [round(u / l, 4) if l > 0 else 0.0 for _, l, u in every]}
     log("communication: " + json.dumps(record))
 
 
@@ -237,22 +240,27 @@ def main():
         on every rank; and this rank's examples, their ids as positions in
         U."""
         batch = order.batch_of(step)
-        for rows in data.rows_of(batch):
+        # The batch grouped by rank, rank r's examples (batch[r::world])
+        # being grouped[lo:hi]: its rows are then one slice of the batch's.
+        grouped = np.concatenate([batch[r::world] for r in range(world)]) if world > 1 else batch
+        lo = sum(len(batch[r::world]) for r in range(rank))
+        hi = lo + len(batch[rank::world])
+        gathered = data.gather(grouped)
+        for rows, _ in gathered:
             marked[rows] = True
         touched = np.flatnonzero(marked)
         marked[touched] = False
         position[touched] = np.arange(len(touched))
-        mine = batch[rank::world]
-        weight = np.ones(len(mine), np.float32)
-        if len(mine) == 0:
+        weight = np.ones(hi - lo, np.float32)
+        if lo == hi:
             # A short last batch may leave a rank nothing; it still takes
             # part in the all-reduce, with a weightless row.
-            mine, weight = batch[:1], np.zeros(1, np.float32)
-        x, bags, y = data.batch(mine, device, remap=position)
+            lo, hi, weight = 0, 1, np.zeros(1, np.float32)
+        x, bags, y = data.batch(grouped, device, gathered, lo, hi, remap=position)
         return len(batch), torch.from_numpy(touched).to(device), x, bags, y, torch.from_numpy(weight).to(device)
 
     since, seen = time.monotonic(), 0
-    comm_s, comm_bytes, steps_run, loop_start = 0.0, 0, 0, time.perf_counter()
+    comm_s, comm_bytes, steps_run, loop_start, cpu_start = 0.0, 0, 0, time.perf_counter(), time.process_time()
     width = model.table.shape[1]
     ahead = prepare(step) if step < total else None
     while step < total:
@@ -325,7 +333,7 @@ def main():
             os._exit(code)
 
     loop_s = time.perf_counter() - loop_start
-    report_comm(rank, world, steps_run, comm_bytes, comm_s, loop_s, device)
+    report_comm(rank, world, steps_run, comm_bytes, comm_s, loop_s, time.process_time() - cpu_start, device)
 
     if rank == 0:
         if model_out:
