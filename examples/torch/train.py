@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A retrain command trainer: a CTR model trained with PyTorch DDP.
+"""A retrain command trainer: a CTR model trained data parallel with torch.distributed.
 
 It implements retrain's command-trainer contract (see README.md) and needs
 only torch and numpy:
