@@ -81,23 +81,8 @@ func (s *Splits) group(ctx context.Context, plan *Plan, i int) (GroupResult, err
 // writeGroup writes the rows p selects of ts into cw, eval the held-out
 // dates, and closes it.
 func writeGroup(ctx context.Context, cw *checkpoint.Writer, ts *tableSource, p splitPlan, eval map[int32]bool) (GroupResult, error) {
-	sp, err := newSplitter(cw, ts.schema, p.window, eval, p.with.MaxFileRows)
+	sp, stats, err := splitRows(ctx, cw, ts, ts.schema, p, eval)
 	if err != nil {
-		return GroupResult{}, err
-	}
-	recs, stats, err := ts.rows(ctx, ts.schema, p)
-	if err != nil {
-		return GroupResult{}, fmt.Errorf("scan %s: %w", ts.name(), err)
-	}
-	for rec, err := range recs {
-		if err != nil {
-			return GroupResult{}, fmt.Errorf("scan %s: %w", ts.name(), err)
-		}
-		if err := sp.add(rec); err != nil {
-			return GroupResult{}, err
-		}
-	}
-	if err := sp.close(); err != nil {
 		return GroupResult{}, err
 	}
 	part, err := cw.ClosePart()

@@ -81,29 +81,40 @@ func (s *Splits) write(ctx context.Context, cw *checkpoint.Writer, src rowSource
 	if err != nil {
 		return Record{}, err
 	}
-	sp, err := newSplitter(cw, schema, p.window, eval, p.with.MaxFileRows)
+	sp, joinStats, err := splitRows(ctx, cw, src, schema, p, eval)
 	if err != nil {
-		return Record{}, err
-	}
-	recs, joinStats, err := src.rows(ctx, schema, p)
-	if err != nil {
-		return Record{}, fmt.Errorf("scan %s: %w", src.name(), err)
-	}
-	for rec, err := range recs {
-		if err != nil {
-			return Record{}, fmt.Errorf("scan %s: %w", src.name(), err)
-		}
-		if err := sp.add(rec); err != nil {
-			return Record{}, err
-		}
-	}
-	if err := sp.close(); err != nil {
 		return Record{}, err
 	}
 	if p.join != nil {
 		logJoin(log, p.join, joinStats)
 	}
 	return s.finish(log, src.name(), cw.Ref(TrainDataset).Manifest, schema, p, &sp.tally, src.record)
+}
+
+// splitRows reads the rows p selects of src into a splitter writing cw
+// (eval the held-out dates), and closes it: the pass a whole split and a
+// bucket group share.
+func splitRows(ctx context.Context, cw *checkpoint.Writer, src rowSource, schema dataset.Schema, p splitPlan, eval map[int32]bool) (*splitter, *features.JoinStats, error) {
+	sp, err := newSplitter(cw, schema, p.window, eval, p.with.MaxFileRows)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, stats, err := src.rows(ctx, schema, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("scan %s: %w", src.name(), err)
+	}
+	for rec, err := range recs {
+		if err != nil {
+			return nil, nil, fmt.Errorf("scan %s: %w", src.name(), err)
+		}
+		if err := sp.add(rec); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := sp.close(); err != nil {
+		return nil, nil, err
+	}
+	return sp, stats, nil
 }
 
 // logJoin logs how a split joined its staging tables.
