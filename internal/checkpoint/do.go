@@ -81,27 +81,17 @@ func Do[O any](ctx context.Context, store *s3store.Store, key Key, inputs string
 	for _, d := range datasets {
 		m.Rows += d.Rows
 	}
-	body, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
+	theirs, err := putManifest(ctx, store, dir, key, m)
+	if err != nil || theirs != nil {
 		w.discard()
-		return out, false, fmt.Errorf("checkpoint: encode manifest: %w", err)
 	}
-	_, err = store.PutIfAbsent(ctx, dir+manifestName, strings.NewReader(string(body)))
-	if errors.Is(err, s3store.ErrExists) {
-		// Another attempt committed first. Its outputs are the ones every
-		// reader of this checkpoint sees, so they are the ones to return.
+	if err != nil {
+		return out, false, err
+	}
+	if theirs != nil {
 		w.log.InfoContext(ctx, "checkpoint: another attempt committed first")
-		w.discard()
-		theirs, err := loadManifest(ctx, store, dir+manifestName)
-		if err != nil {
-			return out, false, err
-		}
 		out, err = decodeOutputs[O](theirs.Outputs)
 		return out, err == nil, err
-	}
-	if err != nil {
-		w.discard()
-		return out, false, fmt.Errorf("checkpoint: commit %s: %w", key, err)
 	}
 	w.log.InfoContext(ctx, "checkpoint: committed", "datasets", len(datasets), "rows", m.Rows)
 	w.sweep()
@@ -164,4 +154,23 @@ func (w *Writer) sweep() {
 		}
 		w.log.InfoContext(ctx, "checkpoint: deleted files of stale attempt", "stale_attempt", a, "objects", n)
 	}
+}
+
+// putManifest commits m as the checkpoint's manifest in dir unless one is
+// there already. When another attempt committed first, theirs is its
+// manifest: its outputs are the ones every reader of the checkpoint sees,
+// so they are the ones to return.
+func putManifest(ctx context.Context, store *s3store.Store, dir string, key Key, m *Manifest) (theirs *Manifest, err error) {
+	body, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: encode manifest: %w", err)
+	}
+	_, err = store.PutIfAbsent(ctx, dir+manifestName, strings.NewReader(string(body)))
+	switch {
+	case errors.Is(err, s3store.ErrExists):
+		return loadManifest(ctx, store, dir+manifestName)
+	case err != nil:
+		return nil, fmt.Errorf("checkpoint: commit %s: %w", key, err)
+	}
+	return nil, nil
 }

@@ -195,22 +195,14 @@ func Commit[O any](ctx context.Context, store *s3store.Store, key Key, inputs, a
 	if err := verifyFiles(ctx, store, dir, m); err != nil {
 		return out, false, err
 	}
-	body, err := json.MarshalIndent(m, "", "  ")
+	theirs, err := putManifest(ctx, store, dir, key, m)
 	if err != nil {
-		return out, false, fmt.Errorf("checkpoint: encode manifest: %w", err)
+		return out, false, err
 	}
-	_, err = store.PutIfAbsent(ctx, dir+manifestName, strings.NewReader(string(body)))
-	if errors.Is(err, s3store.ErrExists) {
+	if theirs != nil {
 		log.InfoContext(ctx, "checkpoint: another attempt committed first")
-		theirs, err := loadManifest(ctx, store, dir+manifestName)
-		if err != nil {
-			return out, false, err
-		}
 		out, err = decodeOutputs[O](theirs.Outputs)
 		return out, err == nil, err
-	}
-	if err != nil {
-		return out, false, fmt.Errorf("checkpoint: commit %s: %w", key, err)
 	}
 	log.InfoContext(ctx, "checkpoint: committed", "parts", len(partKeys), "datasets", len(datasets), "rows", m.Rows)
 	sweepUnnamed(ctx, store, dir, m, log)
