@@ -94,6 +94,19 @@ func (e *joinEnv) run(t *testing.T, runID string, snap int64, join []any, with m
 	return nodetest.Run(t, e.splits.Run, nodetype.Input{Pipeline: "test", RunID: runID, Node: "split", Type: "split", With: w}, nil)
 }
 
+// promote promotes both staging tables into the training table over the
+// window and returns the new snapshot.
+func (e *joinEnv) promote(t *testing.T) int64 {
+	t.Helper()
+	pr, err := features.Promote(context.Background(), e.cat, features.PromoteSpec{
+		Training: "ml.training", Staging: []string{e.user.Staging, e.ad.Staging}, StartDate: e.windowStart, EndDate: e.windowEnd,
+	}, "p", 2, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pr.Snapshot
+}
+
 // entry is a join entry for a staging table at its snapshot.
 func entry(table string, snap int64, more map[string]any) map[string]any {
 	m := map[string]any{"table": table, "snapshot_id": strconv.FormatInt(snap, 10)}
@@ -131,13 +144,7 @@ func TestSplitJoinMatchesPromotion(t *testing.T) {
 	if tbl, _ := e.cat.Load(ctx, "ml.training"); tbl.CurrentSnapshot().SnapshotID != e.base {
 		t.Fatal("the split with join moved the training table")
 	}
-	pr, err := features.Promote(ctx, e.cat, features.PromoteSpec{
-		Training: "ml.training", Staging: []string{e.user.Staging, e.ad.Staging}, StartDate: e.windowStart, EndDate: e.windowEnd,
-	}, "p", 2, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	promoted, err := e.run(t, "promoted", pr.Snapshot, nil, nil)
+	promoted, err := e.run(t, "promoted", e.promote(t), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/retrain-ml/retrain/internal/features"
 )
 
 // TestJoinedSplitLocalizesAsPromoted: what a trainer program reads of a
@@ -24,13 +22,7 @@ func TestJoinedSplitLocalizesAsPromoted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr, err := features.Promote(ctx, e.cat, features.PromoteSpec{
-		Training: "ml.training", Staging: []string{e.user.Staging, e.ad.Staging}, StartDate: e.windowStart, EndDate: e.windowEnd,
-	}, "p", 2, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	promoted, err := e.run(t, "promoted", pr.Snapshot, nil, nil)
+	promoted, err := e.run(t, "promoted", e.promote(t), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,11 +165,7 @@ func runLakeMode(b *testing.B, srv *s3test.Server, prefix string, rows int64, m 
 	}
 	var staging []string
 	var snaps []int64
-	for _, spec := range []features.StageSpec{
-		{Training: "ml.training", Feature: "features.user_daily", Keys: []string{"user_id"}, StartDate: start, EndDate: end,
-			Alignment: "previous_day", Features: []string{"activity", "ctr_7d", "sessions", "recency_days", "recent_ads"}, Prefix: "u_"},
-		{Training: "ml.training", Feature: "features.ad_daily", Keys: []string{"ad_id"}, StartDate: start, EndDate: end, Alignment: "as_of"},
-	} {
+	for _, spec := range ctrStages(start, end) {
 		timed("stage_"+strings.TrimSuffix(strings.TrimPrefix(spec.Feature, "features."), "_daily"), func(ctx context.Context) error {
 			res, err := features.Stage(ctx, cat, spec, quietLog)
 			staging, snaps = append(staging, res.Staging), append(snaps, res.SnapshotID)
@@ -189,14 +185,7 @@ func runLakeMode(b *testing.B, srv *s3test.Server, prefix string, rows int64, m 
 	base := tbl.CurrentSnapshot().SnapshotID
 	splitNode := func(node string, snap int64, join []any) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
-			with := map[string]any{
-				"table": "ml.training", "snapshot_id": strconv.FormatInt(snap, 10), "start_date": start, "end_date": end, "eval_days": 1,
-				"dense":  []any{"u_activity", "u_ctr_7d", "u_sessions", "u_recency_days", "ad_quality", "ad_ctr_7d", "ad_age_days"},
-				"sparse": []any{"user_id", "ad_id", "u_recent_ads"}, "slice": "date",
-			}
-			if join != nil {
-				with["join"] = join
-			}
+			with := ctrSplit(strconv.FormatInt(snap, 10), start, end, join)
 			return runSplit(ctx, lz, st, nodetype.Input{Pipeline: "lakes3", RunID: prefix, Node: node, Type: "split", With: with})
 		}
 	}

@@ -222,11 +222,7 @@ func prepareTable(b *testing.B, dir string, rows int64, days int) (string, time.
 	}
 	start, end := demodata.DefaultStart.String(), (demodata.DefaultStart + backfill.Day(days-1)).String()
 	var staging []string
-	for _, spec := range []features.StageSpec{
-		{Training: "ml.training", Feature: "features.user_daily", Keys: []string{"user_id"}, StartDate: start, EndDate: end,
-			Alignment: "previous_day", Features: []string{"activity", "ctr_7d", "sessions", "recency_days", "recent_ads"}, Prefix: "u_"},
-		{Training: "ml.training", Feature: "features.ad_daily", Keys: []string{"ad_id"}, StartDate: start, EndDate: end, Alignment: "as_of"},
-	} {
+	for _, spec := range ctrStages(start, end) {
 		st, err := features.Stage(ctx, cat, spec, quietLog)
 		if err != nil {
 			b.Fatal(err)
@@ -280,11 +276,7 @@ func BenchmarkNodeMemory(b *testing.B) {
 			in := func(node string, with map[string]any) nodetype.Input {
 				return nodetype.Input{Pipeline: "nodemem", RunID: run, Node: node, Type: node, With: with}
 			}
-			sp := runNode(b, "split", store, dir, in("split", map[string]any{
-				"table": "ml.training", "snapshot_id": snap, "start_date": start, "end_date": end, "eval_days": 1,
-				"dense":  []any{"u_activity", "u_ctr_7d", "u_sessions", "u_recency_days", "ad_quality", "ad_ctr_7d", "ad_age_days"},
-				"sparse": []any{"user_id", "ad_id", "u_recent_ads"}, "slice": "date",
-			}))
+			sp := runNode(b, "split", store, dir, in("split", ctrSplit(snap, start, end, nil)))
 			tr := runNode(b, "train", store, dir, in("train", map[string]any{
 				"data": sp.outputs["uri"], "epochs": 2, "dim": 8, "batch_size": 1024, "seed": 1, "checkpoint_every": 20,
 				"transforms": map[string]any{"u_activity": "log", "u_ctr_7d": "logit", "u_sessions": "log1p", "ad_ctr_7d": "logit", "ad_age_days": "log1p"},
@@ -311,4 +303,29 @@ func BenchmarkNodeMemory(b *testing.B) {
 		fmt.Printf("nodemem: %s peak RSS at %d rows / at %d rows: %.2f (table %.0fx)\n", n, hi, lo,
 			float64(peaks[hi][n])/float64(peaks[lo][n]), float64(hi)/float64(lo))
 	}
+}
+
+// ctrStages are ctr-retrain's two stage_features nodes over start..end:
+// user features previous_day with prefix u_, ad features as_of.
+func ctrStages(start, end string) []features.StageSpec {
+	return []features.StageSpec{
+		{Training: "ml.training", Feature: "features.user_daily", Keys: []string{"user_id"}, StartDate: start, EndDate: end,
+			Alignment: "previous_day", Features: []string{"activity", "ctr_7d", "sessions", "recency_days", "recent_ads"}, Prefix: "u_"},
+		{Training: "ml.training", Feature: "features.ad_daily", Keys: []string{"ad_id"}, StartDate: start, EndDate: end, Alignment: "as_of"},
+	}
+}
+
+// ctrSplit is the with block of ctr-retrain's split of ml.training at
+// snapshot snap over start..end, joining join's staging tables (none when
+// nil) as a feature experiment's split does.
+func ctrSplit(snap, start, end string, join []any) map[string]any {
+	w := map[string]any{
+		"table": "ml.training", "snapshot_id": snap, "start_date": start, "end_date": end, "eval_days": 1,
+		"dense":  []any{"u_activity", "u_ctr_7d", "u_sessions", "u_recency_days", "ad_quality", "ad_ctr_7d", "ad_age_days"},
+		"sparse": []any{"user_id", "ad_id", "u_recent_ads"}, "slice": "date",
+	}
+	if join != nil {
+		w["join"] = join
+	}
+	return w
 }

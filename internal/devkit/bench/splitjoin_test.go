@@ -61,11 +61,7 @@ func BenchmarkSplitJoinPaths(b *testing.B) {
 	// Stage 1 is shared by both paths: timed once.
 	t0 = time.Now()
 	var staged []features.StageResult
-	for _, spec := range []features.StageSpec{
-		{Training: "ml.training", Feature: "features.user_daily", Keys: []string{"user_id"}, StartDate: start, EndDate: end,
-			Alignment: "previous_day", Features: []string{"activity", "ctr_7d", "sessions", "recency_days", "recent_ads"}, Prefix: "u_"},
-		{Training: "ml.training", Feature: "features.ad_daily", Keys: []string{"ad_id"}, StartDate: start, EndDate: end, Alignment: "as_of"},
-	} {
+	for _, spec := range ctrStages(start, end) {
 		st, err := features.Stage(ctx, cat, spec, quietLog)
 		if err != nil {
 			b.Fatal(err)
@@ -76,17 +72,6 @@ func BenchmarkSplitJoinPaths(b *testing.B) {
 	srv := s3test.Start(b)
 	store := srv.Config("paths")
 	reader := srv.Open(b, "paths")
-	splitWith := func(snap string, join []any) map[string]any {
-		w := map[string]any{
-			"table": "ml.training", "snapshot_id": snap, "start_date": start, "end_date": end, "eval_days": 1,
-			"dense":  []any{"u_activity", "u_ctr_7d", "u_sessions", "u_recency_days", "ad_quality", "ad_ctr_7d", "ad_age_days"},
-			"sparse": []any{"user_id", "ad_id", "u_recent_ads"}, "slice": "date",
-		}
-		if join != nil {
-			w["join"] = join
-		}
-		return w
-	}
 	trainWith := func(data any) map[string]any {
 		return map[string]any{
 			"data": data, "epochs": 2, "dim": 8, "batch_size": 1024, "seed": 1,
@@ -121,7 +106,7 @@ func BenchmarkSplitJoinPaths(b *testing.B) {
 				join = append(join, map[string]any{"table": st.Staging, "snapshot_id": strconv.FormatInt(st.SnapshotID, 10)})
 			}
 			run := fmt.Sprintf("join-%d", i)
-			spA = runNode(b, "split", store, dir, in(run, "split", splitWith(base, join)))
+			spA = runNode(b, "split", store, dir, in(run, "split", ctrSplit(base, start, end, join)))
 			trA = runNode(b, "train", store, dir, in(run, "train", trainWith(spA.outputs["uri"])))
 		}
 		// Path B: promote, split the promoted table, then train.
@@ -135,7 +120,7 @@ func BenchmarkSplitJoinPaths(b *testing.B) {
 			}
 			promote = time.Since(t0)
 			run := fmt.Sprintf("promoted-%d", i)
-			spB = runNode(b, "split", store, dir, in(run, "split", splitWith(strconv.FormatInt(pr.Snapshot, 10), nil)))
+			spB = runNode(b, "split", store, dir, in(run, "split", ctrSplit(strconv.FormatInt(pr.Snapshot, 10), start, end, nil)))
 			trB = runNode(b, "train", store, dir, in(run, "train", trainWith(spB.outputs["uri"])))
 		}
 		// Take turns going first: neither path always meets a warm cache
