@@ -3,13 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/converter"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -114,40 +111,13 @@ func wantSums(t *testing.T, phase string, got, want [2]split.Checksum) {
 	}
 }
 
-// splitGroupRun is one bucket group as the split's history records it.
-type splitGroupRun struct {
-	activityID string
-	buckets    []int
-	identity   string // of the worker whose attempt completed it
-	attempt    int32
-	started    time.Time // of that attempt
-	rows       int64
-}
-
 // splitRun is a split node's run: its groups from its child workflow's
 // history, its datasets' checksums and its time.
 type splitRun struct {
 	childID string
-	groups  []splitGroupRun
-	sums    [2]split.Checksum
-	wall    time.Duration
-}
-
-func (s *splitRun) group(activityID string) *splitGroupRun {
-	for i := range s.groups {
-		if s.groups[i].activityID == activityID {
-			return &s.groups[i]
-		}
-	}
-	return nil
-}
-
-func (s *splitRun) perWorker() map[string]int {
-	m := map[string]int{}
-	for _, g := range s.groups {
-		m[g.identity]++
-	}
-	return m
+	groups[split.GroupResult]
+	sums [2]split.Checksum
+	wall time.Duration
 }
 
 // split runs a split of the lake's window with both staging tables joined,
@@ -194,7 +164,7 @@ nodes:
 	}
 	var wrote int64
 	for _, g := range s.groups {
-		wrote += g.rows
+		wrote += g.res.Train.Rows + g.res.Eval.Rows
 	}
 	if total := n.Outputs["train_rows"].(float64) + n.Outputs["eval_rows"].(float64); wrote != int64(total) || wrote != rows {
 		t.Errorf("%s: groups wrote %d rows, the split says %v, the table has %d", name, wrote, total, rows)
@@ -214,42 +184,5 @@ nodes:
 // worker and attempt that completed each, and its rows.
 func splitHistory(t *testing.T, ctx context.Context, childID string) *splitRun {
 	t.Helper()
-	type scheduled struct {
-		typ, id string
-		started time.Time
-		ident   string
-		attempt int32
-	}
-	acts := map[int64]*scheduled{}
-	s := &splitRun{}
-	it := tclient.GetWorkflowHistory(ctx, childID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			a := ev.GetActivityTaskScheduledEventAttributes()
-			acts[ev.GetEventId()] = &scheduled{typ: a.GetActivityType().GetName(), id: a.GetActivityId()}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			a := ev.GetActivityTaskStartedEventAttributes()
-			sc := acts[a.GetScheduledEventId()]
-			sc.started, sc.ident, sc.attempt = ev.GetEventTime().AsTime(), a.GetIdentity(), a.GetAttempt()
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := ev.GetActivityTaskCompletedEventAttributes()
-			sc := acts[a.GetScheduledEventId()]
-			if sc.typ != split.SplitGroupActivity {
-				continue
-			}
-			var res split.GroupResult
-			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetResult(), &res); err != nil {
-				t.Fatalf("group result: %v", err)
-			}
-			s.groups = append(s.groups, splitGroupRun{activityID: sc.id, buckets: res.Buckets, identity: sc.ident,
-				attempt: sc.attempt, started: sc.started, rows: res.Train.Rows + res.Eval.Rows})
-		}
-	}
-	sort.Slice(s.groups, func(i, j int) bool { return s.groups[i].buckets[0] < s.groups[j].buckets[0] })
-	return s
+	return &splitRun{groups: groupsOf(t, completedActivities(t, ctx, childID), split.SplitGroupActivity, func(r split.GroupResult) []int { return r.Buckets })}
 }
