@@ -55,22 +55,9 @@ func BenchmarkPeer(b *testing.B) {
 	if v, err := strconv.ParseInt(os.Getenv("RETRAIN_PEER_ROWS"), 10, 64); err == nil && v > 0 {
 		rows = v
 	}
-	// The store and the activity environment log nothing: their lines
-	// would bury the table.
-	cfg := s3test.Start(b).Config("")
-	cfg.Logger = quiet
-	st, err := s3store.Open(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
 	start := time.Now()
-	data := demoSplit(b, ctx, st, rows)
-	sd, err := split.Open(ctx, st, data)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, data, sd, ev := benchSplit(b, ctx, rows, py)
 	b.Logf("demo split: %d training and %d held-out rows, made in %.1fs", sd.Record.TrainRows, sd.Record.EvalRows, time.Since(start).Seconds())
-	ev := loadEval(b, ctx, st, sd, py)
 
 	b.ResetTimer()
 	for i := range b.N {
@@ -144,6 +131,25 @@ func torchArgv(b *testing.B, py string) []any {
 // demoSplit writes the demo data set into a local lake, stages and
 // promotes ctr-retrain's user and ad features, and splits it as
 // ctr-retrain does (the last day held out); it returns the split's URI.
+// benchSplit starts a store, writes a demo split of rows rows into it and
+// loads its held-out rows for scoring: what the trainer benchmarks share.
+// The store logs nothing: its lines would bury their tables.
+func benchSplit(b *testing.B, ctx context.Context, rows int64, py string) (*s3store.Store, string, *split.Data, *peerEval) {
+	b.Helper()
+	cfg := s3test.Start(b).Config("")
+	cfg.Logger = quiet
+	st, err := s3store.Open(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := demoSplit(b, ctx, st, rows)
+	sd, err := split.Open(ctx, st, data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st, data, sd, loadEval(b, ctx, st, sd, py)
+}
+
 func demoSplit(b *testing.B, ctx context.Context, st *s3store.Store, rows int64) string {
 	lz := lake.NewLazy(lake.Config{DataDir: b.TempDir()}, quiet)
 	b.Cleanup(func() { lz.Close() })

@@ -20,7 +20,6 @@ import (
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
 	"github.com/retrain-ml/retrain/activities/split"
-	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/devkit/torchtest"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -63,18 +62,7 @@ func BenchmarkTorchRanks(b *testing.B) {
 		}
 	}
 
-	cfg := s3test.Start(b).Config("")
-	cfg.Logger = quiet
-	st, err := s3store.Open(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	data := demoSplit(b, ctx, st, int64(rows))
-	sd, err := split.Open(ctx, st, data)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ev := loadEval(b, ctx, st, sd, py)
+	st, data, sd, ev := benchSplit(b, ctx, int64(rows), py)
 	b.Logf("demo split: %d training and %d held-out rows; %d rounds, batch %d, 1 epoch; load average %s",
 		sd.Record.TrainRows, sd.Record.EvalRows, rounds, batch, loadAvg())
 
