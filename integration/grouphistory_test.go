@@ -109,3 +109,23 @@ func (gs groups[R]) perWorker() map[string]int {
 	}
 	return m
 }
+
+// wantRedoneBySurvivor checks that the group whose worker (a or b) was
+// killed finished on a later attempt by the other one.
+func wantRedoneBySurvivor[R any](t *testing.T, gs groups[R], killed killRecord, a, b *workerProc) {
+	t.Helper()
+	survivor := a
+	if killed.worker == a {
+		survivor = b
+	}
+	g := gs.group(killed.activityID)
+	switch {
+	case g == nil:
+		t.Fatalf("killed: no group with activity id %s in the history", killed.activityID)
+	case g.attempt < 2 || g.identity != survivor.identity:
+		t.Errorf("killed: group %v finished on attempt %d by %s; want a later attempt by the survivor %s", g.buckets, g.attempt, g.identity, survivor.identity)
+	default:
+		t.Logf("killed: worker %s (pid %d) SIGKILLed in group %v; the group finished on attempt %d by %s, started %.1f s after the kill (heartbeat timeout %v + retry backoff)",
+			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), pwHeartbeat)
+	}
+}

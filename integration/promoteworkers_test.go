@@ -84,20 +84,7 @@ func TestPromoteAcrossWorkers(t *testing.T) {
 	three := e.promote(t, "ml.training_kill", func(ctx context.Context, childID string) {
 		killed = e.killOnStartedGroup(t, ctx, childID, lakenodes.PromoteBucketsActivity, a, b)
 	})
-	survivor := a
-	if killed.worker == a {
-		survivor = b
-	}
-	g := three.group(killed.activityID)
-	switch {
-	case g == nil:
-		t.Fatalf("killed: no group with activity id %s in the history", killed.activityID)
-	case g.attempt < 2 || g.identity != survivor.identity:
-		t.Errorf("killed: group %v finished on attempt %d by %s; want a later attempt by the survivor %s", g.buckets, g.attempt, g.identity, survivor.identity)
-	default:
-		t.Logf("killed: worker %s (pid %d) SIGKILLed in group %v; the group finished on attempt %d by %s, started %.1f s after the kill (heartbeat timeout %v + retry backoff)",
-			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), pwHeartbeat)
-	}
+	wantRedoneBySurvivor(t, three.groups, killed, a, b)
 	e.wantChecksum(t, "killed", "ml.training_kill", want)
 	t.Logf("killed: %d Parquet objects under the table written by no committed snapshot (the killed attempt's files, left for a cleanup)", e.orphans(t, "ml.training_kill"))
 

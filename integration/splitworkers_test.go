@@ -67,20 +67,7 @@ func TestSplitAcrossWorkers(t *testing.T) {
 	three := e.split(t, store, "kill", swGroups, pwRows, func(ctx context.Context, childID string) {
 		killed = e.killOnStartedGroup(t, ctx, childID, split.SplitGroupActivity, a, b)
 	})
-	survivor := a
-	if killed.worker == a {
-		survivor = b
-	}
-	g := three.group(killed.activityID)
-	switch {
-	case g == nil:
-		t.Fatalf("killed: no group with activity id %s in the history", killed.activityID)
-	case g.attempt < 2 || g.identity != survivor.identity:
-		t.Errorf("killed: group %v finished on attempt %d by %s; want a later attempt by the survivor %s", g.buckets, g.attempt, g.identity, survivor.identity)
-	default:
-		t.Logf("killed: worker %s (pid %d) SIGKILLed in group %v; the group finished on attempt %d by %s, started %.1f s after the kill (heartbeat timeout %v + retry backoff)",
-			killed.worker.name, killed.worker.pid(), g.buckets, g.attempt, survivor.name, g.started.Sub(killed.at).Seconds(), pwHeartbeat)
-	}
+	wantRedoneBySurvivor(t, three.groups, killed, a, b)
 	wantSums(t, "killed", three.sums, want)
 	// The history with a group redone replays against this code.
 	replayer := sdkworker.NewWorkflowReplayer()
