@@ -126,6 +126,36 @@ func (r *Registry) Revert(ctx context.Context, name, alias, from, to string, by 
 	})
 }
 
+// PromoteIf points alias at version by compare-and-swap on what it
+// names: only while it still names from ("" for an alias never set), so
+// a promotion decided against one production version never overwrites
+// another that someone deployed meanwhile. If the alias already names
+// version, PromoteIf succeeds without a new history entry (a retry is
+// harmless); if it names anything else, it fails with [ErrConcurrentMove]
+// and changes nothing.
+func (r *Registry) PromoteIf(ctx context.Context, name, alias, from, version string, by Actor, reason string) (Move, error) {
+	if err := validateAlias(name, alias); err != nil {
+		return Move{}, err
+	}
+	if _, err := r.Get(ctx, name, version); err != nil {
+		return Move{}, fmt.Errorf("models: promote %s@%s to %s: %w", name, version, alias, err)
+	}
+	return r.move(ctx, name, alias, "promote", by, reason, true, func(cur aliasState) (string, error) {
+		if cur.Version != version && cur.Version != from {
+			return "", fmt.Errorf("%w: %s of %s names %s (move #%d), not %s as when the promotion was decided",
+				ErrConcurrentMove, alias, name, cmpOrNone(cur.Version), cur.Seq, cmpOrNone(from))
+		}
+		return version, nil
+	})
+}
+
+func cmpOrNone(v string) string {
+	if v == "" {
+		return "no version"
+	}
+	return v
+}
+
 // move records and applies one move of alias to the version decide picks
 // from the alias's current state.
 func (r *Registry) move(ctx context.Context, name, alias, kind string, by Actor, reason string, retry bool,
