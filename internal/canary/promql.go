@@ -1,0 +1,133 @@
+package canary
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Prometheus queries the HTTP API of a Prometheus server
+// (/api/v1/query): the checks' one number per evaluation.
+type Prometheus struct {
+	URL  string       // http(s)://host:port[/prefix]
+	HTTP *http.Client // nil: a client with a 10 s timeout
+}
+
+// QueryError is a query Prometheus refused (a bad query, 400 or 422):
+// asking again gets the same answer.
+type QueryError struct {
+	Query, Type, Message string
+}
+
+func (e *QueryError) Error() string {
+	return fmt.Sprintf("prometheus refused query %q: %s: %s", e.Query, e.Type, e.Message)
+}
+
+// maxResponse bounds what is read of an answer: a check's query returns
+// one series, so a huge answer is a query that selects too much.
+const maxResponse = 4 << 20
+
+type apiResponse struct {
+	Status    string          `json:"status"`
+	ErrorType string          `json:"errorType"`
+	Error     string          `json:"error"`
+	Data      json.RawMessage `json:"data"`
+}
+
+type queryData struct {
+	ResultType string          `json:"resultType"`
+	Result     json.RawMessage `json:"result"`
+}
+
+type vectorSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"`
+}
+
+// Query evaluates q at time at and returns its one value: nil when it
+// returns no series. A query that returns more than one series is an
+// error (a check compares one number; aggregate with sum or avg).
+func (p Prometheus) Query(ctx context.Context, q string, at time.Time) (*float64, error) {
+	form := url.Values{"query": {q}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}}
+	endpoint := strings.TrimRight(p.URL, "/") + "/api/v1/query"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus query: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	client := p.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err // its message repeats the URL; the caller names the server
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prometheus query %q: %w", q, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus query %q: read answer: %w", q, err)
+	}
+	if len(body) > maxResponse {
+		return nil, &QueryError{Query: q, Type: "too_large", Message: fmt.Sprintf("answer over %d bytes; a check's query must return one series", maxResponse)}
+	}
+	var r apiResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("prometheus query %q: HTTP %d, not the Prometheus API's JSON: %w", q, resp.StatusCode, err)
+	}
+	if r.Status != "success" {
+		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity {
+			return nil, &QueryError{Query: q, Type: r.ErrorType, Message: r.Error}
+		}
+		return nil, fmt.Errorf("prometheus query %q: HTTP %d: %s: %s", q, resp.StatusCode, r.ErrorType, r.Error)
+	}
+	var d queryData
+	if err := json.Unmarshal(r.Data, &d); err != nil {
+		return nil, fmt.Errorf("prometheus query %q: decode data: %w", q, err)
+	}
+	switch d.ResultType {
+	case "scalar":
+		var v [2]any
+		if err := json.Unmarshal(d.Result, &v); err != nil {
+			return nil, fmt.Errorf("prometheus query %q: decode scalar: %w", q, err)
+		}
+		return sampleValue(q, v[1])
+	case "vector":
+		var vs []vectorSample
+		if err := json.Unmarshal(d.Result, &vs); err != nil {
+			return nil, fmt.Errorf("prometheus query %q: decode vector: %w", q, err)
+		}
+		switch len(vs) {
+		case 0:
+			return nil, nil
+		case 1:
+			return sampleValue(q, vs[0].Value[1])
+		}
+		return nil, &QueryError{Query: q, Type: "many_series", Message: fmt.Sprintf("%d series (%v, ...); a check compares one number: aggregate them (sum, avg, histogram_quantile over sum by (le))", len(vs), vs[0].Metric)}
+	}
+	return nil, &QueryError{Query: q, Type: "result_type", Message: fmt.Sprintf("a %s result; a check wants an instant vector or a scalar", d.ResultType)}
+}
+
+// sampleValue reads a sample's value: Prometheus sends it as a string
+// ("0.042", "NaN", "+Inf").
+func sampleValue(q string, v any) (*float64, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("prometheus query %q: value %v is not a string", q, v)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus query %q: value %q: %w", q, s, err)
+	}
+	return &f, nil
+}

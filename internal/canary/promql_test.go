@@ -1,0 +1,57 @@
+package canary
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPrometheusAnswers reads the API's answer shapes; the integration
+// tests query a real Prometheus server.
+func TestPrometheusAnswers(t *testing.T) {
+	answers := map[string]struct {
+		code int
+		body string
+	}{
+		"one":    {200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"0.25"]}]}}`},
+		"none":   {200, `{"status":"success","data":{"resultType":"vector","result":[]}}`},
+		"many":   {200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"v":"1"},"value":[1,"1"]},{"metric":{"v":"2"},"value":[1,"2"]}]}}`},
+		"scalar": {200, `{"status":"success","data":{"resultType":"scalar","result":[1,"NaN"]}}`},
+		"bad":    {400, `{"status":"error","errorType":"bad_data","error":"parse error"}`},
+		"down":   {503, `{"status":"error","errorType":"unavailable","error":"starting"}`},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/query" || r.FormValue("time") == "" {
+			http.Error(w, "bad request", 404)
+			return
+		}
+		a := answers[r.FormValue("query")]
+		w.WriteHeader(a.code)
+		w.Write([]byte(a.body))
+	}))
+	defer srv.Close()
+	p := Prometheus{URL: srv.URL + "/"}
+	ctx, now := t.Context(), time.Now()
+	if v, err := p.Query(ctx, "one", now); err != nil || v == nil || *v != 0.25 {
+		t.Errorf("one: %v, %v", v, err)
+	}
+	if v, err := p.Query(ctx, "none", now); err != nil || v != nil {
+		t.Errorf("none: %v, %v", v, err)
+	}
+	if v, err := p.Query(ctx, "scalar", now); err != nil || v == nil || *v == *v {
+		t.Errorf("scalar NaN: %v, %v", v, err)
+	}
+	var qe *QueryError
+	if _, err := p.Query(ctx, "many", now); !errors.As(err, &qe) || !strings.Contains(err.Error(), "2 series") {
+		t.Errorf("many: %v", err)
+	}
+	if _, err := p.Query(ctx, "bad", now); !errors.As(err, &qe) || qe.Type != "bad_data" {
+		t.Errorf("bad: %v", err)
+	}
+	if _, err := p.Query(ctx, "down", now); err == nil || errors.As(err, &qe) {
+		t.Errorf("down is retryable: %v", err)
+	}
+}

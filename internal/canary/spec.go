@@ -1,0 +1,312 @@
+package canary
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/internal/gate"
+	"github.com/retrain-ml/retrain/internal/number"
+)
+
+// Placeholders a check's query may hold: the version whose series it
+// selects (the canary's, or production's for the comparison) and that
+// version's alias. In a spec they are written $${version} and $${alias},
+// since ${...} there is a reference the run resolves.
+const (
+	VersionPlaceholder = "${version}"
+	AliasPlaceholder   = "${alias}"
+)
+
+// What a check does with a query that returns no data.
+const (
+	NoDataFail   = "fail"   // the check is breached: no data, no promotion
+	NoDataIgnore = "ignore" // the evaluation does not count, either way
+)
+
+// DefaultInterval is how often checks run during a bake when the spec
+// does not say.
+const DefaultInterval = 30 * time.Second
+
+// Step is one traffic step: the canary's share of traffic, and how long
+// it bakes there (0: not at all, the checks are not run).
+type Step struct {
+	Percent float64       `json:"percent"`
+	Bake    time.Duration `json:"bake"`
+}
+
+// Check is one check on live metrics.
+type Check struct {
+	Name  string `json:"name"`
+	Query string `json:"query"`
+	// Threshold is the gate's: exactly one of min, max,
+	// min_absolute_change, min_relative_change (the last two compare with
+	// production's value of the same query).
+	Threshold gate.Threshold `json:"threshold"`
+	// CountQuery, when set, says how many events the value stands on (the
+	// canary's impressions, say); the check cannot pass below MinCount.
+	CountQuery string  `json:"count_query,omitempty"`
+	MinCount   float64 `json:"min_count,omitempty"`
+	// MinSamples is how many evaluations with data a step needs before
+	// the check can pass at its end.
+	MinSamples int    `json:"min_samples"`
+	OnNoData   string `json:"on_no_data"`
+}
+
+// Relative reports whether the check compares with production.
+func (c Check) Relative() bool {
+	return c.Threshold.MinAbsoluteChange != nil || c.Threshold.MinRelativeChange != nil
+}
+
+// ThresholdText says the threshold as written: "max 0.01",
+// "min_relative_change -0.02 (higher_is_better)".
+func (c Check) ThresholdText() string {
+	t := c.Threshold
+	var s string
+	switch {
+	case t.Min != nil:
+		s = "min " + fmtNum(*t.Min)
+	case t.Max != nil:
+		s = "max " + fmtNum(*t.Max)
+	case t.MinAbsoluteChange != nil:
+		s = "min_absolute_change " + fmtNum(*t.MinAbsoluteChange)
+	case t.MinRelativeChange != nil:
+		s = "min_relative_change " + fmtNum(*t.MinRelativeChange)
+	}
+	if t.Direction != "" {
+		s += " (" + string(t.Direction) + ")"
+	}
+	return s
+}
+
+// QueryFor is the check's query for one version under alias.
+func QueryFor(query, version, alias string) string {
+	return strings.NewReplacer(VersionPlaceholder, version, AliasPlaceholder, alias).Replace(query)
+}
+
+// Spec is what a canary walks and checks.
+type Spec struct {
+	Steps         []Step        `json:"steps"`
+	Checks        []Check       `json:"checks"`
+	Interval      time.Duration `json:"interval"`
+	PrometheusURL string        `json:"prometheus_url"`
+}
+
+// checkKeys are the keys of a check other than its threshold's.
+var checkKeys = []string{"name", "query", "count_query", "min_count", "min_samples", "on_no_data"}
+
+// thresholdKeys are the gate's threshold keys; a check sets exactly one.
+var thresholdKeys = []string{"min", "max", "min_absolute_change", "min_relative_change"}
+
+// ParseSteps reads a canary's steps: a list of {percent, bake}, percents
+// increasing in (0, 100], the last one 100.
+func ParseSteps(v any) ([]Step, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		return nil, fmt.Errorf("steps: want a list of {percent, bake} ending at percent 100, got %s", describe(v))
+	}
+	steps := make([]Step, 0, len(list))
+	for i, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("steps[%d]: want {percent, bake}, got %s", i, describe(item))
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if k != "percent" && k != "bake" {
+				return nil, fmt.Errorf("steps[%d]: unknown key %q (want percent, bake)", i, k)
+			}
+		}
+		p, err := number.Figure(m["percent"])
+		if err != nil || m["percent"] == nil {
+			return nil, fmt.Errorf("steps[%d].percent: want a number in (0, 100], got %s", i, describe(m["percent"]))
+		}
+		if !(p > 0 && p <= 100) {
+			return nil, fmt.Errorf("steps[%d].percent: %s is not in (0, 100]", i, fmtNum(p))
+		}
+		if i > 0 && p <= steps[i-1].Percent {
+			return nil, fmt.Errorf("steps[%d].percent: %s does not increase on steps[%d]'s %s", i, fmtNum(p), i-1, fmtNum(steps[i-1].Percent))
+		}
+		s := Step{Percent: p}
+		if b, ok := m["bake"]; ok && b != nil {
+			text, ok := b.(string)
+			if !ok {
+				return nil, fmt.Errorf("steps[%d].bake: want a duration such as 30m, got %s", i, describe(b))
+			}
+			if s.Bake, err = dags.ParseDuration(text); err != nil {
+				return nil, fmt.Errorf("steps[%d].bake: %w", i, err)
+			}
+			if s.Bake < 0 {
+				return nil, fmt.Errorf("steps[%d].bake: %s is negative", i, text)
+			}
+		}
+		steps = append(steps, s)
+	}
+	if last := steps[len(steps)-1]; last.Percent != 100 {
+		return nil, fmt.Errorf("steps: the last step's percent is %s; it must be 100 (where the canary is promoted)", fmtNum(last.Percent))
+	}
+	if !slices.ContainsFunc(steps, func(s Step) bool { return s.Bake > 0 }) {
+		return nil, errors.New("steps: no step bakes, so no check would ever run; give a step a bake")
+	}
+	return steps, nil
+}
+
+// ParseChecks reads a canary's checks: a list of {name, query, one
+// threshold, ...}.
+func ParseChecks(v any) ([]Check, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) == 0 {
+		return nil, fmt.Errorf("checks: want a list of {name, query, one of %s}, got %s", strings.Join(thresholdKeys, "/"), describe(v))
+	}
+	var checks []Check
+	seen := map[string]bool{}
+	for i, item := range list {
+		c, err := parseCheck(item)
+		if err != nil {
+			return nil, fmt.Errorf("checks[%d]: %w", i, err)
+		}
+		if seen[c.Name] {
+			return nil, fmt.Errorf("checks[%d].name: %q is taken by another check", i, c.Name)
+		}
+		seen[c.Name] = true
+		checks = append(checks, c)
+	}
+	return checks, nil
+}
+
+func parseCheck(item any) (Check, error) {
+	m, ok := item.(map[string]any)
+	if !ok {
+		return Check{}, fmt.Errorf("want {name, query, threshold}, got %s", describe(item))
+	}
+	known := append(slices.Clone(checkKeys), append(thresholdKeys, "direction")...)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(known, k) {
+			return Check{}, fmt.Errorf("unknown key %q (want %s)", k, strings.Join(known, ", "))
+		}
+	}
+	c := Check{MinSamples: 1, OnNoData: NoDataFail}
+	var err error
+	if c.Name, err = stringField(m, "name", true); err != nil {
+		return Check{}, err
+	}
+	if c.Query, err = stringField(m, "query", true); err != nil {
+		return Check{}, err
+	}
+	if c.CountQuery, err = stringField(m, "count_query", false); err != nil {
+		return Check{}, err
+	}
+	if v, ok := m["min_count"]; ok {
+		if c.MinCount, err = number.Figure(v); err != nil || c.MinCount < 0 || v == nil {
+			return Check{}, fmt.Errorf("min_count: want a number >= 0, got %s", describe(v))
+		}
+		if c.CountQuery == "" {
+			return Check{}, errors.New("min_count needs count_query: the query that counts the events the value stands on")
+		}
+	}
+	if v, ok := m["min_samples"]; ok {
+		f, err := number.Figure(v)
+		if err != nil || v == nil || f < 1 || f != float64(int(f)) {
+			return Check{}, fmt.Errorf("min_samples: want a whole number >= 1, got %s", describe(v))
+		}
+		c.MinSamples = int(f)
+	}
+	if v, ok := m["on_no_data"]; ok {
+		if s, _ := v.(string); s != NoDataFail && s != NoDataIgnore {
+			return Check{}, fmt.Errorf("on_no_data: want %s or %s, got %s", NoDataFail, NoDataIgnore, describe(v))
+		}
+		c.OnNoData = v.(string)
+	}
+	th := map[string]any{}
+	n := 0
+	for _, k := range append([]string{"direction"}, thresholdKeys...) {
+		if v, ok := m[k]; ok {
+			th[k] = v
+			if k != "direction" {
+				n++
+			}
+		}
+	}
+	if n != 1 {
+		return Check{}, fmt.Errorf("want exactly one threshold of %s, got %d", strings.Join(thresholdKeys, ", "), n)
+	}
+	cfg, err := gate.ParseConfig(map[string]any{"metrics": map[string]any{c.Name: th}})
+	if err != nil {
+		return Check{}, err
+	}
+	c.Threshold = cfg.Metrics[c.Name]
+	return c, nil
+}
+
+// CheckPrometheusURL refuses what is not an http(s) URL with a host.
+func CheckPrometheusURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("prometheus_url %q: want the http(s) URL of a Prometheus server, such as http://prometheus:9090", s)
+	}
+	if u.User != nil {
+		return fmt.Errorf("prometheus_url: user information in the URL is not supported (it would be recorded with the run)")
+	}
+	return nil
+}
+
+// ParseSpec reads a whole spec; interval "" is DefaultInterval.
+func ParseSpec(steps, checks any, interval, prometheusURL string) (Spec, error) {
+	s := Spec{Interval: DefaultInterval, PrometheusURL: prometheusURL}
+	var err error
+	if s.Steps, err = ParseSteps(steps); err != nil {
+		return Spec{}, err
+	}
+	if s.Checks, err = ParseChecks(checks); err != nil {
+		return Spec{}, err
+	}
+	if interval != "" {
+		if s.Interval, err = dags.ParseDuration(interval); err != nil {
+			return Spec{}, fmt.Errorf("interval: %w", err)
+		}
+		if s.Interval < time.Second {
+			return Spec{}, fmt.Errorf("interval: %s is under 1s", interval)
+		}
+	}
+	if err := CheckPrometheusURL(prometheusURL); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+func stringField(m map[string]any, key string, required bool) (string, error) {
+	v, ok := m[key]
+	if !ok || v == nil {
+		if required {
+			return "", fmt.Errorf("%s is required", key)
+		}
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok || strings.TrimSpace(s) == "" {
+		return "", fmt.Errorf("%s: want a non-empty string, got %s", key, describe(v))
+	}
+	return s, nil
+}
+
+func describe(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "nothing"
+	case string:
+		return fmt.Sprintf("%q", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a map"
+	default:
+		return fmt.Sprintf("%v (%T)", v, v)
+	}
+}
+
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }

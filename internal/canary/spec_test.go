@@ -1,0 +1,97 @@
+package canary
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStepsRefusesBadSteps(t *testing.T) {
+	step := func(p any, bake string) map[string]any {
+		m := map[string]any{"percent": p}
+		if bake != "" {
+			m["bake"] = bake
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		steps []any
+		want  string
+	}{
+		{[]any{step(5.0, "1m"), step(50.0, "")}, "must be 100"},
+		{[]any{step(25.0, "1m"), step(5.0, "1m"), step(100.0, "")}, "does not increase"},
+		{[]any{step(0.0, "1m"), step(100.0, "")}, "not in (0, 100]"},
+		{[]any{step(150.0, "1m")}, "not in (0, 100]"},
+		{[]any{step(5.0, "soon"), step(100.0, "")}, "steps[0].bake"},
+		{[]any{step(5.0, ""), step(100.0, "")}, "no step bakes"},
+		{[]any{map[string]any{"percent": 5.0, "weight": 3.0}}, `unknown key "weight"`},
+		{nil, "want a list"},
+	} {
+		_, err := ParseSteps(tc.steps)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseSteps(%v) = %v, want an error with %q", tc.steps, err, tc.want)
+		}
+	}
+	steps, err := ParseSteps([]any{step(5.0, "30m"), step(25.0, "1h"), step(100.0, "")})
+	if err != nil || len(steps) != 3 || steps[1].Bake != time.Hour || steps[2].Percent != 100 || steps[2].Bake != 0 {
+		t.Fatalf("ParseSteps = %+v, %v", steps, err)
+	}
+}
+
+func TestParseChecks(t *testing.T) {
+	ok := map[string]any{"name": "ctr", "query": `sum(rate(clicks_total{version="${version}"}[5m]))`,
+		"direction": "higher_is_better", "min_relative_change": -0.02, "count_query": "x", "min_count": 1000.0, "min_samples": 3.0}
+	checks, err := ParseChecks([]any{ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checks[0]
+	if !c.Relative() || c.MinSamples != 3 || c.MinCount != 1000 || c.OnNoData != NoDataFail || c.ThresholdText() != "min_relative_change -0.02 (higher_is_better)" {
+		t.Fatalf("check = %+v (%s)", c, c.ThresholdText())
+	}
+	for _, tc := range []struct {
+		check map[string]any
+		want  string
+	}{
+		{map[string]any{"name": "a", "query": "q"}, "exactly one threshold"},
+		{map[string]any{"name": "a", "query": "q", "max": 1.0, "min": 0.0}, "exactly one threshold"},
+		{map[string]any{"name": "a", "max": 1.0}, "query is required"},
+		{map[string]any{"name": "a", "query": "q", "min_relative_change": -0.1}, "direction: required"},
+		{map[string]any{"name": "a", "query": "q", "max": 1.0, "min_count": 5.0}, "min_count needs count_query"},
+		{map[string]any{"name": "a", "query": "q", "max": 1.0, "on_no_data": "pass"}, "on_no_data"},
+		{map[string]any{"name": "a", "query": "q", "max": 1.0, "min_samples": 0.0}, "min_samples"},
+		{map[string]any{"name": "a", "query": "q", "absolute": 1.0}, `unknown key "absolute"`},
+	} {
+		_, err := ParseChecks([]any{tc.check})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseChecks(%v) = %v, want an error with %q", tc.check, err, tc.want)
+		}
+	}
+	if _, err := ParseChecks([]any{ok, ok}); err == nil || !strings.Contains(err.Error(), "taken") {
+		t.Errorf("two checks of one name: %v", err)
+	}
+}
+
+func TestParseSpecURL(t *testing.T) {
+	steps := []any{map[string]any{"percent": 100.0, "bake": "1m"}}
+	checks := []any{map[string]any{"name": "a", "query": "q", "max": 1.0}}
+	for _, u := range []string{"", "prometheus:9090", "ftp://x", "http://user:pw@x:9090"} {
+		if _, err := ParseSpec(steps, checks, "", u); err == nil || !strings.Contains(err.Error(), "prometheus_url") {
+			t.Errorf("prometheus_url %q: %v", u, err)
+		}
+	}
+	s, err := ParseSpec(steps, checks, "", "http://localhost:9090")
+	if err != nil || s.Interval != DefaultInterval {
+		t.Fatalf("ParseSpec = %+v, %v", s, err)
+	}
+	if _, err := ParseSpec(steps, checks, "100ms", "http://localhost:9090"); err == nil {
+		t.Error("an interval under 1s was accepted")
+	}
+}
+
+func TestQueryFor(t *testing.T) {
+	got := QueryFor(`sum(rate(x{version="${version}",alias="${alias}"}[1m]))`, "v7", "canary")
+	if got != `sum(rate(x{version="v7",alias="canary"}[1m]))` {
+		t.Fatal(got)
+	}
+}
