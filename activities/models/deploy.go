@@ -149,38 +149,9 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 	}
 	log := m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "model", w.Model)
 
-	var v models.Version
-	if w.Dir != "" && !strings.HasPrefix(w.Dir, "s3://") {
-		// A starter must not copy what it likes off the worker into the store.
-		if err := m.Env.CheckPath("dir", w.Dir); err != nil {
-			return DeployOutputs{}, err
-		}
-	}
-	if w.Dir != "" {
-		dir, cleanup, err := objects.LocalDir(ctx, m.Store, w.Dir)
-		if err != nil {
-			return DeployOutputs{}, err
-		}
-		defer cleanup()
-		artifacts, err := models.DirArtifacts(dir)
-		if err != nil {
-			return DeployOutputs{}, nodetype.Permanent(errtype.BadInput, "dir: %v", err)
-		}
-		if len(artifacts) == 0 {
-			return DeployOutputs{}, nodetype.Permanent(errtype.BadInput, "dir %s holds no files", w.Dir)
-		}
-		v, err = reg.Register(ctx, w.Model, artifacts, w.Version, models.Meta{
-			Metrics: metrics, DataSnapshots: w.DataSnapshots, PipelineRun: in.RunID, Labels: w.Labels,
-			LogicalTime: in.LogicalTime,
-		})
-		if err != nil {
-			return DeployOutputs{}, modelsError(err)
-		}
-		log.Info("candidate registered", "version", v.Version, "checksum", v.Checksum)
-	} else {
-		if v, err = reg.Get(ctx, w.Model, w.Version); err != nil {
-			return DeployOutputs{}, modelsError(err)
-		}
+	v, err := m.candidate(ctx, in, w, metrics, log)
+	if err != nil {
+		return DeployOutputs{}, err
 	}
 	if m.afterRegister != nil {
 		m.afterRegister()
@@ -235,6 +206,59 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 	out.WebhooksFailed = len(out.Webhooks) - out.WebhooksOK
 	out.Summary = out.summary()
 	return out, nil
+}
+
+// Candidate is the version a deploy-like node (the canary) acts on: the
+// files of w.Dir registered as a version of w.Model (or found, if the
+// same files already are one), or the registered w.Version. Bad input
+// fails as BadInput.
+func (m *Models) Candidate(ctx context.Context, in nodetype.Input, w DeployWith) (models.Version, error) {
+	metrics, err := metricValues(w.Metrics)
+	if err != nil {
+		return models.Version{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	return m.candidate(ctx, in, w, metrics, m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "model", w.Model))
+}
+
+func (m *Models) candidate(ctx context.Context, in nodetype.Input, w DeployWith, metrics map[string]float64, log *slog.Logger) (models.Version, error) {
+	reg, err := m.registry()
+	if err != nil {
+		return models.Version{}, err
+	}
+	var v models.Version
+	if w.Dir != "" && !strings.HasPrefix(w.Dir, "s3://") {
+		// A starter must not copy what it likes off the worker into the store.
+		if err := m.Env.CheckPath("dir", w.Dir); err != nil {
+			return models.Version{}, err
+		}
+	}
+	if w.Dir != "" {
+		dir, cleanup, err := objects.LocalDir(ctx, m.Store, w.Dir)
+		if err != nil {
+			return models.Version{}, err
+		}
+		defer cleanup()
+		artifacts, err := models.DirArtifacts(dir)
+		if err != nil {
+			return models.Version{}, nodetype.Permanent(errtype.BadInput, "dir: %v", err)
+		}
+		if len(artifacts) == 0 {
+			return models.Version{}, nodetype.Permanent(errtype.BadInput, "dir %s holds no files", w.Dir)
+		}
+		v, err = reg.Register(ctx, w.Model, artifacts, w.Version, models.Meta{
+			Metrics: metrics, DataSnapshots: w.DataSnapshots, PipelineRun: in.RunID, Labels: w.Labels,
+			LogicalTime: in.LogicalTime,
+		})
+		if err != nil {
+			return models.Version{}, modelsError(err)
+		}
+		log.Info("candidate registered", "version", v.Version, "checksum", v.Checksum)
+	} else {
+		if v, err = reg.Get(ctx, w.Model, w.Version); err != nil {
+			return models.Version{}, modelsError(err)
+		}
+	}
+	return v, nil
 }
 
 // superseded is a deploy's outputs when the alias names a version trained

@@ -113,3 +113,17 @@ func TypesWith(d Deps) []nodetype.Type {
 	m := &Models{Store: d.Store, Logger: d.Logger, Env: d.Env}
 	return []nodetype.Type{m.deployType(), m.rollbackModelType()}
 }
+
+// Registry is the model registry on the worker's object store, for node
+// types that move aliases the way deploy does (the canary); it fails as
+// NoObjectStore without a store.
+func (m *Models) Registry() (*models.Registry, error) { return m.registry() }
+
+// Actor is who moves an alias on behalf of node in's run: a retry of the
+// node recognises its own earlier moves by it.
+func Actor(in nodetype.Input) models.Actor { return actor(in) }
+
+// RegistryError maps a registry error to the node's error as deploy does:
+// bad names and missing versions are BadInput, a concurrent move is
+// ConcurrentMove; both are not retried.
+func RegistryError(err error) error { return modelsError(err) }

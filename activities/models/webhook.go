@@ -196,3 +196,45 @@ func displayURL(s string) string {
 	u.Fragment = ""
 	return u.String()
 }
+
+// PostJSON POSTs body as JSON to every hook at once, as a deploy's
+// webhooks are sent (attempts each, retried with backoff, ${secret.NAME}
+// resolved on the worker and masked in errors), and reports each outcome.
+// path names the hooks' list in the node's `with` block ("webhooks").
+func (m *Models) PostJSON(ctx context.Context, path string, hooks []string, attempts int, body any, log *slog.Logger) []WebhookResult {
+	b, err := json.Marshal(body)
+	results := make([]WebhookResult, len(hooks))
+	if err != nil {
+		for i, h := range hooks {
+			results[i] = WebhookResult{URL: displayURL(h), Error: "encode body: " + err.Error()}
+		}
+		return results
+	}
+	var wg sync.WaitGroup
+	for i, hook := range hooks {
+		wg.Go(func() {
+			results[i] = m.post(ctx, dags.PointerTo(path, strconv.Itoa(i)), hook, b, attempts)
+			if r := results[i]; r.Error != "" {
+				log.Warn("webhook failed", "url", r.URL, "attempts", r.Attempts, "error", r.Error)
+			} else {
+				log.Info("webhook notified", "url", r.URL, "status", r.Status, "attempts", r.Attempts)
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// CheckWebhook refuses, before any run, a webhook that is not an http(s)
+// URL or holds a secret in its host.
+func CheckWebhook(s string) error {
+	if !dags.HasRef(s) {
+		if err := checkWebhook(s); err != nil {
+			return err
+		}
+	}
+	if from, to := hostRange(s); strings.Contains(s[from:to], "${secret.") {
+		return fmt.Errorf("webhook %q: a secret may not be in the host; put it in the path, query or user information", displayURL(s))
+	}
+	return nil
+}
