@@ -30,6 +30,10 @@ const (
 	CheckFailed = "CheckFailed"
 	// GateRejected: a gate with on_reject: fail did not pass.
 	GateRejected = "GateRejected"
+	// CanaryRolledBack: a canary deploy was rolled back (a check on live
+	// metrics breached, or a human rejected it). Not retried; its details
+	// hold the node's outputs.
+	CanaryRolledBack = "CanaryRolledBack"
 	// NoObjectStore: the worker has no object store configured.
 	NoObjectStore = "NoObjectStore"
 	// ConcurrentMove: a rollback found the alias moved by someone else since
