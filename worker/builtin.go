@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	"github.com/retrain-ml/retrain/activities/checkpoint"
 	"github.com/retrain-ml/retrain/activities/command"
 	"github.com/retrain-ml/retrain/activities/evaluate"
@@ -59,6 +60,9 @@ func builtin(d deps) []nodetype.Type {
 	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, evaluate.TypeWith(evaluate.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, gate.Types(d.Store)...)
+	types = append(types, canarynode.Type(&canarynode.Activities{
+		Models: &models.Models{Store: d.Store, Logger: d.Logger, Env: d.Env}, Logger: d.Logger,
+	}))
 	return types
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	"github.com/retrain-ml/retrain/activities/gate"
 	"github.com/retrain-ml/retrain/activities/models"
 	"github.com/retrain-ml/retrain/dags"
@@ -42,6 +43,10 @@ const (
 	MetricGPUsLeased     = "retrain_gpus_leased"             // gauge
 )
 
+// MetricCanaryDecisions is counted by the canary workflow itself, when it
+// decides: decision (promoted, approved, rolled_back, rejected, refused).
+const MetricCanaryDecisions = canarynode.MetricDecisions
+
 // metricsHelp is the HELP text of retrain's metrics as exported.
 var metricsHelp = map[string]string{
 	MetricRuns:                      "Pipeline runs finished, by pipeline and status.",
@@ -50,6 +55,7 @@ var metricsHelp = map[string]string{
 	MetricNodeRetries:               "Node activity attempts after the first, by node type.",
 	MetricGateDecisions:             "Gate decisions: passed, rejected, or approved (a rejected candidate forced through).",
 	MetricDeploys:                   "Deploy node attempts, by status.",
+	MetricCanaryDecisions:           "Canary deploy decisions: promoted, approved, rolled_back, rejected, refused (production moved meanwhile).",
 	MetricRollbacks:                 "rollback_model node attempts, by status.",
 	MetricGPUUtilization:            "GPU utilization in percent from NVML, by GPU UUID (GPU workers only).",
 	MetricGPUsLeased:                "GPUs currently leased to running steps (GPU workers only).",

@@ -317,6 +317,9 @@ func failState(ctx workflow.Context, state *runs.NodeState, attempts int32, err 
 	}
 	state.StartedAt, state.EndedAt = state.ScheduledAt, &now
 	state.Status, state.Attempts, state.Error = runs.NodeFailed, attempts, err.Error()
+	if out := failureOutputs(err); out != nil {
+		state.Outputs = out
+	}
 	if temporal.IsCanceledError(err) {
 		state.Status, state.Error, state.Reason = runs.NodeCancelled, "", "cancelled while running"
 	}

@@ -1,0 +1,295 @@
+package canary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/retrain-ml/retrain/activities/models"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/canary"
+	regmodels "github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// Activities are the canary's steps that do I/O: the registry, the
+// webhooks and Prometheus.
+type Activities struct {
+	Models *models.Models // the registry, webhooks and secrets, as deploy's
+	Logger *slog.Logger
+	// HTTP queries Prometheus; nil: a client with a 10 s timeout.
+	HTTP *http.Client
+}
+
+// Plan is what the start activity settled: the spec, parsed, and the
+// versions the canary is between.
+type Plan struct {
+	Spec            canary.Spec `json:"spec"`
+	Model           string      `json:"model"`
+	Version         string      `json:"version"`
+	Alias           string      `json:"alias"`
+	ProductionAlias string      `json:"production_alias"`
+	// Production is what the production alias named when the canary
+	// started: the promotion is a compare-and-swap from it.
+	Production string `json:"production"`
+	// CanaryPrevious is what the canary alias named before.
+	CanaryPrevious string `json:"canary_previous"`
+	Webhooks       int    `json:"webhooks"`
+}
+
+// Split is one traffic split the serving system is told about.
+type Split struct {
+	Percent float64 `json:"percent"`
+	// Event says why: step, promoted, rolled_back.
+	Event string `json:"event"`
+}
+
+// StepInput is the input of the traffic, evaluate and decide activities:
+// the node's input (its with block, secrets) and the plan.
+type StepInput struct {
+	In    nodetype.Input `json:"in"`
+	Plan  Plan           `json:"plan"`
+	Split Split          `json:"split"`
+	// Promote: the decide activity promotes (else it rolls back).
+	Promote bool   `json:"promote"`
+	Reason  string `json:"reason"`
+}
+
+// WebhookCalls is what the traffic and decide activities report of their
+// webhooks.
+type WebhookCalls struct {
+	Results []models.WebhookResult `json:"results"`
+}
+
+// Decided is the decide activity's result.
+type Decided struct {
+	WebhookCalls
+	// Refused is set when production had moved since the canary started:
+	// nothing was promoted, the canary was rolled back.
+	Refused string `json:"refused,omitempty"`
+	// CanaryLeft is set when the canary alias had moved meanwhile too and
+	// was left alone.
+	CanaryLeft string `json:"canary_left,omitempty"`
+	Seq        int64  `json:"seq"`
+}
+
+func (a *Activities) log(in nodetype.Input) *slog.Logger {
+	l := a.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return l.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)
+}
+
+func decode(in nodetype.Input) (With, canary.Spec, error) {
+	w, err := nodetype.DecodeWith[With](in.With)
+	if err != nil {
+		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "node %s (type canary): %v", in.Node, err)
+	}
+	if err := checkCanary(in.With); err != nil {
+		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	spec, err := canary.ParseSpec(in.With["steps"], in.With["checks"], w.Interval, w.PrometheusURL)
+	if err != nil {
+		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+	}
+	if w.WebhookAttempts < 1 {
+		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "webhook_attempts must be at least 1, got %d", w.WebhookAttempts)
+	}
+	for _, f := range []struct{ name, v string }{{"model", w.Model}, {"alias", w.Alias}, {"production_alias", w.ProductionAlias}} {
+		if err := regmodels.ValidateName(f.name, f.v); err != nil {
+			return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
+		}
+	}
+	if w.Alias == w.ProductionAlias {
+		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "alias %q is the production alias: the canary needs an alias of its own", w.Alias)
+	}
+	return w, spec, nil
+}
+
+// Start validates the node's input, registers or finds the candidate,
+// reads production and moves the canary alias to the candidate. A retry
+// after a crash finds its own earlier move and moves nothing again.
+func (a *Activities) Start(ctx context.Context, in nodetype.Input) (Plan, error) {
+	ctx = nodetype.WithSecretRefs(ctx, in.Secrets)
+	w, spec, err := decode(in)
+	if err != nil {
+		return Plan{}, err
+	}
+	if a.Models == nil {
+		return Plan{}, nodetype.Permanent(errtype.NoObjectStore, "the canary needs the model registry: this worker has no object store")
+	}
+	v, err := a.Models.Candidate(ctx, in, models.DeployWith{Model: w.Model, Dir: w.Dir, Version: w.Version, Metrics: w.Metrics})
+	if err != nil {
+		return Plan{}, err
+	}
+	reg, err := a.Models.Registry()
+	if err != nil {
+		return Plan{}, err
+	}
+	prod, err := reg.Resolve(ctx, w.Model+"@"+w.ProductionAlias)
+	if errors.Is(err, regmodels.ErrNotFound) {
+		return Plan{}, nodetype.Permanent(errtype.BadInput, "%s has no %s version: a canary splits traffic with production; deploy the first version with a deploy node", w.Model, w.ProductionAlias)
+	}
+	if err != nil {
+		return Plan{}, models.RegistryError(err)
+	}
+	if prod.Version == v.Version {
+		return Plan{}, nodetype.Permanent(errtype.BadInput, "%s is already %s's %s version: nothing to canary", v.Ref(), w.Model, w.ProductionAlias)
+	}
+	reason := w.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("canary by node %s of pipeline %s", in.Node, in.Pipeline)
+	}
+	by := models.Actor(in)
+	mv, err := reg.Promote(ctx, w.Model, w.Alias, v.Version, by, reason)
+	if err != nil {
+		return Plan{}, models.RegistryError(err)
+	}
+	previous := mv.From
+	if !mv.Changed && mv.Actor != by {
+		previous = v.Version // it named the candidate already, before this canary
+	}
+	a.log(in).Info("canary started", "model", w.Model, "version", v.Version, "production", prod.Version, "alias", w.Alias, "previous", previous)
+	return Plan{
+		Spec: spec, Model: w.Model, Version: v.Version, Alias: w.Alias, ProductionAlias: w.ProductionAlias,
+		Production: prod.Version, CanaryPrevious: previous, Webhooks: len(w.Webhooks),
+	}, nil
+}
+
+// splitEvent is the JSON body a traffic split is POSTed as.
+type splitEvent struct {
+	Model         string    `json:"model"`
+	Production    string    `json:"production"`
+	Canary        string    `json:"canary"`
+	CanaryPercent float64   `json:"canary_percent"`
+	Event         string    `json:"event"`
+	Pipeline      string    `json:"pipeline"`
+	Run           string    `json:"run_id"`
+	Time          time.Time `json:"time"`
+}
+
+// Traffic tells the webhooks a split. A failed webhook is reported, not
+// retried further: the canary goes on, as a deploy does.
+func (a *Activities) Traffic(ctx context.Context, s StepInput) (WebhookCalls, error) {
+	return WebhookCalls{Results: a.notify(ctx, s, s.Plan.Production, s.Plan.Version)}, nil
+}
+
+func (a *Activities) notify(ctx context.Context, s StepInput, production, canaryVersion string) []models.WebhookResult {
+	ctx = nodetype.WithSecretRefs(ctx, s.In.Secrets)
+	w, err := nodetype.DecodeWith[With](s.In.With)
+	if err != nil || len(w.Webhooks) == 0 || a.Models == nil {
+		return nil
+	}
+	ev := splitEvent{
+		Model: s.Plan.Model, Production: production, Canary: canaryVersion, CanaryPercent: s.Split.Percent,
+		Event: s.Split.Event, Pipeline: s.In.Pipeline, Run: s.In.RunID, Time: time.Now().UTC(),
+	}
+	return a.Models.PostJSON(ctx, "webhooks", w.Webhooks, max(w.WebhookAttempts, 1), ev, a.log(s.In))
+}
+
+// Evaluate runs every check's queries now and returns their samples, in
+// the spec's order. A query Prometheus refuses fails as BadInput (the
+// spec is wrong; the canary rolls back); an unreachable server is
+// retried under the node's policy.
+func (a *Activities) Evaluate(ctx context.Context, s StepInput) ([]canary.Sample, error) {
+	ctx, stop := nodetype.StartKeepAlive(ctx)
+	defer stop()
+	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP}
+	now := time.Now()
+	out := make([]canary.Sample, len(s.Plan.Spec.Checks))
+	for i, c := range s.Plan.Spec.Checks {
+		smp := canary.Sample{Time: now.UTC()}
+		var err error
+		if smp.Canary, err = a.query(ctx, p, canary.QueryFor(c.Query, s.Plan.Version, s.Plan.Alias), now); err != nil {
+			return nil, checkError(c, err)
+		}
+		if c.Relative() {
+			if smp.Production, err = a.query(ctx, p, canary.QueryFor(c.Query, s.Plan.Production, s.Plan.ProductionAlias), now); err != nil {
+				return nil, checkError(c, err)
+			}
+		}
+		if c.CountQuery != "" {
+			if smp.Count, err = a.query(ctx, p, canary.QueryFor(c.CountQuery, s.Plan.Version, s.Plan.Alias), now); err != nil {
+				return nil, checkError(c, err)
+			}
+		}
+		out[i] = smp
+	}
+	return out, nil
+}
+
+// query returns a finite value or nil: JSON has no NaN, and a ratio of
+// zero rates (0/0) is no data.
+func (a *Activities) query(ctx context.Context, p canary.Prometheus, q string, at time.Time) (*float64, error) {
+	v, err := p.Query(ctx, q, at)
+	if err != nil || v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
+		return nil, err
+	}
+	return v, nil
+}
+
+func checkError(c canary.Check, err error) error {
+	if qe, ok := errors.AsType[*canary.QueryError](err); ok {
+		return nodetype.Permanent(errtype.BadInput, "check %s: %v", c.Name, qe)
+	}
+	return fmt.Errorf("check %s: %w", c.Name, err)
+}
+
+// Decide promotes (production to the candidate, by compare-and-swap from
+// the version it named when the canary started) or rolls back (the
+// canary alias back to production's version), then tells the webhooks.
+// A promotion that finds production moved rolls back instead and says
+// so in Refused.
+func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
+	reg, err := a.Models.Registry()
+	if err != nil {
+		return Decided{}, err
+	}
+	log, by, p := a.log(s.In), models.Actor(s.In), s.Plan
+	var d Decided
+	if s.Promote {
+		mv, err := reg.PromoteIf(ctx, p.Model, p.ProductionAlias, p.Production, p.Version, by, s.Reason)
+		switch {
+		case errors.Is(err, regmodels.ErrConcurrentMove):
+			d.Refused = err.Error()
+			log.Warn("canary not promoted: production moved meanwhile", "error", err)
+		case err != nil:
+			return Decided{}, models.RegistryError(err)
+		default:
+			d.Seq = mv.Seq
+			log.Info("canary promoted", "version", p.Version, "from", p.Production, "seq", mv.Seq)
+			d.Results = a.notify(ctx, s, p.Version, p.Version)
+			return d, nil
+		}
+	}
+	// The canary alias goes back to production's version: canary and
+	// production naming one version is no split (an alias cannot be unset).
+	reason := s.Reason
+	if d.Refused != "" {
+		reason = "rolled back: " + d.Refused
+	}
+	mv, err := reg.Revert(ctx, p.Model, p.Alias, p.Version, p.Production, by, reason)
+	switch {
+	case errors.Is(err, regmodels.ErrConcurrentMove):
+		d.CanaryLeft = err.Error()
+		log.Warn("canary alias moved meanwhile; left alone", "error", err)
+	case err != nil:
+		return Decided{}, models.RegistryError(err)
+	default:
+		d.Seq = mv.Seq
+		log.Info("canary rolled back", "alias", p.Alias, "to", p.Production, "seq", mv.Seq)
+	}
+	s.Split = Split{Percent: 0, Event: RolledBack}
+	d.Results = a.notify(ctx, s, p.Production, p.Production)
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx)
+	}
+	return d, nil
+}

@@ -1,0 +1,156 @@
+package canary
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/activities/models"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/canary"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// finish carries out the decision (promote, or roll back) and returns
+// the node's result: outputs on success, a non-retryable error carrying
+// them on a rollback.
+func (r *run) finish(ctx workflow.Context, started time.Time, decision, reason string) (nodetype.Result, error) {
+	r.state.Phase = "deciding"
+	promote := decision == Promoted || decision == Approved
+	in := StepInput{In: r.in, Plan: r.plan, Promote: promote, Split: Split{Percent: 100, Event: Promoted}}
+	in.Reason = fmt.Sprintf("canary %s by node %s of pipeline %s: %s", decision, r.in.Node, r.in.Pipeline, reason)
+	if !promote {
+		in.Split = Split{Percent: 0, Event: RolledBack}
+	}
+	// The decision is taken whatever the activity's fate: a rollback
+	// that cannot reach the registry is retried under the node's policy.
+	var d Decided
+	err := workflow.ExecuteActivity(ctx, DecideActivity, in).Get(ctx, &d)
+	r.countHooks(d.Results)
+	r.out.Decision, r.out.Reason, r.out.DecidedBy = decision, reason, "checks"
+	if r.human != nil {
+		r.out.DecidedBy = r.human.By
+	}
+	if d.Refused != "" {
+		r.out.Decision = Refused
+		r.out.Reason = "production moved while the canary baked, so it was not promoted and the canary was rolled back: " + d.Refused
+	}
+	if d.CanaryLeft != "" {
+		r.out.Reason += "; " + d.CanaryLeft
+	}
+	r.out.Moved = promote && d.Refused == "" && err == nil
+	r.out.Breach = r.breach
+	r.out.Webhooks, r.out.WebhooksFailed = r.hooks, r.failed
+	r.out.Summary = r.summary()
+	r.state.Phase, r.state.Decision = "done", r.out.Decision
+	workflow.SetCurrentDetails(ctx, "**Canary "+strings.ReplaceAll(r.out.Decision, "_", " ")+"**: "+r.out.Reason)
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"decision": r.out.Decision}).Counter(MetricDecisions).Inc(1)
+	workflow.GetLogger(ctx).Info("canary decided", "decision", r.out.Decision, "reason", r.out.Reason)
+
+	outputs, oerr := nodetype.Outputs(r.out)
+	if oerr != nil {
+		return nodetype.Result{}, oerr
+	}
+	if err != nil {
+		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("canary %s of %s: the decision (%s) could not be carried out: %s", r.plan.Version, r.plan.Model, decision, nodetype.MessageOf(err)),
+			errtype.CanaryRolledBack, nil, outputs)
+	}
+	switch {
+	case d.Refused != "":
+		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(r.out.Summary, errtype.ConcurrentMove, nil, outputs)
+	case !promote:
+		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(r.out.Summary, errtype.CanaryRolledBack, nil, outputs)
+	}
+	return nodetype.Result{Outputs: outputs, Attempt: workflow.GetInfo(ctx).Attempt, StartedAt: started, EndedAt: workflow.Now(ctx)}, nil
+}
+
+func (r *run) summary() string {
+	p := r.plan
+	switch r.out.Decision {
+	case Promoted, Approved:
+		by := "every check passed"
+		if r.out.Decision == Approved {
+			by = "approved by " + r.out.DecidedBy
+		}
+		return fmt.Sprintf("%s %s: %s → %s after %d steps (%s)", p.Model, p.ProductionAlias, p.Production, p.Version, len(r.out.Steps), by)
+	case Refused:
+		return fmt.Sprintf("canary %s of %s not promoted: %s", p.Version, p.Model, r.out.Reason)
+	case Rejected:
+		return fmt.Sprintf("canary %s of %s rolled back: %s; %s stays at %s", p.Version, p.Model, r.out.Reason, p.ProductionAlias, p.Production)
+	}
+	return fmt.Sprintf("canary %s of %s rolled back: %s; %s stays at %s", p.Version, p.Model, r.out.Reason, p.ProductionAlias, p.Production)
+}
+
+func (r *run) countHooks(results []models.WebhookResult) {
+	for _, h := range results {
+		r.hooks++
+		if h.Error != "" {
+			r.failed++
+		}
+	}
+}
+
+// series are the outputs' series, one per check, without points yet.
+func (r *run) series() []Series {
+	p := r.plan
+	out := make([]Series, len(p.Spec.Checks))
+	for k, c := range p.Spec.Checks {
+		s := Series{
+			Check: c.Name, Query: canary.QueryFor(c.Query, p.Version, p.Alias), Threshold: c.ThresholdText(),
+			Max: c.Threshold.Max, Min: c.Threshold.Min, Relative: c.Threshold.MinRelativeChange,
+			Absolute: c.Threshold.MinAbsoluteChange, Direction: string(c.Threshold.Direction),
+			Points: []canary.Sample{}, Steps: []int{},
+		}
+		if c.Relative() {
+			s.ProductionQuery = canary.QueryFor(c.Query, p.Production, p.ProductionAlias)
+		}
+		out[k] = s
+	}
+	return out
+}
+
+// addPoint records a sample of check k at step i, thinning the series
+// when it is full.
+func (r *run) addPoint(k, i int, s canary.Sample) {
+	ser := &r.out.Series[k]
+	if len(ser.Points) >= maxPoints {
+		var pts []canary.Sample
+		var steps []int
+		for j := 0; j < len(ser.Points); j += 2 {
+			pts, steps = append(pts, ser.Points[j]), append(steps, ser.Steps[j])
+		}
+		ser.Points, ser.Steps = pts, steps
+	}
+	ser.Points = append(ser.Points, s)
+	ser.Steps = append(ser.Steps, i)
+}
+
+// showDetails is what the Web UI shows on the canary's page while it
+// bakes (memory only: replay is unaffected).
+func (r *run) showDetails(ctx workflow.Context, next time.Time) {
+	now := workflow.Now(ctx)
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Canary %s of %s: step %d of %d, %s%% of traffic**, bake ends %s UTC (%s left); next check at %s UTC.\n\n",
+		r.plan.Version, r.plan.Model, r.state.Step, r.state.Steps, fmtPct(r.state.Percent),
+		r.state.BakeEnds.UTC().Format(time.DateTime), r.state.BakeEnds.Sub(now).Round(time.Second), next.UTC().Format(time.TimeOnly))
+	for _, c := range r.state.Checks {
+		fmt.Fprintf(&b, "- %s: %s (canary %s, production %s) %s\n", c.Name, c.Status, fmtVal(c.Canary), fmtVal(c.Production), c.Reason)
+	}
+	run := r.in.RunID
+	fmt.Fprintf(&b, "\nPromote now: `retrain approve %s --node %s --reason \"...\"`; roll back now: `retrain reject %s --node %s --reason \"...\"`.\n", run, r.in.Node, run, r.in.Node)
+	workflow.SetCurrentDetails(ctx, b.String())
+}
+
+func fmtPct(p float64) string { return strconv.FormatFloat(p, 'g', -1, 64) }
+
+func fmtVal(v *float64) string {
+	if v == nil {
+		return "no data"
+	}
+	return strconv.FormatFloat(*v, 'g', 5, 64)
+}

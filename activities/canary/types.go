@@ -1,0 +1,206 @@
+// Package canary is the `canary` node type: a deploy that proves itself on
+// live traffic. It moves a canary alias to the candidate, walks traffic
+// steps (the serving system is told each split by webhook), and during
+// each step's bake, a durable timer, evaluates checks on live metrics from
+// Prometheus; then it promotes the candidate to production by
+// compare-and-swap, or rolls the canary back and fails the node. A human
+// can approve (promote now) or reject (roll back now) at any time.
+//
+// It is a node type of its own, not a deploy strategy, because it runs as
+// a child workflow (timers, signals, a query) while deploy is one
+// activity: a node type's kind is fixed, and turning every deploy into a
+// workflow would change the history of every existing run's deploy.
+package canary
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retrain-ml/retrain/activities/models"
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/internal/canary"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// Names recorded in run histories; they do not change.
+const (
+	Name             = "canary"
+	Workflow         = "Canary"
+	StartActivity    = "CanaryStart"
+	TrafficActivity  = "CanaryTraffic"
+	EvaluateActivity = "CanaryEvaluate"
+	DecideActivity   = "CanaryDecide"
+
+	// ApproveName and RejectName are the update and signal a human's
+	// decision goes by (the update answers; the signal is for tools that
+	// can only signal); StateQuery returns the State.
+	ApproveName = "canary-approve"
+	RejectName  = "canary-reject"
+	StateQuery  = "canary"
+
+	// MetricDecisions counts decisions by decision (promoted,
+	// rolled_back, approved, rejected).
+	MetricDecisions = "retrain_canary_decisions_total"
+)
+
+// Decisions a canary ends with.
+const (
+	Promoted   = "promoted"    // every check passed at the last step
+	RolledBack = "rolled_back" // a check was breached
+	Approved   = "approved"    // a human promoted it before the bake ended
+	Rejected   = "rejected"    // a human rolled it back
+	Refused    = "refused"     // production moved meanwhile: not promoted, rolled back
+)
+
+// With is a canary node's `with` block.
+type With struct {
+	Model           string         `json:"model" required:"true" doc:"model name"`
+	Dir             string         `json:"dir" doc:"folder of the candidate's files (a train node's model_uri), registered as deploy does unless already a version"`
+	Version         string         `json:"version" doc:"version to register dir as, or without dir the registered version to canary"`
+	Metrics         map[string]any `json:"metrics" nested:"*:number" doc:"offline metrics recorded with a new version"`
+	Alias           string         `json:"alias" default:"canary" doc:"the alias that names the version serving the canary's share"`
+	ProductionAlias string         `json:"production_alias" default:"production" doc:"the alias promoted when the canary passes"`
+	Steps           any            `json:"steps" required:"true" type:"any" nested:"*.percent:number,*.bake:string" doc:"traffic steps [{percent, bake}], percents increasing, the last 100; each bake is a durable timer during which the checks run"`
+	Checks          any            `json:"checks" required:"true" type:"any" nested:"*.name:string,*.query:string,*.direction:string,*.min:number,*.max:number,*.min_absolute_change:number,*.min_relative_change:number,*.count_query:string,*.min_count:number,*.min_samples:number,*.on_no_data:string" doc:"checks on live metrics [{name, query, one of min/max/min_absolute_change/min_relative_change, direction, count_query, min_count, min_samples, on_no_data}]; the query's $${version} and $${alias} select a version's series; a change threshold compares with the same query for production (the gate's rules)"`
+	Interval        string         `json:"interval" type:"duration" default:"30s" doc:"how often the checks run during a bake"`
+	PrometheusURL   string         `json:"prometheus_url" required:"true" doc:"http(s) URL of the Prometheus server the checks query (/api/v1/query)"`
+	Webhooks        []string       `json:"webhooks" doc:"URLs to POST each traffic split to ({model, production, canary, canary_percent}); they may hold ${secret.NAME} (not in the host)"`
+	WebhookAttempts int            `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
+	Reason          string         `json:"reason" doc:"why, recorded in the alias history"`
+}
+
+// Outputs are a canary node's outputs (also on the error of a canary that
+// rolled back, where the run's result shows them).
+type Outputs struct {
+	Decision        string        `json:"decision"`   // promoted, rolled_back, approved, rejected, refused
+	DecidedBy       string        `json:"decided_by"` // "checks", or the person who approved or rejected
+	Reason          string        `json:"reason"`
+	Model           string        `json:"model"`
+	Version         string        `json:"version"`
+	Ref             string        `json:"ref"`
+	Alias           string        `json:"alias"`
+	ProductionAlias string        `json:"production_alias"`
+	PreviousVersion string        `json:"previous_version"` // production before the canary: what a compensation moves back to
+	Moved           bool          `json:"moved"`            // production moved to version
+	Steps           []StepRecord  `json:"steps"`
+	Series          []Series      `json:"series"`
+	Breach          *BreachRecord `json:"breach"`
+	Webhooks        int           `json:"webhooks"` // calls made (one per split per webhook)
+	WebhooksFailed  int           `json:"webhooks_failed"`
+	Summary         string        `json:"summary"`
+}
+
+// StepRecord is one traffic step as it went.
+type StepRecord struct {
+	Percent float64       `json:"percent"`
+	Bake    string        `json:"bake"`
+	Started time.Time     `json:"started"`
+	Ended   time.Time     `json:"ended"`
+	Outcome string        `json:"outcome"` // passed, breached, approved, rejected, not_baked
+	Checks  []CheckRecord `json:"checks"`  // each check's verdict when the step ended
+}
+
+// CheckRecord is a check's values and verdict at decision time.
+type CheckRecord struct {
+	Name       string   `json:"name"`
+	Status     string   `json:"status"`
+	Reason     string   `json:"reason"`
+	Canary     *float64 `json:"canary"`
+	Production *float64 `json:"production"`
+	Count      *float64 `json:"count"`
+	Samples    int      `json:"samples"`
+	Passed     int      `json:"passed"`
+}
+
+// Series is one check's samples over the whole canary, for the report.
+type Series struct {
+	Check           string          `json:"check"`
+	Query           string          `json:"query"`            // the canary's
+	ProductionQuery string          `json:"production_query"` // "" for an absolute threshold
+	Threshold       string          `json:"threshold"`
+	Max             *float64        `json:"max,omitempty"`
+	Min             *float64        `json:"min,omitempty"`
+	Relative        *float64        `json:"relative,omitempty"` // min_relative_change
+	Absolute        *float64        `json:"absolute,omitempty"` // min_absolute_change
+	Direction       string          `json:"direction,omitempty"`
+	Points          []canary.Sample `json:"points"`
+	Steps           []int           `json:"steps"` // the step (0-based) of each point
+}
+
+// BreachRecord names the check that rolled the canary back.
+type BreachRecord struct {
+	Check           string   `json:"check"`
+	Step            int      `json:"step"` // 1-based
+	Percent         float64  `json:"percent"`
+	Reason          string   `json:"reason"`
+	Canary          *float64 `json:"canary"`
+	Production      *float64 `json:"production"`
+	Query           string   `json:"query"`
+	ProductionQuery string   `json:"production_query,omitempty"`
+}
+
+// checkCanary refuses, before any run, a block no run could use; values
+// holding ${...} are checked when the node runs.
+func checkCanary(with map[string]any) error {
+	_, dir := with["dir"]
+	_, version := with["version"]
+	if !dir && !version {
+		return errors.New("give dir (a candidate to register) or version (a registered version), or both")
+	}
+	if err := models.CheckNames(with, "model", "version", "alias", "production_alias"); err != nil {
+		return err
+	}
+	var errs []error
+	if v, ok := with["steps"]; ok && !dags.HasRef(v) {
+		_, err := canary.ParseSteps(v)
+		errs = append(errs, err)
+	}
+	if v, ok := with["checks"]; ok && !dags.HasRef(v) {
+		_, err := canary.ParseChecks(v)
+		errs = append(errs, err)
+	}
+	if s, ok := with["prometheus_url"].(string); ok && !dags.HasRef(s) {
+		errs = append(errs, canary.CheckPrometheusURL(s))
+	}
+	if a, ok := with["alias"].(string); ok {
+		if p, ok := with["production_alias"].(string); ok && a == p || !ok && a == "production" {
+			errs = append(errs, fmt.Errorf("alias %q is the production alias: the canary needs an alias of its own", a))
+		}
+	}
+	if n, ok := with["webhook_attempts"].(float64); ok && n < 1 {
+		errs = append(errs, fmt.Errorf("webhook_attempts must be at least 1, got %v", n))
+	}
+	if hooks, ok := with["webhooks"].([]any); ok {
+		for _, h := range hooks {
+			if s, ok := h.(string); ok {
+				errs = append(errs, models.CheckWebhook(s))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Type returns the canary node type, its activities run by a.
+func Type(a *Activities) nodetype.Type {
+	return nodetype.NewWorkflow[With, Outputs](dags.NodeType{
+		Name: Name,
+		Doc: "Deploy a candidate on live traffic: move a canary alias to it (compare-and-swap), tell the serving system each " +
+			"traffic step by webhook ({model, production, canary, canary_percent}), and during each step's bake (a durable timer) " +
+			"evaluate checks every interval against Prometheus: a PromQL query per check, its $${version} the canary's or production's, " +
+			"with one threshold (max/min, or min_relative_change/min_absolute_change against production: the gate's rules); a query " +
+			"without data fails the check unless on_no_data: ignore, and min_count/min_samples must be met before it can pass. " +
+			"Every check passing at the last step promotes the candidate to production (compare-and-swap: refused if production moved " +
+			"meanwhile); a breach moves the canary alias back, says 0% and fails the node (error type CanaryRolledBack), so the run's " +
+			"on_failure compensations run. `retrain approve RUN` promotes now, `retrain reject RUN --reason ...` rolls back now.",
+		Check: checkCanary,
+	}, Workflow, Canary, map[string]any{
+		StartActivity:    a.Start,
+		TrafficActivity:  a.Traffic,
+		EvaluateActivity: a.Evaluate,
+		DecideActivity:   a.Decide,
+	})
+}
+
+// NodeType is the canary node type's declaration, for code that names it.
+var NodeType = Type(&Activities{}).NodeType
