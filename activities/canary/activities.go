@@ -269,13 +269,20 @@ func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
 			return d, nil
 		}
 	}
-	// The canary alias goes back to production's version: canary and
-	// production naming one version is no split (an alias cannot be unset).
+	// The canary alias goes back to production's version, as it is now
+	// (another deploy may have moved it): canary and production naming one
+	// version is no split (an alias cannot be unset).
 	reason := s.Reason
 	if d.Refused != "" {
 		reason = "rolled back: " + d.Refused
 	}
-	mv, err := reg.Revert(ctx, p.Model, p.Alias, p.Version, p.Production, by, reason)
+	prod := p.Production
+	if cur, err := reg.Resolve(ctx, p.Model+"@"+p.ProductionAlias); err == nil {
+		prod = cur.Version
+	} else if !errors.Is(err, regmodels.ErrNotFound) {
+		return Decided{}, models.RegistryError(err)
+	}
+	mv, err := reg.Revert(ctx, p.Model, p.Alias, p.Version, prod, by, reason)
 	switch {
 	case errors.Is(err, regmodels.ErrConcurrentMove):
 		d.CanaryLeft = err.Error()
@@ -284,10 +291,10 @@ func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
 		return Decided{}, models.RegistryError(err)
 	default:
 		d.Seq = mv.Seq
-		log.Info("canary rolled back", "alias", p.Alias, "to", p.Production, "seq", mv.Seq)
+		log.Info("canary rolled back", "alias", p.Alias, "to", prod, "seq", mv.Seq)
 	}
 	s.Split = Split{Percent: 0, Event: RolledBack}
-	d.Results = a.notify(ctx, s, p.Production, p.Production)
+	d.Results = a.notify(ctx, s, prod, prod)
 	if activity.IsActivity(ctx) {
 		activity.RecordHeartbeat(ctx)
 	}
