@@ -282,6 +282,10 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 	if len(n.Outputs) > 0 {
 		pn.Outputs = maps.Clone(n.Outputs)
 	}
+	if t.Hosts != nil {
+		h := *t.Hosts
+		pn.Hosts = &h
+	}
 	if f := n.Foreach; f != nil {
 		pn.Foreach = &PlanForeach{Expr: f.Expr, MaxParallel: cmp.Or(f.MaxParallel, s.Parallelism, DefaultParallelism), FailFast: f.FailFast}
 	}

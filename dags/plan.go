@@ -44,6 +44,9 @@ type PlanNode struct {
 	// Foreach fans the node out over a list (foreach.go); nil when the
 	// node runs once, as in every plan recorded before foreach existed.
 	Foreach *PlanForeach `json:"foreach,omitempty"`
+	// Hosts says how the node spreads over hosts (NodeType.Hosts); nil
+	// for types that do not, and in plans recorded before it existed.
+	Hosts *Hosts `json:"hosts,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

@@ -36,6 +36,17 @@ type NodeType struct {
 	// exclusive keys). Values that hold ${...} references are only known at
 	// run time; Check should skip those. May be nil.
 	Check func(with map[string]any) error
+	// Hosts, when set, lets a node of this type span several hosts: a node
+	// whose resolved `with` field Hosts.Field is above 1 runs as the child
+	// workflow Hosts.Workflow (one group of work per host, started and
+	// stopped together) instead of as Kind says.
+	Hosts *Hosts
+}
+
+// Hosts is how a node type spreads over hosts (NodeType.Hosts).
+type Hosts struct {
+	Field    string `json:"field"`    // the int `with` field holding the number of hosts
+	Workflow string `json:"workflow"` // the child workflow a node on several hosts runs as
 }
 
 // FieldType is the JSON shape a `with` field must have.

@@ -48,6 +48,20 @@ const (
 	// PromotionContended: a promote_features node lost the race for its
 	// table to other commits features.MaxRounds times in a row.
 	PromotionContended = "PromotionContended"
+	// GangIncomplete: fewer hosts than a train node's hosts joined its
+	// gang within gang_timeout; their leases were released and no rank
+	// started. Retried: workers may come.
+	GangIncomplete = "GangIncomplete"
+	// GangLost: a gang's host no longer held what it leased when the
+	// gang formed (its worker restarted). Retried with a new gang.
+	GangLost = "GangLost"
+	// RankFailed: a trainer rank exited non-zero or was killed, and every
+	// rank was stopped. Retried, resuming from the last checkpoint.
+	RankFailed = "RankFailed"
+	// RankHung: a trainer rank's step stopped advancing for hang_timeout,
+	// and every rank was stopped. Retried, resuming from the last
+	// checkpoint.
+	RankHung = "RankHung"
 )
 
 // Refused: a workflow or activity that reached a worker without a

@@ -71,6 +71,9 @@ type Options struct {
 	Timeout   time.Duration    `json:"timeout"`   // start-to-close of one attempt
 	Heartbeat time.Duration    `json:"heartbeat"` // 0 disables
 	Retry     dags.RetryPolicy `json:"retry"`
+	// Queue is the node's task queue, where a child workflow sends the
+	// node's own work (a train gang's hosts); empty: the child's queue.
+	Queue string `json:"queue,omitempty"`
 }
 
 // Result is what every node returns to the pipeline workflow.
@@ -116,6 +119,16 @@ type Type struct {
 	// for a slot waits on the server, where another worker's free slot
 	// picks it up, not inside an activity slot of this one.
 	Bounded []string
+	// Workflows are child workflows, by name, that a node of an activity
+	// type runs as in some cases (NodeType.Hosts: a train node on several
+	// hosts); the worker registers them, and the guard accepts their
+	// activities, as it does a workflow type's.
+	Workflows map[string]any
+	// Hosted names those of Activities that must run on one chosen host:
+	// a worker polls them from HostQueue(queue, its host id) for each
+	// queue it polls, so a workflow that picked the host sends them there
+	// (a gang's GPU leases and ranks).
+	Hosted []string
 
 	err error // a schema New could not derive, reported by Validate
 }
@@ -183,6 +196,10 @@ func NewWorkflow[W, O any](t dags.NodeType, workflowName string, wf any, activit
 // schedules its bounded activity (see Type.Bounded). It is derived from
 // the workflow's own queue, so workers of a node's queue serve it.
 func BoundedQueue(queue, activity string) string { return queue + "/" + activity }
+
+// HostQueue is the task queue of queue's work that must run on the worker
+// whose host id is host (Type.Hosted).
+func HostQueue(queue, host string) string { return queue + "/host/" + host }
 
 // RetryPolicy is a node's retry policy as Temporal's.
 func RetryPolicy(p dags.RetryPolicy) *temporal.RetryPolicy {

@@ -42,6 +42,10 @@ type deps struct {
 	// Env is what programs see of the worker and where local paths may
 	// lie (the worker's --pass-env, --secrets-dir and --allow-paths).
 	Env progenv.Policy
+	// Host is the worker as a host of training gangs, and Hosts lists a
+	// queue's live hosts (host.go).
+	Host  train.Host
+	Hosts train.HostDirectory
 }
 
 // builtin returns every node type retrain ships, each from its package
@@ -57,7 +61,7 @@ func builtin(d deps) []nodetype.Type {
 	types = append(types, checkpoint.TypeWith(checkpoint.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, models.TypesWith(models.Deps{Store: d.Store, Logger: d.Logger, Env: d.Env})...)
 	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger, Env: d.Env}))
-	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands, Env: d.Env}))
+	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands, Env: d.Env, Host: d.Host, Hosts: d.Hosts}))
 	types = append(types, evaluate.TypeWith(evaluate.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, gate.Types(d.Store)...)
 	types = append(types, canarynode.Type(&canarynode.Activities{

@@ -165,6 +165,9 @@ func childNodeTypes(types []nodetype.Type) map[string]string {
 		if t.NodeType.Kind == dags.KindWorkflow {
 			m[t.TargetName()] = t.NodeType.Name
 		}
+		for name := range t.Workflows {
+			m[name] = t.NodeType.Name
+		}
 	}
 	return m
 }

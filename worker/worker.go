@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +26,7 @@ import (
 
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/activities/train"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
@@ -101,6 +104,8 @@ type Config struct {
 	// variables passed on, secrets) and where local paths may lie
 	// (env.go).
 	Env progenv.Policy
+	// Host is the worker as a host of multi-host training (host.go).
+	Host HostConfig
 }
 
 // Environment variables that default the policy flags.
@@ -136,6 +141,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.TrustedQueues, "trusted-queues", splitEnv(EnvTrustedQueues),
 		"task queues whose pipeline runs may run nodes on this worker (default: --task-queue); nodes sent by runs on other queues are refused (env "+EnvTrustedQueues+")")
 	addEnvFlags(fs, &c.Env)
+	c.Host.addFlags(fs)
 	c.Lake.AddFlags(fs)
 	c.Store.AddFlags(fs) // after the lake's: they share --s3-endpoint and --s3-region
 }
@@ -184,6 +190,10 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	case cfg.Pipelines != nil:
 		lib = dags.NewLibrary(cfg.Pipelines)
 	}
+	host, err := cfg.Host.resolve(logger)
+	if err != nil {
+		return nil, err
+	}
 	// GPUs first: a GPU worker without a usable GPU must not start at all,
 	// or it would take GPU jobs it cannot run.
 	var (
@@ -220,7 +230,8 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
-	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store, AllowCommands: cfg.AllowCommands, Env: cfg.Env}
+	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store, AllowCommands: cfg.AllowCommands, Env: cfg.Env,
+		Host: host, Hosts: hostDirectory(c, namespace)}
 	if gpus != nil {
 		d.GPUs = leases
 		d.GPUMonitor = gpus
@@ -264,6 +275,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	// an execution it refuses.
 	interceptors := append([]interceptor.WorkerInterceptor{newGuard(c, trusted, workflowTypes(types), logger)}, met.interceptors(childNodeTypes(types))...)
 	main := sdkworker.New(met.clientOr(c), cfg.TaskQueue, sdkworker.Options{
+		Identity:                               identity(host.ID),
 		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		MaxHeartbeatThrottleInterval:           heartbeatThrottle,
@@ -274,15 +286,17 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	registerTypes(main, types, true)
 	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
 	w.workers = append(w.workers, boundedWorkers(met.clientOr(c), cfg.TaskQueue, bounded, interceptors, logger)...)
+	w.workers = append(w.workers, hostWorker(met.clientOr(c), cfg.TaskQueue, host, types, interceptors, logger))
 
 	if cfg.GPU {
 		gw := sdkworker.New(met.clientOr(c), cfg.GPUQueue, sdkworker.Options{
+			Identity:                           identity(host.ID),
 			MaxConcurrentActivityExecutionSize: gpuSlots,
 			MaxHeartbeatThrottleInterval:       heartbeatThrottle,
 			Interceptors:                       interceptors,
 		})
 		registerTypes(gw, types, false)
-		w.workers = append(w.workers, gw)
+		w.workers = append(w.workers, gw, hostWorker(met.clientOr(c), cfg.GPUQueue, host, types, interceptors, logger))
 		logger.Info("polling the GPU queue", "queue", cfg.GPUQueue, "slots", gpuSlots)
 	}
 	return w, nil
@@ -342,21 +356,21 @@ func workflowTypes(types []nodetype.Type) []string {
 		if t.NodeType.Kind == dags.KindWorkflow {
 			names = append(names, t.TargetName())
 		}
+		names = append(names, slices.Sorted(maps.Keys(t.Workflows))...)
 	}
 	return names
 }
 
 // registerTypes registers each node type's activity on w, and on the main
 // worker (withWorkflows) the child workflows of the types that have one and
-// the activities those schedule. GPU workers poll activities only.
+// the activities those schedule. GPU workers poll activities only. The
+// activities a type runs on a chosen host (Hosted) are the host worker's.
 func registerTypes(w sdkworker.Worker, types []nodetype.Type, withWorkflows bool) {
 	for _, t := range types {
 		if t.NodeType.Kind == dags.KindWorkflow {
 			if withWorkflows {
 				w.RegisterWorkflowWithOptions(t.Workflow, workflow.RegisterOptions{Name: t.TargetName()})
-				for name, fn := range t.Activities {
-					w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
-				}
+				registerActivities(w, t)
 				if t.TargetName() == lakenode.PromoteWorkflow {
 					// The queue promotions into one table take turns in.
 					w.RegisterWorkflowWithOptions(lakenode.TableQueue, workflow.RegisterOptions{Name: lakenode.TableQueueWorkflow})
@@ -365,7 +379,45 @@ func registerTypes(w sdkworker.Worker, types []nodetype.Type, withWorkflows bool
 			continue
 		}
 		w.RegisterActivityWithOptions(instrumented(t.NodeType.Name, nodetype.Activity(t.Run)), activity.RegisterOptions{Name: t.TargetName()})
+		if withWorkflows {
+			for name, wf := range t.Workflows {
+				w.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: name})
+			}
+		}
+		// An activity type's other activities serve its workflows, which
+		// schedule them on the node's queue: the GPU queue's too.
+		registerActivities(w, t)
 	}
+}
+
+// registerActivities registers t's Activities but the hosted ones.
+func registerActivities(w sdkworker.Worker, t nodetype.Type) {
+	for name, fn := range t.Activities {
+		if !slices.Contains(t.Hosted, name) {
+			w.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+		}
+	}
+}
+
+// hostWorker polls queue's host queue for this worker's host
+// (nodetype.HostQueue): the hosted activities of types, which a workflow
+// sends to the host it chose (a training gang's leases and ranks). It
+// runs with the guard, as every worker of nodes does.
+func hostWorker(c client.Client, queue string, host train.Host, types []nodetype.Type, interceptors []interceptor.WorkerInterceptor, logger *slog.Logger) sdkworker.Worker {
+	q := nodetype.HostQueue(queue, host.ID)
+	w := sdkworker.New(c, q, sdkworker.Options{
+		Identity:                     identity(host.ID),
+		MaxHeartbeatThrottleInterval: heartbeatThrottle,
+		Interceptors:                 interceptors,
+		DisableWorkflowWorker:        true,
+	})
+	for _, t := range types {
+		for _, name := range t.Hosted {
+			w.RegisterActivityWithOptions(t.Activities[name], activity.RegisterOptions{Name: name})
+		}
+	}
+	logger.Info("polling this host's queue for multi-host training", "queue", q, "address", host.Address, "interface", host.Interface)
+	return w
 }
 
 // Start starts polling.

@@ -79,6 +79,20 @@ func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node d
 	}
 	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets, LogicalTime: logicalTime}
 	retry := nodetype.RetryPolicy(node.Retry)
+	if target, ok := spreadTarget(node, with.values); ok {
+		// A node on several hosts: its child workflow forms the gang and
+		// retries it under the node's policy itself (a retry is a new
+		// gang), so it runs once here. No run recorded before hosts
+		// existed takes this branch: its plans have no Hosts.
+		in.Options = &nodetype.Options{Timeout: node.Timeout, Heartbeat: node.Heartbeat, Retry: node.Retry, Queue: node.Queue}
+		opts := workflow.ChildWorkflowOptions{
+			WorkflowID:    runID + "/" + id,
+			RetryPolicy:   &temporal.RetryPolicy{MaximumAttempts: 1},
+			StaticSummary: id,
+			StaticDetails: fmt.Sprintf("node %s (%s) of run %s, across hosts", id, node.Type, runID),
+		}
+		return workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), target, in)
+	}
 	if node.Kind == dags.KindWorkflow {
 		// The child schedules activities of its own: they run on the
 		// node's options, as an activity node's one activity does.
@@ -117,6 +131,23 @@ func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node d
 		Summary: id,
 	})
 	return workflow.ExecuteActivity(actx, node.Target, in)
+}
+
+// spreadTarget returns the child workflow a node runs as when its
+// resolved `with` asks for more than one host (dags.NodeType.Hosts).
+func spreadTarget(node dags.PlanNode, with map[string]any) (string, bool) {
+	if node.Hosts == nil {
+		return "", false
+	}
+	switch n := with[node.Hosts.Field].(type) {
+	case float64:
+		return node.Hosts.Workflow, n > 1
+	case int:
+		return node.Hosts.Workflow, n > 1
+	case int64:
+		return node.Hosts.Workflow, n > 1
+	}
+	return "", false
 }
 
 // succeed records a node's result and makes its outputs referable.

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
 	"github.com/retrain-ml/retrain/activities/internal/process"
-	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/activities/split"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
@@ -25,8 +22,12 @@ import (
 // in the store at every checkpoint, and heartbeated.
 func (r *trainRun) resumeKey() string { return r.prefix + "command/resume.json" }
 
-// command runs the user's trainer program.
-func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
+// command runs the user's trainer program: on this worker alone (g is
+// nil) or as host g.host of a gang, whose GPUs were leased when it joined.
+// Only the gang's first host (the one of rank 0) keeps checkpoints, the
+// loss curve and the model; the others run their ranks and report their
+// pace.
+func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err error) {
 	w := r.w
 	// Before any data moves: a program the worker refuses never starts.
 	if err := process.CheckProgram(r.t.AllowCommands, w.Argv); err != nil {
@@ -94,7 +95,16 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 	}
 	cmd.Env = append(cmd.Env, env.Environ()...)
 
-	if w.GPUs > 0 {
+	switch {
+	case g != nil:
+		if g.lease != nil {
+			cmd.Env = append(cmd.Env, g.lease.Env()...)
+			r.log.Info("GPUs leased for the gang", "visible_devices", g.lease.VisibleDevices())
+			defer r.sampleGPUs(ctx, g.lease, &out)()
+		} else if r.t.GPUs != nil {
+			cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES=")
+		}
+	case w.GPUs > 0:
 		if r.t.GPUs == nil {
 			return Outputs{}, nodetype.Permanent(errtype.NoGPUs, "node asks for %d GPUs, but this worker has none: run it on the GPU queue (queue: retrain-gpu) served by `retrain worker --gpu`", w.GPUs)
 		}
@@ -110,25 +120,23 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 		defer lease.Release()
 		cmd.Env = append(cmd.Env, lease.Env()...)
 		r.log.Info("GPUs leased", "visible_devices", lease.VisibleDevices())
-		if r.t.Monitor != nil {
-			cfg := r.t.SamplerConfig
-			cfg.OnIdle = func(iw gpu.IdleWarning) {
-				r.log.Warn("GPU idle while the trainer runs: is it waiting on input or the network?", "uuid", iw.UUID, "since", iw.Since, "samples", iw.Samples)
-			}
-			if sampler, err := gpu.StartSampler(ctx, r.t.Monitor, lease.UUIDs(), cfg); err == nil {
-				defer func() { out.GPU = gpuUsage(sampler.Stop()) }()
-			}
-		}
-	} else if r.t.GPUs != nil {
+		defer r.sampleGPUs(ctx, lease, &out)()
+	case r.t.GPUs != nil:
 		// A job that asked for no GPU must not grab one another job leased.
 		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES=")
 	}
 	cmd.Env = append(cmd.Env, EnvGPUs+"="+strconv.Itoa(w.GPUs))
 	cmd.Env = append(cmd.Env, nodeEnv.Vars...)
 
-	res, err := r.runProgram(ctx, cmd, processCount(w))
+	res, err := r.runProgram(ctx, cmd, processCount(w), g)
 	if err != nil {
 		return Outputs{}, err
+	}
+	if !g.primary() {
+		r.mu.Lock()
+		last := r.last
+		r.mu.Unlock()
+		return Outputs{Trainer: CommandTrainer, Steps: last.Step, ResumedFrom: resume.CheckpointStep, TrainRows: sd.Record.TrainRows, GPUs: w.GPUs}, nil
 	}
 	n, err := objects.UploadDir(ctx, store, env.ModelOut, r.modelPrefix())
 	if err != nil {
@@ -158,136 +166,29 @@ func (r *trainRun) command(ctx context.Context) (out Outputs, err error) {
 	}, nil
 }
 
+// sampleGPUs samples the utilization of the lease's GPUs while the
+// trainer runs, when the worker can; the func it returns stops the
+// sampler and puts the summary in out.
+func (r *trainRun) sampleGPUs(ctx context.Context, lease *gpu.Lease, out *Outputs) func() {
+	if r.t.Monitor == nil {
+		return func() {}
+	}
+	cfg := r.t.SamplerConfig
+	cfg.OnIdle = func(iw gpu.IdleWarning) {
+		r.log.Warn("GPU idle while the trainer runs: is it waiting on input or the network?", "uuid", iw.UUID, "since", iw.Since, "samples", iw.Samples)
+	}
+	sampler, err := gpu.StartSampler(ctx, r.t.Monitor, lease.UUIDs(), cfg)
+	if err != nil {
+		return func() {}
+	}
+	return func() { out.GPU = gpuUsage(sampler.Stop()) }
+}
+
 func gpuUsage(s gpu.Summary) *GPUUsage {
 	return &GPUUsage{
 		Samples: s.Samples, MeanUtilization: s.MeanUtilization, MaxUtilization: s.MaxUtilization,
 		IdleGPUs: s.IdleGPUs, IdleWarnings: len(s.Warnings),
 	}
-}
-
-type programResult struct{ loss float64 }
-
-// runProgram runs the trainer program, as one process or as n ranks (see
-// ranks.go), each in its own process group, reading its progress lines
-// (rank 0's): each is checked by the divergence guard, added to the curve
-// and heartbeated, and each checkpoint it announces is copied to the
-// store so that a retry anywhere can resume from it. Cancellation, a
-// timeout or the guard kill every process group; so does a rank that
-// fails.
-func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int) (programResult, error) {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return programResult{}, err
-	}
-	var wait func(context.Context) error
-	if n == 1 {
-		wait, err = r.startOne(cmd, pw)
-	} else {
-		wait, err = r.startRanks(cmd, n, pw)
-	}
-	pw.Close() // the children hold the write end now; EOF comes when they are gone
-	if err != nil {
-		pr.Close()
-		return programResult{}, err
-	}
-
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		res      programResult
-		eventErr error
-		done     = make(chan struct{})
-		mask     = progenv.NewMasker(r.secrets) // once, not per line
-	)
-	go func() {
-		defer close(done)
-		eventErr = trainer.ReadEvents(pr, func(e trainer.Event) error {
-			if e.Kind != trainer.ProgressEvent {
-				r.log.Info("output", "stream", "stdout", "line", mask.String(e.Line))
-				return nil
-			}
-			if err := r.guard.CheckEvent(e); err != nil {
-				return err
-			}
-			p := e.Progress
-			if e.Has(trainer.FieldTotal) {
-				r.setTotal(p.Total)
-			}
-			if e.Has(trainer.FieldLoss) {
-				res.loss = p.Loss
-				r.addPoint(p) // before the checkpoint, which saves the curve up to its step
-			}
-			if p.CheckpointURI != "" {
-				uri, err := r.storeCheckpoint(pctx, p.CheckpointURI, p.Step)
-				if err != nil {
-					r.log.Warn("cannot keep the trainer's checkpoint; a retry resumes from an earlier one", "checkpoint", p.CheckpointURI, "error", err)
-					uri = ""
-				}
-				p.CheckpointURI = uri
-			}
-			r.beat(pctx, p.Step, p.CheckpointURI)
-			return nil
-		})
-		if eventErr != nil {
-			cancel() // the guard tripped: stop the program
-			_, _ = io.Copy(io.Discard, pr)
-		}
-		pr.Close()
-	}()
-	waitErr := wait(pctx)
-	<-done
-
-	if eventErr != nil {
-		if errors.As(eventErr, new(*trainer.DivergenceError)) {
-			return res, divergence(eventErr)
-		}
-		return res, fmt.Errorf("read the trainer's output: %w", eventErr)
-	}
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	return res, waitErr
-}
-
-// startOne starts the program as a single process writing its progress to
-// stdout, and returns what waits for it: the error names its exit code
-// or signal and its stderr's tail.
-func (r *trainRun) startOne(cmd *exec.Cmd, stdout *os.File) (func(context.Context) error, error) {
-	stderr := process.NewTailWriter(process.OutputTail, r.log, "stderr").Mask(r.secrets)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	process.SetProcessGroup(cmd)
-	r.log.Info("trainer starting", "argv", r.w.Argv)
-	if err := cmd.Start(); err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
-	}
-	return func(ctx context.Context) error {
-		waitErr := process.WaitOrKill(ctx, cmd, r.log)
-		stderr.Flush()
-		code := cmd.ProcessState.ExitCode()
-		switch {
-		case code == 0:
-			return nil
-		case code < 0:
-			return fmt.Errorf("%s: %v; stderr: %s", r.w.Argv[0], waitErr, process.LastLines(stderr.Tail(), 5))
-		}
-		return fmt.Errorf("%s exited with code %d; stderr: %s", r.w.Argv[0], code, process.LastLines(stderr.Tail(), 5))
-	}, nil
-}
-
-// startRanks starts the program as n ranks, rank 0 writing the progress
-// to stdout, and returns what waits for them all: the error is the
-// *RankError of the rank that failed first.
-func (r *trainRun) startRanks(cmd *exec.Cmd, n int, stdout *os.File) (func(context.Context) error, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	r.log.Info("trainer starting", "argv", r.w.Argv, "ranks", n)
-	g, err := startRanks(cmd, n, port, stdout, r.log, r.secrets...)
-	if err != nil {
-		return nil, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
-	}
-	return g.wait, nil
 }
 
 // storeCheckpoint copies a checkpoint the program wrote locally (a file or

@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/retrain-ml/retrain/internal/gang"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -28,6 +29,10 @@ type TrainProgress struct {
 	Total          int64  `json:"total,omitempty"`
 	Checkpoint     string `json:"checkpoint,omitempty"`
 	CheckpointStep int64  `json:"checkpoint_step,omitempty"`
+	// Ranks are the steps and pace of the ranks that print progress
+	// (every rank of a gang's host that does), for the hang watch's view
+	// and per-host throughput.
+	Ranks []gang.RankProgress `json:"ranks,omitempty"`
 }
 
 // CurvePoint is one point of a loss curve.
@@ -69,6 +74,11 @@ func (r *trainRun) beat(ctx context.Context, step int64, ckpt string) {
 	}
 	hb := r.last
 	r.mu.Unlock()
+	if r.watch != nil {
+		if ranks := r.watch.Progress(); len(ranks) > 0 {
+			hb.Ranks = ranks
+		}
+	}
 	nodetype.RecordProgress(ctx, hb)
 }
 

@@ -9,13 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/retrain-ml/retrain/activities/internal/process"
-	"github.com/retrain-ml/retrain/internal/trainer"
+	"github.com/retrain-ml/retrain/internal/gang"
 )
 
 // A command trainer with processes: N > 1 runs as N ranks of argv that the
@@ -52,24 +51,17 @@ func launchesRanks(argv []string) bool {
 	return false
 }
 
-// rankEnv is what rank of n gets on top of the single process's
-// environment.
-func rankEnv(rank, n, port int) []string {
-	return []string{
-		trainer.EnvMasterAddr + "=127.0.0.1",
-		trainer.EnvMasterPort + "=" + strconv.Itoa(port),
-		trainer.EnvRank + "=" + strconv.Itoa(rank),
-		trainer.EnvLocalRank + "=" + strconv.Itoa(rank),
-		trainer.EnvWorldSize + "=" + strconv.Itoa(n),
-		trainer.EnvLocalWorldSize + "=" + strconv.Itoa(n),
-	}
+// localLayout is the layout of n ranks on this worker alone, rank 0
+// listening on port of the loopback interface.
+func localLayout(host string, n, port int) gang.Layout {
+	return gang.Layout{Members: []gang.Member{{Host: host, Address: "127.0.0.1", Port: port}}, Processes: n}
 }
 
-// freePort returns a TCP port on the loopback interface that nothing
-// listens on now, for rank 0's rendezvous. Another program may take it
-// before rank 0 does; the attempt then fails and is retried.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freePort returns a TCP port on address that nothing listens on now,
+// for rank 0's rendezvous. Another program may take it before rank 0
+// does; the attempt then fails and is retried.
+func freePort(address string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("find a free port for the ranks: %w", err)
 	}
@@ -83,6 +75,8 @@ const drainWait = 2 * time.Second
 
 // rankGroup is the running ranks of one attempt.
 type rankGroup struct {
+	layout gang.Layout
+	host   int // this worker's place in layout
 	cmds   []*exec.Cmd
 	stderr []*process.TailWriter
 	// drained[rank] closes once the rank's logged streams reached EOF;
@@ -90,32 +84,40 @@ type rankGroup struct {
 	drained []chan struct{}
 	abandon []func()
 	log     *slog.Logger
+	exited  func(rank int) // called with each rank's global rank as it ends
 }
 
-// startRanks starts n ranks of base (its program, arguments, directory and
-// environment), each in its own process group, rank 0 listening on port.
-// Rank 0's standard output goes to stdout0, the progress stream; every
-// other stream is logged, and each rank's stderr tail is kept for the
-// error that names it. When a rank cannot start, those started are
-// stopped and the error is the start's.
+// startRanks starts this host's ranks of layout from base (its program,
+// arguments, directory and environment), each in its own process group
+// with its torch.distributed environment. This host's first rank's
+// standard output goes to stdout0, the progress stream; every other
+// stream is logged, the other ranks' stdout lines also going to onLine
+// with their global rank (for their steps), and each rank's stderr tail
+// is kept for the error that names it. When a rank cannot start, those
+// started are stopped and the error is the start's.
 //
 // The logged streams are pipes the group reads itself rather than writers
 // exec copies to: exec's Wait would wait for the copy to end, which a child
 // the rank left running (a data loader) can delay until it is killed, and
 // it is killed only once Wait returned. A rank's failure must stop the
 // others at once. The secrets' values are masked in every logged stream.
-func startRanks(base *exec.Cmd, n, port int, stdout0 *os.File, log *slog.Logger, secrets ...string) (*rankGroup, error) {
-	g := &rankGroup{log: log}
-	for rank := range n {
+func startRanks(base *exec.Cmd, layout gang.Layout, host int, stdout0 *os.File, log *slog.Logger, onLine func(rank int, line string), secrets ...string) (*rankGroup, error) {
+	g := &rankGroup{layout: layout, host: host, log: log, exited: func(int) {}}
+	for local := range layout.Processes {
+		rank := layout.Rank(host, local)
 		cmd := exec.Command(base.Path, base.Args[1:]...)
 		cmd.Args[0] = base.Args[0]
 		cmd.Dir = base.Dir
-		cmd.Env = append(append([]string(nil), base.Env...), rankEnv(rank, n, port)...)
+		cmd.Env = append(append([]string(nil), base.Env...), layout.Env(host, local)...)
 		rlog := log.With("rank", rank)
 		stderr := process.NewTailWriter(process.OutputTail, rlog, "stderr").Mask(secrets)
 		writers := []io.Writer{stderr}
-		if rank > 0 {
-			writers = append(writers, process.NewTailWriter(process.OutputTail, rlog, "stdout").Mask(secrets))
+		if local > 0 {
+			out := process.NewTailWriter(process.OutputTail, rlog, "stdout").Mask(secrets)
+			if onLine != nil {
+				out.OnLine(func(line string) { onLine(rank, line) })
+			}
+			writers = append(writers, out)
 		}
 		ends, drained, abandon, err := readPipes(writers)
 		if err != nil {
@@ -123,7 +125,7 @@ func startRanks(base *exec.Cmd, n, port int, stdout0 *os.File, log *slog.Logger,
 			return nil, err
 		}
 		cmd.Stderr, cmd.Stdout = ends[0], stdout0
-		if rank > 0 {
+		if local > 0 {
 			cmd.Stdout = ends[1]
 		}
 		process.SetProcessGroup(cmd)
@@ -141,7 +143,9 @@ func startRanks(base *exec.Cmd, n, port int, stdout0 *os.File, log *slog.Logger,
 		g.drained = append(g.drained, drained)
 		g.abandon = append(g.abandon, abandon)
 	}
-	log.Info("trainer ranks started", "ranks", n, "master_port", port)
+	m0 := layout.Members[0]
+	log.Info("trainer ranks started", "ranks", layout.Processes, "first_rank", layout.Rank(host, 0), "world_size", layout.World(),
+		"master_addr", m0.Address, "master_port", m0.Port)
 	return g, nil
 }
 
@@ -206,7 +210,9 @@ func (g *rankGroup) drain(rank int) {
 // killed by a signal the node did not send. The node stopped the others.
 type RankError struct {
 	Rank, Ranks int
-	Program     string
+	// Host names the rank's host when the ranks span several.
+	Host    string
+	Program string
 	Code        int   // the exit code; -1 when a signal ended it
 	Err         error // the wait error, naming the signal
 	Stderr      string
@@ -217,8 +223,12 @@ func (e *RankError) Error() string {
 	if e.Code < 0 {
 		how = fmt.Sprintf("was killed (%v)", e.Err)
 	}
-	return fmt.Sprintf("rank %d of %d (%s) %s, so the other ranks were stopped; its stderr: %s",
-		e.Rank, e.Ranks, e.Program, how, process.LastLines(e.Stderr, 5))
+	on := ""
+	if e.Host != "" {
+		on = " on host " + e.Host
+	}
+	return fmt.Sprintf("rank %d of %d%s (%s) %s, so the other ranks were stopped; its stderr: %s",
+		e.Rank, e.Ranks, on, e.Program, how, process.LastLines(e.Stderr, 5))
 }
 
 // wait waits for every rank to end. The first rank to fail, or ctx
@@ -242,6 +252,7 @@ func (g *rankGroup) wait(ctx context.Context) error {
 	var failed *RankError
 	for range g.cmds {
 		e := <-exits
+		g.exited(g.layout.Rank(g.host, e.rank))
 		g.drain(e.rank)
 		code := g.cmds[e.rank].ProcessState.ExitCode()
 		// A rank that ends once the others are being stopped is not to
@@ -251,10 +262,13 @@ func (g *rankGroup) wait(ctx context.Context) error {
 			continue
 		}
 		failed = &RankError{
-			Rank: e.rank, Ranks: len(g.cmds), Program: g.cmds[e.rank].Args[0],
+			Rank: g.layout.Rank(g.host, e.rank), Ranks: g.layout.World(), Program: g.cmds[e.rank].Args[0],
 			Code: code, Err: e.err, Stderr: g.stderr[e.rank].Tail(),
 		}
-		g.log.Warn("trainer rank failed; stopping the other ranks", "rank", e.rank, "exit_code", code, "error", e.err)
+		if len(g.layout.Members) > 1 {
+			failed.Host = g.layout.Members[g.host].Host
+		}
+		g.log.Warn("trainer rank failed; stopping the other ranks", "rank", failed.Rank, "exit_code", code, "error", e.err)
 		stopAll()
 	}
 	if failed == nil {

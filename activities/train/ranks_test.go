@@ -42,7 +42,7 @@ func startFakeRanks(t *testing.T, n int, env ...string) (*rankGroup, string) {
 	out := t.TempDir()
 	base := exec.Command("sh", "-c", rankScript)
 	base.Env = append(os.Environ(), append(env, "OUT="+out)...)
-	port, err := freePort()
+	port, err := freePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func startFakeRanks(t *testing.T, n int, env ...string) (*rankGroup, string) {
 		t.Fatal(err)
 	}
 	defer stdout.Close()
-	g, err := startRanks(base, n, port, stdout, quiet)
+	g, err := startRanks(base, localLayout("test-host", n, port), 0, stdout, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

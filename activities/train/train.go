@@ -11,14 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retrain-ml/retrain/activities/internal/objects"
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/activities/split"
 
 	"github.com/retrain-ml/retrain/dags"
-	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
-	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/gang"
 	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/internal/trainer"
@@ -79,6 +77,10 @@ type With struct {
 	// Processes has no default tag: its default depends on gpus and argv.
 	Processes  int    `json:"processes" trainer:"command" doc:"command: ranks of argv the node starts and supervises, each with MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE (torch.distributed's env://); only rank 0's stdout is read for progress, and a rank that fails stops the others (default: gpus when above 0 and argv does not run torchrun, else 1)"`
 	DataFormat string `json:"data_format" trainer:"command" default:"parquet" doc:"command: how RETRAIN_TRAIN_DATA and RETRAIN_EVAL_DATA are written: parquet (the split's files) or npy (NumPy arrays and schema.json, which numpy.load reads without other libraries)"`
+	// Hosts has no default tag: 1 and absent are the same node.
+	Hosts       int    `json:"hosts" trainer:"command" doc:"command: hosts the node spans: processes ranks on each of this many workers of its queue with distinct --host-id (WORLD_SIZE = hosts x processes, NODE_RANK, MASTER_ADDR on host 0's advertised address), started once every host holds its GPUs and stopped together when one fails; a retry forms a new gang that resumes from the last checkpoint (default 1)"`
+	GangTimeout string `json:"gang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command, hosts > 1: how long the hosts may take to join (each holding its GPUs) before every lease is released and the attempt fails, naming how many joined"`
+	HangTimeout string `json:"hang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: a rank whose progress lines stop advancing its step for this long stops every rank and fails the attempt, naming the rank (and host); counted from its first progress line, so startup is not included (0s: never)"`
 }
 
 // Outputs are what a train node outputs. Both trainers output every key
@@ -98,7 +100,15 @@ type Outputs struct {
 	TrainRows    int64     `json:"train_rows"`
 	GPUs         int       `json:"gpus"`
 	GPU          *GPUUsage `json:"gpu,omitempty"`
-	Summary      string    `json:"summary"` // one line for the run's node table
+	// Hosts are a gang's hosts (hosts > 1), in rank order, with their
+	// addresses, ranks and pace; SlowestHost names the one below 0.8x the
+	// median pace, if any. Restarts counts the gangs formed again after a
+	// failure, and Attempts says each one's hosts and how it ended.
+	Hosts       []HostOutput  `json:"hosts,omitempty"`
+	SlowestHost string        `json:"slowest_host,omitempty"`
+	Restarts    int           `json:"restarts,omitempty"`
+	Attempts    []GangAttempt `json:"attempts,omitempty"`
+	Summary     string        `json:"summary"` // one line for the run's node table
 }
 
 // summary says what an attempt trained, e.g. "trained 2 epochs, 44
@@ -118,8 +128,20 @@ func (o Outputs) summary(w With, took time.Duration) string {
 	if o.ResumedFrom > 0 {
 		s += fmt.Sprintf(", resumed from step %d", o.ResumedFrom)
 	}
+	if len(o.Hosts) > 1 {
+		s += fmt.Sprintf(", %d hosts", len(o.Hosts))
+		if o.Restarts > 0 {
+			s += fmt.Sprintf(" (%d restarts)", o.Restarts)
+		}
+		if o.SlowestHost != "" {
+			s += ", slowest " + o.SlowestHost
+		}
+	}
 	if o.GPUs > 0 {
 		s += fmt.Sprintf(", %d GPUs", o.GPUs)
+		if len(o.Hosts) > 1 {
+			s += " per host"
+		}
 	}
 	return s + fmt.Sprintf(", %s (%s)", took.Round(10*time.Millisecond), o.Trainer)
 }
@@ -158,6 +180,9 @@ func checkTrain(with map[string]any) error {
 	kind := BuiltinTrainer
 	if t, ok := with["trainer"].(string); ok && !dags.HasRef(t) {
 		kind = t
+	}
+	if n, ok := with["hosts"].(float64); ok && n > 1 && kind == BuiltinTrainer {
+		return fmt.Errorf("hosts %v: the builtin trainer is one process on one worker; train across hosts with trainer: command", n)
 	}
 	var wrong []string
 	switch kind {
@@ -201,7 +226,20 @@ func checkTrain(with map[string]any) error {
 	if f, ok := with["data_format"].(string); ok && !dags.HasRef(f) && f != split.FormatParquet && f != split.FormatNPY {
 		return fmt.Errorf("data_format %q: want %s or %s", f, split.FormatParquet, split.FormatNPY)
 	}
-	if n, ok := with["processes"].(float64); ok && n > 1 {
+	for _, f := range []string{"gang_timeout", "hang_timeout"} {
+		if v, ok := with[f].(string); ok && !dags.HasRef(v) {
+			d, err := dags.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %v", f, err)
+			}
+			if d < 0 || (f == "gang_timeout" && d == 0) {
+				return fmt.Errorf("%s %s: want a positive duration", f, v)
+			}
+		}
+	}
+	n, _ := with["processes"].(float64)
+	hosts, _ := with["hosts"].(float64)
+	if n > 1 || hosts > 1 {
 		var words []string
 		switch argv := with["argv"].(type) {
 		case []string:
@@ -214,10 +252,13 @@ func checkTrain(with map[string]any) error {
 			}
 		}
 		if launchesRanks(words) {
+			if hosts > 1 {
+				return fmt.Errorf("hosts %v: argv runs torchrun, which starts its ranks itself and would rendezvous on its own; give the trainer program in argv and let the node start the ranks on every host", hosts)
+			}
 			return fmt.Errorf("processes %v: argv runs torchrun, which starts the ranks itself; leave processes out (or 1)", n)
 		}
 	}
-	for _, f := range []string{"epochs", "batch_size", "workers", "checkpoint_every", "buckets", "processes"} {
+	for _, f := range []string{"epochs", "batch_size", "workers", "checkpoint_every", "buckets", "processes", "hosts"} {
 		if n, ok := with[f].(float64); ok && n < 1 {
 			return fmt.Errorf("%s must be at least 1, got %v", f, n)
 		}
@@ -249,11 +290,29 @@ type Trainers struct {
 	// Env is what command trainers see of the worker: its environment
 	// and secrets.
 	Env progenv.Policy
+	// Host is this worker as a host of gangs (hosts > 1): its id and the
+	// address the other hosts' ranks reach its ranks on. Hosts lists the
+	// live hosts polling a queue; nil on a worker that cannot.
+	Host  Host
+	Hosts HostDirectory
+
+	held heldLeases // the GPUs this worker holds for gangs it joined (gangrun.go)
 }
 
-// Type is the train node type, run by t.
+// Type is the train node type, run by t. A node with hosts > 1 runs as
+// the Gang workflow instead, which forms the gang through its activities.
 func (t *Trainers) Type() nodetype.Type {
-	return nodetype.New(dags.NodeType{Name: "train", Doc: doc, Check: checkTrain}, t.train)
+	nt := nodetype.New(dags.NodeType{Name: "train", Doc: doc, Check: checkTrain,
+		Hosts: &dags.Hosts{Field: "hosts", Workflow: GangWorkflow}}, t.train)
+	nt.Workflows = map[string]any{GangWorkflow: Gang}
+	nt.Activities = map[string]any{
+		GangHostsActivity:   t.GangHosts,
+		GangLeaseActivity:   t.GangLease,
+		GangReleaseActivity: t.GangRelease,
+		GangRunActivity:     t.GangRun,
+	}
+	nt.Hosted = []string{GangLeaseActivity, GangReleaseActivity, GangRunActivity}
+	return nt
 }
 
 // Run runs one attempt of a train node, as t.Type() does.
@@ -273,6 +332,11 @@ type trainRun struct {
 	// masked in its logged output and stderr tail.
 	secrets []string
 
+	// watch follows the ranks' steps; hangTimeout is how long one may
+	// stand still (0: never checked).
+	watch       *gang.Watch
+	hangTimeout time.Duration
+
 	mu    sync.Mutex
 	curve []CurvePoint
 	last  TrainProgress
@@ -282,34 +346,17 @@ func (r *trainRun) curveKey() string    { return r.prefix + "training/curve.json
 func (r *trainRun) modelPrefix() string { return r.prefix + "model/" }
 
 // train runs one attempt of a train node.
-func (t *Trainers) train(ctx context.Context, in nodetype.Input, w With) (Outputs, error) {
+func (t *Trainers) train(ctx context.Context, in nodetype.Input, _ With) (Outputs, error) {
 	// The schema checked the types; the rules across fields are checked
 	// again here on the resolved block.
-	if err := checkTrain(in.With); err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	if t.Store == nil {
-		return Outputs{}, objects.NoStore()
-	}
-	fingerprint, err := checkpoint.Fingerprint(in.With)
+	r, w, err := t.newRun(in)
 	if err != nil {
-		return Outputs{}, nodetype.Permanent(errtype.BadInput, "%v", err)
-	}
-	for _, seg := range []string{in.Pipeline, in.RunID, in.Node} {
-		if err := s3store.ValidateKey(seg); err != nil || strings.Contains(seg, "/") {
-			return Outputs{}, nodetype.Permanent(errtype.BadInput, "cannot train for pipeline %q, run %q, node %q: each must be a single key segment", in.Pipeline, in.RunID, in.Node)
-		}
-	}
-	r := &trainRun{
-		t: t, in: in, w: w,
-		log:    t.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "trainer", w.Trainer),
-		prefix: fmt.Sprintf("checkpoints/%s/%s/%s/%s/", in.Pipeline, in.RunID, in.Node, fingerprint),
-		guard:  trainer.Guard{MaxEmbNorm: w.MaxEmbNorm},
+		return Outputs{}, err
 	}
 	started := time.Now()
 	var out Outputs
 	if w.Trainer == CommandTrainer {
-		out, err = r.command(ctx)
+		out, err = r.command(ctx, nil)
 	} else {
 		out, err = r.builtin(ctx)
 	}
@@ -346,10 +393,12 @@ type Deps struct {
 	// AllowCommands: see Trainers.AllowCommands.
 	AllowCommands []string
 	Env           progenv.Policy // see Trainers.Env
+	Host          Host           // see Trainers.Host
+	Hosts         HostDirectory  // see Trainers.Hosts
 }
 
 // Type returns the train node type.
 func Type(d Deps) nodetype.Type {
-	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands, Env: d.Env}
+	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands, Env: d.Env, Host: d.Host, Hosts: d.Hosts}
 	return t.Type()
 }

@@ -7,15 +7,16 @@ only torch and numpy:
 * it reads RETRAIN_TRAIN_DATA (and RETRAIN_EVAL_DATA) in the npy layout:
   give the train node `data_format: npy`;
 * it prints progress as JSON lines on rank 0's stdout,
-  {"step", "total", "loss", "emb_max_norm", "examples_per_sec", "checkpoint"};
-  every other line is a log line;
+  {"step", "total", "loss", "emb_max_norm", "examples_per_sec", "checkpoint"},
+  and {"step"} on every other rank's, which the node reads to tell a stuck
+  rank (hang_timeout); every other line is a log line;
 * it checkpoints into RETRAIN_CHECKPOINT_URI (a local folder) and resumes
   from RETRAIN_RESUME_FROM;
 * it writes model.pt and meta.json into RETRAIN_MODEL_OUT.
 
-The train node starts it as `processes: N` ranks (on one host or several)
-with torch.distributed's env:// variables (MASTER_ADDR, MASTER_PORT, RANK,
-WORLD_SIZE, ...): synchronous data parallelism over gloo on CPU, nccl when
+The train node starts it as `processes: N` ranks on each of `hosts: M`
+workers with torch.distributed's env:// variables (MASTER_ADDR, MASTER_PORT,
+RANK, WORLD_SIZE, NODE_RANK, ...; GLOO_SOCKET_IFNAME between hosts): synchronous data parallelism over gloo on CPU, nccl when
 CUDA is available (rank r uses GPU LOCAL_RANK). Without WORLD_SIZE it trains
 as a single process.
 
@@ -57,6 +58,9 @@ import fm
 # For tests of the node's supervision: "RANK:STEP[:CODE]" makes that rank
 # exit with CODE (default 7) right after STEP, as if it had crashed.
 EXIT_AT = "TRAIN_PY_EXIT_AT"
+# "RANK:STEP" makes that rank stop advancing after STEP (it sleeps), as a
+# rank stuck in a data loader or a dead peer's collective would.
+HANG_AT = "TRAIN_PY_HANG_AT"
 
 
 def parse_args():
@@ -164,6 +168,7 @@ def main():
     resume = env.get("RETRAIN_RESUME_FROM", "")
     model_out = env.get("RETRAIN_MODEL_OUT", "")
     exit_at = [int(v) for v in env.get(EXIT_AT, "").split(":") if v]
+    hang_at = [int(v) for v in env.get(HANG_AT, "").split(":") if v]
 
     world = int(env.get("WORLD_SIZE", "1"))
     distributed = world > 1
@@ -323,6 +328,10 @@ def main():
             if saving:
                 record["checkpoint"] = checkpoint()
             emit(**record)
+        elif rank != 0 and step % args.log_every == 0:
+            # The other ranks' steps: the node stops every rank when one
+            # stops advancing, and names it.
+            emit(step=step)
         if not math.isfinite(loss):
             # The node's guard has stopped on the progress line already.
             print(f"loss is {loss} at step {step}: diverged", file=sys.stderr, flush=True)
@@ -331,6 +340,9 @@ def main():
             code = exit_at[2] if len(exit_at) > 2 else 7
             print(f"exiting with code {code} after step {step} ({EXIT_AT})", file=sys.stderr, flush=True)
             os._exit(code)
+        if hang_at and hang_at[0] == rank and hang_at[1] == step:
+            print(f"rank {rank} stops advancing after step {step} ({HANG_AT})", file=sys.stderr, flush=True)
+            time.sleep(10 ** 6)
 
     loop_s = time.perf_counter() - loop_start
     report_comm(rank, world, steps_run, comm_bytes, comm_s, loop_s, time.process_time() - cpu_start, device)

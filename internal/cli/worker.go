@@ -46,6 +46,9 @@ func NewWorkerCommand(app *App) *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if cfg.Host.Frontend == "" {
+				cfg.Host.Frontend = app.Conn.Address // the default advertised address is the way there
+			}
 			w, err := worker.New(ctx, c, app.Conn.Namespace, cfg, log)
 			if err != nil {
 				return err

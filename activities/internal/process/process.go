@@ -57,6 +57,14 @@ type TailWriter struct {
 	mask    *progenv.Masker
 	maskLen int  // the longest masked form's length
 	trimmed bool // buf lost its start
+	onLine  func(line string)
+}
+
+// OnLine calls f with each complete line written, unmasked, before it is
+// logged (a rank's progress lines, read for its step).
+func (w *TailWriter) OnLine(f func(line string)) *TailWriter {
+	w.onLine = f
+	return w
 }
 
 // NewTailWriter returns a TailWriter keeping n bytes, logging lines of
@@ -89,6 +97,9 @@ func (w *TailWriter) Write(p []byte) (int, error) {
 
 func (w *TailWriter) emit() {
 	line := w.line.String()
+	if w.onLine != nil {
+		w.onLine(line)
+	}
 	if w.mask != nil {
 		line = w.mask.String(line)
 	}
