@@ -1,0 +1,191 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/internal/devkit/servingsim"
+	"github.com/retrain-ml/retrain/runs"
+)
+
+var (
+	healthy  = servingsim.Behaviour{CTR: 0.10, Latency: 40 * time.Millisecond}
+	ctrDrop  = servingsim.Behaviour{CTR: 0.07, Latency: 40 * time.Millisecond}
+	slowAt50 = servingsim.Behaviour{CTR: 0.10, Latency: 40 * time.Millisecond, SlowAbove: 25, SlowLatency: 600 * time.Millisecond}
+	unseen   = servingsim.Behaviour{CTR: 0.10, Latency: 40 * time.Millisecond, Label: "model-v2"}
+)
+
+// TestCanaryHealthyPromoted: a canary as good as production bakes at 10%
+// and 50% and is promoted; the webhook heard each split.
+func TestCanaryHealthyPromoted(t *testing.T) {
+	e := newCanaryEnv(t, healthy)
+	startStoreWorker(t, e.queue, e.srv)
+	res := wait(t, e.start(t, "6s"))
+	wantStatus(t, res, runs.StatusSucceeded)
+	decision, steps, out := canaryOutputs(t, res)
+	logSteps(t, steps)
+	if decision != "promoted" || len(steps) != 3 || out["moved"] != true {
+		t.Fatalf("decision %q after %d steps, outputs %v", decision, len(steps), out)
+	}
+	if got, want := e.history(t, "production"), []string{"promote:->v1", "promote:v1->v2"}; !equal(got, want) {
+		t.Errorf("production history %v, want %v", got, want)
+	}
+	if got, want := e.history(t, "canary"), []string{"promote:->v2"}; !equal(got, want) {
+		t.Errorf("canary history %v, want %v", got, want)
+	}
+	if got, want := e.splits(), []string{"v1/v2@10", "v1/v2@50", "v2/v2@100"}; !equal(got, want) {
+		t.Errorf("webhook splits %v, want %v", got, want)
+	}
+}
+
+// TestCanaryCTRDropRolledBack: a canary whose CTR is 30% below
+// production's is rolled back at step 1; production never moves, and the
+// run's on_failure compensation runs.
+func TestCanaryCTRDropRolledBack(t *testing.T) {
+	e := newCanaryEnv(t, ctrDrop)
+	startStoreWorker(t, e.queue, e.srv)
+	res := wait(t, e.start(t, "6s"))
+	wantStatus(t, res, runs.StatusFailed)
+	decision, steps, out := canaryOutputs(t, res)
+	logSteps(t, steps)
+	breach, _ := out["breach"].(map[string]any)
+	if decision != "rolled_back" || len(steps) != 1 || breach["check"] != "ctr" || breach["step"] != 1.0 {
+		t.Fatalf("decision %q after %d steps, breach %v", decision, len(steps), breach)
+	}
+	n := node(t, res, "canary")
+	t.Logf("node error: %s", n.Error)
+	for _, want := range []string{"check ctr breached at step 1", "serving_clicks_total{version=\"v2\"}", "CanaryRolledBack"} {
+		if !strings.Contains(n.Error, want) {
+			t.Errorf("node error lacks %q: %s", want, n.Error)
+		}
+	}
+	if got, want := e.history(t, "production"), []string{"promote:->v1"}; !equal(got, want) {
+		t.Errorf("production history %v, want %v", got, want)
+	}
+	if got, want := e.history(t, "canary"), []string{"promote:->v2", "rollback:v2->v1"}; !equal(got, want) {
+		t.Errorf("canary history %v, want %v", got, want)
+	}
+	if got, want := e.splits(), []string{"v1/v2@10", "v1/v1@0"}; !equal(got, want) {
+		t.Errorf("webhook splits %v, want %v", got, want)
+	}
+	if len(res.Compensations) != 1 || res.Compensations[0].Status != runs.NodeSucceeded {
+		t.Errorf("compensations %+v, want undo_prep succeeded", res.Compensations)
+	}
+}
+
+// TestCanaryLatencyBreachAtStep2: a canary that is fine at 10% but slow
+// at 50% passes step 1 and is rolled back at step 2 on p99 latency.
+func TestCanaryLatencyBreachAtStep2(t *testing.T) {
+	e := newCanaryEnv(t, slowAt50)
+	startStoreWorker(t, e.queue, e.srv)
+	res := wait(t, e.start(t, "6s"))
+	wantStatus(t, res, runs.StatusFailed)
+	decision, steps, out := canaryOutputs(t, res)
+	logSteps(t, steps)
+	breach, _ := out["breach"].(map[string]any)
+	if decision != "rolled_back" || len(steps) != 2 || breach["check"] != "p99_latency" || breach["step"] != 2.0 {
+		t.Fatalf("decision %q after %d steps, breach %v", decision, len(steps), breach)
+	}
+	if s := steps[0].(map[string]any); s["outcome"] != "passed" {
+		t.Errorf("step 1 %v, want passed", s["outcome"])
+	}
+	if got, want := e.history(t, "production"), []string{"promote:->v1"}; !equal(got, want) {
+		t.Errorf("production history %v, want %v", got, want)
+	}
+	if got, want := e.splits(), []string{"v1/v2@10", "v1/v2@50", "v1/v1@0"}; !equal(got, want) {
+		t.Errorf("webhook splits %v, want %v", got, want)
+	}
+}
+
+// TestCanaryNoDataFailsClosed: the canary's series are not where the
+// query looks (the serving system labels them otherwise): no data is a
+// failure, not a pass.
+func TestCanaryNoDataFailsClosed(t *testing.T) {
+	e := newCanaryEnv(t, unseen)
+	startStoreWorker(t, e.queue, e.srv)
+	res := wait(t, e.start(t, "6s"))
+	wantStatus(t, res, runs.StatusFailed)
+	decision, steps, out := canaryOutputs(t, res)
+	logSteps(t, steps)
+	breach, _ := out["breach"].(map[string]any)
+	reason, _ := breach["reason"].(string)
+	if decision != "rolled_back" || breach["step"] != 1.0 || !strings.Contains(reason, "no data for the canary") {
+		t.Fatalf("decision %q, breach %v", decision, breach)
+	}
+	if got, want := e.history(t, "production"), []string{"promote:->v1"}; !equal(got, want) {
+		t.Errorf("production history %v, want %v", got, want)
+	}
+}
+
+// TestCanaryApproveAndReject: a human's approval mid-bake promotes at
+// once; a rejection rolls back at once; both are recorded with who and why.
+func TestCanaryApproveAndReject(t *testing.T) {
+	t.Run("approve", func(t *testing.T) {
+		e := newCanaryEnv(t, healthy)
+		startStoreWorker(t, e.queue, e.srv)
+		id := e.start(t, "10m")
+		waitBaking(t, id, 1)
+		t.Log(decide(t, id, "canary-approve", "alice", "dashboards look fine"))
+		start := time.Now()
+		res := wait(t, id)
+		wantStatus(t, res, runs.StatusSucceeded)
+		decision, steps, out := canaryOutputs(t, res)
+		if decision != "approved" || out["decided_by"] != "alice" || len(steps) != 1 || time.Since(start) > 30*time.Second {
+			t.Fatalf("decision %q by %v after %d steps", decision, out["decided_by"], len(steps))
+		}
+		if got, want := e.history(t, "production"), []string{"promote:->v1", "promote:v1->v2"}; !equal(got, want) {
+			t.Errorf("production history %v, want %v", got, want)
+		}
+		h, _ := e.reg.History(t.Context(), "ctr", "production")
+		if r := h[len(h)-1].Reason; !strings.Contains(r, "approved by alice: dashboards look fine") {
+			t.Errorf("promotion's reason %q does not say who approved and why", r)
+		}
+	})
+	t.Run("reject", func(t *testing.T) {
+		e := newCanaryEnv(t, healthy)
+		startStoreWorker(t, e.queue, e.srv)
+		id := e.start(t, "10m")
+		waitBaking(t, id, 1)
+		t.Log(decide(t, id, "canary-reject", "bob", "support tickets up"))
+		res := wait(t, id)
+		wantStatus(t, res, runs.StatusFailed)
+		decision, _, out := canaryOutputs(t, res)
+		if decision != "rejected" || out["decided_by"] != "bob" || !strings.Contains(node(t, res, "canary").Error, "support tickets up") {
+			t.Fatalf("decision %q by %v: %s", decision, out["decided_by"], node(t, res, "canary").Error)
+		}
+		if got, want := e.history(t, "production"), []string{"promote:->v1"}; !equal(got, want) {
+			t.Errorf("production history %v, want %v", got, want)
+		}
+		if got, want := e.history(t, "canary"), []string{"promote:->v2", "rollback:v2->v1"}; !equal(got, want) {
+			t.Errorf("canary history %v, want %v", got, want)
+		}
+	})
+}
+
+// TestCanaryRefusedWhenProductionMoved: a deploy moves production to v3
+// while the canary bakes; the promotion's compare-and-swap refuses, the
+// node says so, and the canary goes back to production as it now is.
+func TestCanaryRefusedWhenProductionMoved(t *testing.T) {
+	e := newCanaryEnv(t, healthy)
+	startStoreWorker(t, e.queue, e.srv)
+	id := e.start(t, "6s")
+	waitBaking(t, id, 1)
+	if _, err := e.reg.Promote(t.Context(), "ctr", "production", "v3", tester, "hotfix deploy"); err != nil {
+		t.Fatal(err)
+	}
+	res := wait(t, id)
+	wantStatus(t, res, runs.StatusFailed)
+	decision, _, _ := canaryOutputs(t, res)
+	n := node(t, res, "canary")
+	t.Logf("node error: %s", n.Error)
+	if decision != "refused" || !strings.Contains(n.Error, "production moved") || !strings.Contains(n.Error, "ConcurrentMove") {
+		t.Fatalf("decision %q: %s", decision, n.Error)
+	}
+	if got, want := e.history(t, "production"), []string{"promote:->v1", "promote:v1->v3"}; !equal(got, want) {
+		t.Errorf("production history %v, want %v", got, want)
+	}
+	if got, want := e.history(t, "canary"), []string{"promote:->v2", "rollback:v2->v3"}; !equal(got, want) {
+		t.Errorf("canary history %v, want %v", got, want)
+	}
+}
