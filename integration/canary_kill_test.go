@@ -1,0 +1,59 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// TestCanaryWorkerKilledMidBake SIGKILLs the only worker 2 s into step
+// 1's bake of 16 s and starts another 2 s later: the bake is a timer on
+// the server, so the step ends when planned (within the heartbeat), the
+// canary goes on to step 2 and is promoted, and every move and webhook
+// happens once.
+func TestCanaryWorkerKilledMidBake(t *testing.T) {
+	const bake, heartbeat = 16 * time.Second, 2 * time.Second
+	e := newCanaryEnv(t, healthy)
+	setChildStoreEnv(t, e.srv)
+	w := startChildWorker(t, e.queue)
+	id := e.start(t, bake.String())
+	waitBaking(t, id, 1)
+	killed := time.Now()
+	if err := w.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Wait()
+	time.Sleep(2 * time.Second)
+	restarted := time.Now()
+	startChildWorker(t, e.queue)
+	res := wait(t, id)
+	wantStatus(t, res, runs.StatusSucceeded)
+	decision, steps, _ := canaryOutputs(t, res)
+	logSteps(t, steps)
+	if decision != "promoted" || len(steps) != 3 {
+		t.Fatalf("decision %q after %d steps", decision, len(steps))
+	}
+	step1 := steps[0].(map[string]any)
+	started, _ := time.Parse(time.RFC3339Nano, step1["started"].(string))
+	ended, _ := time.Parse(time.RFC3339Nano, step1["ended"].(string))
+	planned := started.Add(bake)
+	n := node(t, res, "canary")
+	t.Logf("timeline: step 1 started %s; worker SIGKILLed %s (+%.1fs); new worker %s (+%.1fs); step 1 planned end %s, ended %s (%+.2fs); decision (node ended) %s",
+		started.Format(time.TimeOnly+".000"), killed.Format(time.TimeOnly+".000"), killed.Sub(started).Seconds(),
+		restarted.Format(time.TimeOnly+".000"), restarted.Sub(started).Seconds(),
+		planned.Format(time.TimeOnly+".000"), ended.Format(time.TimeOnly+".000"), ended.Sub(planned).Seconds(),
+		n.EndedAt.Format(time.TimeOnly+".000"))
+	if d := ended.Sub(planned); d < 0 || d > heartbeat {
+		t.Errorf("step 1 ended %v after its planned end, want within the heartbeat (%v)", d, heartbeat)
+	}
+	if got, want := e.history(t, "production"), []string{"promote:->v1", "promote:v1->v2"}; !equal(got, want) {
+		t.Errorf("production history %v, want %v: the decision once", got, want)
+	}
+	if got, want := e.history(t, "canary"), []string{"promote:->v2"}; !equal(got, want) {
+		t.Errorf("canary history %v, want %v", got, want)
+	}
+	if got, want := e.splits(), []string{"v1/v2@10", "v1/v2@50", "v2/v2@100"}; !equal(got, want) {
+		t.Errorf("webhook splits %v, want %v", got, want)
+	}
+}
