@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	"github.com/retrain-ml/retrain/internal/canary"
 	"github.com/retrain-ml/retrain/internal/devkit/promtest"
@@ -186,22 +184,6 @@ func waitBaking(t *testing.T, id string, step int) canarynode.State {
 		return err == nil && st.Phase == "baking" && st.Step == step && len(st.Checks) > 0
 	})
 	return st
-}
-
-func decide(t *testing.T, id, update, by, reason string) string {
-	t.Helper()
-	h, err := tclient.UpdateWorkflow(t.Context(), client.UpdateWorkflowOptions{
-		WorkflowID: id + "/canary", UpdateName: update, Args: []any{canarynode.Approval{By: by, Reason: reason}},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msg string
-	if err := h.Get(t.Context(), &msg); err != nil {
-		t.Fatal(err)
-	}
-	return msg
 }
 
 // canaryOutputs reads the canary node's outputs, on success or failure.

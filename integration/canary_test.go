@@ -126,7 +126,12 @@ func TestCanaryApproveAndReject(t *testing.T) {
 		startStoreWorker(t, e.queue, e.srv)
 		id := e.start(t, "10m")
 		waitBaking(t, id, 1)
-		t.Log(decide(t, id, "canary-approve", "alice", "dashboards look fine"))
+		// The CLI finds the run's one baking canary.
+		said, err := retrainCLI(t, "approve", id, "--reason", "dashboards look fine", "--user", "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(said)
 		start := time.Now()
 		res := wait(t, id)
 		wantStatus(t, res, runs.StatusSucceeded)
@@ -147,7 +152,11 @@ func TestCanaryApproveAndReject(t *testing.T) {
 		startStoreWorker(t, e.queue, e.srv)
 		id := e.start(t, "10m")
 		waitBaking(t, id, 1)
-		t.Log(decide(t, id, "canary-reject", "bob", "support tickets up"))
+		said, err := retrainCLI(t, "reject", id, "--node", "canary", "--reason", "support tickets up", "--user", "bob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(said)
 		res := wait(t, id)
 		wantStatus(t, res, runs.StatusFailed)
 		decision, _, out := canaryOutputs(t, res)

@@ -99,11 +99,11 @@ func (r *run) listen(ctx workflow.Context) error {
 				return "", err
 			}
 			take(a)
-			verb := "approved: promoting " + r.plan.Version + " now"
+			verb := "approved by %s: promoting %s to %s now"
 			if reject {
-				verb = "rejected: rolling " + r.plan.Version + " back now"
+				verb = "rejected by %s: rolling %s back now; %s stays"
 			}
-			return fmt.Sprintf("canary %s %s by %s", workflow.GetInfo(ctx).WorkflowExecution.ID, verb, a.By), nil
+			return fmt.Sprintf("canary %s "+verb, workflow.GetInfo(ctx).WorkflowExecution.ID, a.By, r.plan.Version, r.plan.ProductionAlias), nil
 		}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error { return valid(a) }})
 		if err != nil {
 			return err

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/user"
 	"strings"
 
+	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	gatenode "github.com/retrain-ml/retrain/activities/gate"
 
 	"github.com/spf13/cobra"
@@ -15,7 +17,8 @@ import (
 )
 
 // NewApproveCommand returns `retrain approve`: force a failed gate that is
-// waiting for a human to pass, recording who and why.
+// waiting for a human to pass, or promote a baking canary now, recording
+// who and why.
 func NewApproveCommand(app *App) *cobra.Command {
 	var (
 		force        bool
@@ -23,58 +26,139 @@ func NewApproveCommand(app *App) *cobra.Command {
 		by           string
 	)
 	cmd := &cobra.Command{
-		Use:   "approve RUN --force --reason TEXT",
-		Short: "Force a failed gate of a run to pass (it must be waiting: wait_for_approval), recording who and why",
-		Long: `Overrides the verdict of a gate node that rejected a candidate and is
-waiting for a human (its wait_for_approval has not run out). The gate then
-passes, its outputs say forced, by whom and why, and the run goes on (to the
-deploy). Who is --user, else $RETRAIN_USER, else the login name.`,
+		Use:   "approve RUN --reason TEXT [--node ID] [--force]",
+		Short: "Promote a run's baking canary now, or force its failed gate to pass (--force), recording who and why",
+		Long: `For a canary node that is baking: skips the rest of its bake and
+promotes the candidate to production now (by compare-and-swap, as when
+its checks pass). Its outputs say approved, by whom and why.
+
+For a gate node that rejected a candidate and is waiting for a human (its
+wait_for_approval has not run out): overrides the verdict, with --force.
+The gate then passes, its outputs say forced, by whom and why, and the run
+goes on (to the deploy).
+
+Without --node, the run's one waiting gate or baking canary is meant.
+Who is --user, else $RETRAIN_USER, else the login name.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !force {
-				return errors.New("approve overrides the gate's verdict: say so with --force")
-			}
-			if strings.TrimSpace(reason) == "" {
-				return errors.New("--reason is required: the override is recorded with it")
-			}
-			if by == "" {
-				by = currentUser()
-			}
-			if by == "" {
-				return errors.New("cannot tell who approves: pass --user or set RETRAIN_USER")
-			}
-			ctx := cmd.Context()
-			c, err := app.Conn.Dial(ctx, app.Logger())
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			id := args[0] + "/" + node
-			handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-				WorkflowID:   id,
-				UpdateName:   gatenode.ApproveUpdate,
-				Args:         []any{gatenode.Approval{By: by, Reason: reason}},
-				WaitForStage: client.WorkflowUpdateStageCompleted,
-			})
-			if err == nil {
-				var msg string
-				if err = handle.Get(ctx, &msg); err == nil {
-					fmt.Fprintln(app.Out, msg)
-					return nil
+			return decideNode(cmd.Context(), app, args[0], node, by, reason, func(typ string) (string, error) {
+				if typ == canarynode.Workflow {
+					return canarynode.ApproveName, nil
 				}
-			}
-			var notFound *serviceerror.NotFound
-			if errors.As(err, &notFound) {
-				return fmt.Errorf("no gate %q waiting in run %s (is the run id right, has the gate started, is it still waiting?): %w", node, args[0], err)
-			}
-			return fmt.Errorf("approve gate %s: %w", id, err)
+				if !force {
+					return "", errors.New("approve overrides the gate's verdict: say so with --force")
+				}
+				return gatenode.ApproveUpdate, nil
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&force, "force", false, "override the gate's verdict (required)")
-	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the gate's outputs (required)")
-	cmd.Flags().StringVar(&node, "node", "gate", "id of the gate node")
+	cmd.Flags().BoolVar(&force, "force", false, "override a gate's verdict (required for a gate)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the node's outputs (required)")
+	cmd.Flags().StringVar(&node, "node", "", "id of the gate or canary node (default: the run's one waiting gate or canary)")
 	cmd.Flags().StringVar(&by, "user", "", "who approves (default $RETRAIN_USER, else the login name)")
 	return cmd
+}
+
+// NewRejectCommand returns `retrain reject`: roll a baking canary back now.
+func NewRejectCommand(app *App) *cobra.Command {
+	var reason, node, by string
+	cmd := &cobra.Command{
+		Use:   "reject RUN --reason TEXT [--node ID]",
+		Short: "Roll a run's baking canary back now, recording who and why",
+		Long: `Stops a canary node's bake: the canary alias moves back to production's
+version, the webhooks are told 0%, and the node fails (CanaryRolledBack),
+so the run's on_failure compensations run. Production is untouched.
+Who is --user, else $RETRAIN_USER, else the login name.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return decideNode(cmd.Context(), app, args[0], node, by, reason, func(typ string) (string, error) {
+				if typ != canarynode.Workflow {
+					return "", fmt.Errorf("node is a %s, not a canary: only a canary can be rejected", typ)
+				}
+				return canarynode.RejectName, nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the node's outputs and the alias history (required)")
+	cmd.Flags().StringVar(&node, "node", "", "id of the canary node (default: the run's one baking canary)")
+	cmd.Flags().StringVar(&by, "user", "", "who rejects (default $RETRAIN_USER, else the login name)")
+	return cmd
+}
+
+// decideNode sends a human's decision to node of run (found when node is
+// ""): update picks the update by the node's workflow type.
+func decideNode(ctx context.Context, app *App, run, node, by, reason string, update func(typ string) (string, error)) error {
+	if strings.TrimSpace(reason) == "" {
+		return errors.New("--reason is required: the decision is recorded with it")
+	}
+	if by == "" {
+		by = currentUser()
+	}
+	if by == "" {
+		return errors.New("cannot tell who decides: pass --user or set RETRAIN_USER")
+	}
+	c, err := app.Conn.Dial(ctx, app.Logger())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id, typ, err := waitingNode(ctx, c, run, node)
+	if err != nil {
+		return err
+	}
+	name, err := update(typ)
+	if err != nil {
+		return err
+	}
+	handle, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		UpdateName:   name,
+		Args:         []any{gatenode.Approval{By: by, Reason: reason}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		var msg string
+		if err = handle.Get(ctx, &msg); err == nil {
+			fmt.Fprintln(app.Out, msg)
+			return nil
+		}
+	}
+	return fmt.Errorf("%s %s: %w", name, id, err)
+}
+
+// waitingNode finds the child workflow of run that a decision is for:
+// node's, or the run's one running gate or canary. It returns its id and
+// workflow type.
+func waitingNode(ctx context.Context, c client.Client, run, node string) (string, string, error) {
+	if node != "" {
+		id := run + "/" + node
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
+			return "", "", fmt.Errorf("no gate or canary %q in run %s (is the run id right, has the node started?): %w", node, run, err)
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("describe %s: %w", id, err)
+		}
+		return id, d.GetWorkflowExecutionInfo().GetType().GetName(), nil
+	}
+	d, err := c.DescribeWorkflowExecution(ctx, run, "")
+	if err != nil {
+		return "", "", fmt.Errorf("run %s: %w", run, err)
+	}
+	var found []string
+	var typ string
+	for _, pc := range d.GetPendingChildren() {
+		if t := pc.GetWorkflowTypeName(); t == canarynode.Workflow || t == gatenode.GateWorkflow {
+			found, typ = append(found, pc.GetWorkflowId()), t
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], typ, nil
+	case 0:
+		return "", "", fmt.Errorf("run %s has no gate or canary running now (a gate waits only when it failed and has wait_for_approval)", run)
+	}
+	return "", "", fmt.Errorf("run %s has %d gates or canaries running (%s): say which with --node", run, len(found), strings.Join(found, ", "))
 }
 
 func currentUser() string {

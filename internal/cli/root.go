@@ -60,7 +60,7 @@ func NewRoot(app *App, use string) *cobra.Command {
 	root.AddCommand(NewRunCommand(app), NewStatusCommand(app), NewDAGCommand(app), NewWorkerCommand(app))
 	root.AddCommand(NewTableCommand(app), NewDataCommand(app))
 	root.AddCommand(NewModelCommand(app), NewGCCommand(app))
-	root.AddCommand(NewApproveCommand(app), NewGPUsCommand(app), NewReportCommand(app))
+	root.AddCommand(NewApproveCommand(app), NewRejectCommand(app), NewGPUsCommand(app), NewReportCommand(app))
 	root.AddCommand(NewScheduleCommand(app))
 	root.AddCommand(NewBackfillCommand(app))
 	root.AddCommand(NewRunsCommand(app))
