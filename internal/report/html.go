@@ -38,6 +38,7 @@ type pageView struct {
 	Stats                                   []statsView
 	Evaluations                             []evalView
 	Gates                                   []gateView
+	Canaries                                []canaryView
 	Notes                                   []string
 }
 
@@ -150,6 +151,16 @@ func view(r *Report, o Options) pageView {
 		v.Evaluations = append(v.Evaluations, evalRows(id, r.Evaluations[id]))
 	}
 	for _, n := range res.Nodes {
+		if d, ok := canaryDeploy(n); ok {
+			v.Deploys = append(v.Deploys, d)
+		}
+		if cv, ok := canaryRows(n); ok {
+			v.Canaries = append(v.Canaries, cv)
+			// The banner and the section say why the canary failed.
+			if n.Status == runs.NodeFailed && strings.HasSuffix(v.Error, n.Error) {
+				v.Error = ""
+			}
+		}
 		if n.Type == gatenode.GateType.Name {
 			v.Gates = append(v.Gates, gateRows(n, r.Lifts[n.ID], skippedBy(res.Nodes, n.ID)))
 			// The gate's line under the headline already says why the run failed.
@@ -372,6 +383,14 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 {{end}}</table>{{end}}{{if .SlicesNote}}<p class="note">{{.SlicesNote}}</p>{{end}}
 {{if or .ROC .Calibration}}<div class="plots">{{if .ROC}}<figure><figcaption>ROC curves: candidate and {{.BaseName}}</figcaption>{{.ROC}}</figure>{{end}}
 {{if .Calibration}}<figure><figcaption>Calibration (reliability diagram, 10 bins; marker area ∝ rows)</figcaption>{{.Calibration}}</figure>{{end}}</div>{{end}}{{end}}
+
+{{range .Canaries}}<h2 id="canary-{{.Node}}">{{.Title}}: {{.Decision}}</h2>
+<p>{{.Reason}}</p>
+<table><tr><th>step</th><th>traffic</th><th>bake</th><th>started</th><th>took</th><th>outcome</th><th>checks when the step ended: status (canary / production, samples passed)</th></tr>
+{{range .Steps}}<tr><td class="num">{{.N}}</td><td class="num">{{.Percent}}</td><td>{{.Bake}}</td><td>{{.Started}}</td><td>{{.Took}}</td><td{{if .Breached}} class="fail"{{end}}>{{.Outcome}}</td><td>{{range .Checks}}<div{{if eq .Status "breach"}} class="fail"{{end}}>{{.Name}}: {{.Status}} ({{.Canary}} / {{.Production}}, {{.Samples}}) <span class="note">{{.Reason}}</span></div>{{end}}</td></tr>
+{{end}}</table>
+<div class="plots">{{range .Plots}}<figure><figcaption>{{.Check}}: {{.Verdict}}</figcaption>{{.SVG}}<div class="detail" style="max-width:560px">{{.Query}}{{if .ProductionQuery}}<br>production: {{.ProductionQuery}}{{end}}</div></figure>
+{{end}}</div>{{end}}
 
 <h2>DAG</h2>
 <div class="box">{{.DAG}}</div>
