@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/runs"
 )
@@ -32,6 +33,7 @@ type nodeProgress struct {
 	Done, Of    int     // units done of all (promotion's bucket groups)
 	Unit        string
 	Round       int       // promotion's round (> 1 after a conflicting commit)
+	Text        string    // a canary's step and time left, said whole
 	BeatAt      time.Time // when the step was heartbeated
 }
 
@@ -86,6 +88,10 @@ func (f *follower) poll(ctx context.Context) (*runs.Result, map[string]nodeProgr
 	for _, pc := range desc.GetPendingChildren() {
 		node, ok := strings.CutPrefix(pc.GetWorkflowId(), f.id+"/")
 		if !ok {
+			continue
+		}
+		if pc.GetWorkflowTypeName() == canarynode.Workflow {
+			progress[node] = canaryProgress(ctx, f.c, pc.GetWorkflowId(), time.Now())
 			continue
 		}
 		progress[node] = f.childProgress(ctx, pc.GetWorkflowId(), pc.GetRunId(), pc.GetWorkflowTypeName())
@@ -281,6 +287,9 @@ func nodeTime(n runs.NodeState, now time.Time) string {
 // progressText is a running node's progress: a bar when the total is
 // known, the step and its rate when it is not, and the attempt if retried.
 func progressText(p nodeProgress, barWidth int, now time.Time) string {
+	if p.Text != "" {
+		return p.Text
+	}
 	var parts []string
 	switch {
 	case p.Of > 0:
@@ -347,4 +356,35 @@ func cmpOr(vs ...any) any {
 		}
 	}
 	return nil
+}
+
+// canaryProgress asks a running canary where it is: its step, the time
+// left of the bake and its checks' latest verdicts.
+func canaryProgress(ctx context.Context, c client.Client, id string, now time.Time) nodeProgress {
+	v, err := c.QueryWorkflow(ctx, id, "", canarynode.StateQuery)
+	var st canarynode.State
+	if err != nil || v.Get(&st) != nil {
+		return nodeProgress{}
+	}
+	return nodeProgress{Text: CanaryText(st, now)}
+}
+
+// CanaryText says a canary's state in a line: "step 2/3 at 25%, bake
+// 40s left; ctr pass, p99_latency pass".
+func CanaryText(st canarynode.State, now time.Time) string {
+	if st.Phase != "baking" {
+		return st.Phase
+	}
+	s := fmt.Sprintf("canary %s: step %d/%d at %g%%", st.Version, st.Step, st.Steps, st.Percent)
+	if left := st.BakeEnds.Sub(now); left > 0 {
+		s += ", bake " + left.Round(time.Second).String() + " left"
+	}
+	var checks []string
+	for _, c := range st.Checks {
+		checks = append(checks, c.Name+" "+c.Status)
+	}
+	if len(checks) > 0 {
+		s += "; " + strings.Join(checks, ", ")
+	}
+	return s
 }
