@@ -274,6 +274,9 @@ func (l *Lease) Env() []string {
 
 // Release gives the GPUs back. It may be called more than once.
 func (l *Lease) Release() {
+	if l == nil {
+		return // no GPUs were leased (a gang that asked for none)
+	}
 	l.once.Do(func() {
 		a := l.a
 		a.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -264,11 +265,12 @@ func (g *gangRun) run(ctx workflow.Context, key string, members []gang.Member) (
 		futures[i] = workflow.ExecuteActivity(actx, GangRunActivity, RunInput{Node: g.in, Key: key, Host: i, Members: members, Processes: procs})
 	}
 	results := make([]HostResult, len(members))
-	errs := make([]error, len(members))
+	var failures []hostFailure // in the order the hosts ended
 	sel := workflow.NewSelector(ctx)
 	for i, f := range futures {
 		sel.AddFuture(f, func(f workflow.Future) {
-			if errs[i] = f.Get(ctx, &results[i]); errs[i] != nil {
+			if err := f.Get(ctx, &results[i]); err != nil {
+				failures = append(failures, hostFailure{host: i, err: err})
 				cancel()
 			}
 		})
@@ -276,52 +278,54 @@ func (g *gangRun) run(ctx workflow.Context, key string, members []gang.Member) (
 	for range futures {
 		sel.Select(ctx)
 	}
-	if err := rootCause(errs); err != nil {
+	if err := rootCause(failures, len(members)); err != nil {
 		return nil, err
 	}
 	return results, nil
 }
 
-// rootCause picks, of the hosts' errors, the one that stopped the gang: a
-// host that timed out (its worker is gone) first, then one that failed on
-// its own, before those that were cancelled or whose ranks lost a peer
-// after it. Nil when every host succeeded.
-func rootCause(errs []error) error {
-	rank := func(err error) int {
+// hostFailure is a host of the gang whose ranks failed.
+type hostFailure struct {
+	host int
+	err  error
+}
+
+// rootCause picks, of the hosts' failures in the order they came, the
+// one that stopped the gang: a host that timed out (its worker is gone)
+// first, then the first that failed on its own, before those that were
+// cancelled. The ranks of the others usually fail too once a peer is
+// gone, but later. Nil when no host failed.
+func rootCause(failures []hostFailure, hosts int) error {
+	class := func(err error) int {
 		var te *temporal.TimeoutError
 		var ce *temporal.CanceledError
 		switch {
-		case err == nil:
-			return 99
 		case errors.As(err, &te):
 			return 0
 		case errors.As(err, &ce):
-			return 3
+			return 2
 		}
 		return 1
 	}
-	var best error
-	for _, err := range errs {
-		if err != nil && (best == nil || rank(err) < rank(best)) {
-			best = err
+	best := -1
+	for i, f := range failures {
+		if best < 0 || class(f.err) < class(failures[best].err) {
+			best = i
 		}
 	}
-	if best == nil {
+	if best < 0 {
 		return nil
 	}
+	f := failures[best]
 	var te *temporal.TimeoutError
-	if errors.As(best, &te) {
-		for i, err := range errs {
-			if err == best {
-				what := "stopped heartbeating: its worker is gone"
-				if te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-					what = "never started its ranks: its worker is gone"
-				}
-				return temporal.NewApplicationError(fmt.Sprintf("host %d of %d %s (%v); every rank on the other hosts was stopped", i, len(errs), what, te.TimeoutType()), errtype.GangLost)
-			}
+	if errors.As(f.err, &te) {
+		what := "stopped heartbeating: its worker is gone"
+		if te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			what = "never started its ranks: its worker is gone"
 		}
+		return temporal.NewApplicationError(fmt.Sprintf("host %d of %d %s (%v); every rank on the other hosts was stopped", f.host, hosts, what, te.TimeoutType()), errtype.GangLost)
 	}
-	return best
+	return f.err
 }
 
 // unwrapStep is err without Temporal's activity wrapper.
@@ -400,10 +404,24 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 		paces[m.Host] = h.StepsPerSec
 		out.Hosts = append(out.Hosts, h)
 	}
-	if slow, _, ok := gang.Slowest(paces); ok {
+	slow, ratio, ok := gang.Slowest(paces)
+	if ok {
 		out.SlowestHost = slow
 	}
 	out.Restarts = len(history) - 1
 	out.Attempts = history
+	// The node's one line (the run table, the report, the UI) says each
+	// host's pace, and the straggler.
+	var each []string
+	for _, h := range out.Hosts {
+		each = append(each, fmt.Sprintf("%s %.1f steps/s", h.Host, h.StepsPerSec))
+	}
+	out.Summary += fmt.Sprintf("; %d hosts: %s", len(out.Hosts), strings.Join(each, ", "))
+	if ok {
+		out.Summary += fmt.Sprintf("; slowest %s at %.2fx the median", slow, ratio)
+	}
+	if out.Restarts > 0 {
+		out.Summary += fmt.Sprintf("; %d restarts", out.Restarts)
+	}
 	return out
 }

@@ -210,6 +210,9 @@ func (t *Trainers) GangRun(ctx context.Context, in RunInput) (HostResult, error)
 	started := time.Now()
 	out, err := r.command(ctx, g)
 	res := HostResult{Ranks: r.watch.Progress()}
+	if err != nil && ctx.Err() != nil {
+		return res, ctx.Err() // the gang was stopped: a cancellation, not this host's failure
+	}
 	if err != nil {
 		return res, hostError(in, err)
 	}

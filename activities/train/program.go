@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"time"
@@ -76,47 +75,36 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int, g *gang
 		mask     = progenv.NewMasker(r.secrets) // once, not per line
 		primary  = g.primary()
 	)
+	// One goroutine reads the lines and notes each step's time as it
+	// comes; another handles them (the guard, the curve, checkpoint
+	// uploads), so an upload delays no rank's step time.
+	events := make(chan trainer.Event, 1024)
+	var readErr error
 	go func() {
-		defer close(done)
-		eventErr = trainer.ReadEvents(pr, func(e trainer.Event) error {
-			if e.Kind != trainer.ProgressEvent {
-				r.log.Info("output", "stream", "stdout", "line", mask.String(e.Line))
-				return nil
+		defer close(events)
+		readErr = trainer.ReadEvents(pr, func(e trainer.Event) error {
+			if e.Kind == trainer.ProgressEvent {
+				r.watch.Step(first, e.Progress.Step, time.Now())
 			}
-			p := e.Progress
-			r.watch.Step(first, p.Step, time.Now())
-			if !primary {
-				// Another host's first rank: its step shows this host's
-				// pace; checkpoints and the curve are rank 0's.
-				r.beat(pctx, p.Step, "")
-				return nil
-			}
-			if err := r.guard.CheckEvent(e); err != nil {
-				return err
-			}
-			if e.Has(trainer.FieldTotal) {
-				r.setTotal(p.Total)
-			}
-			if e.Has(trainer.FieldLoss) {
-				res.loss = p.Loss
-				r.addPoint(p) // before the checkpoint, which saves the curve up to its step
-			}
-			if p.CheckpointURI != "" {
-				uri, err := r.storeCheckpoint(pctx, p.CheckpointURI, p.Step)
-				if err != nil {
-					r.log.Warn("cannot keep the trainer's checkpoint; a retry resumes from an earlier one", "checkpoint", p.CheckpointURI, "error", err)
-					uri = ""
-				}
-				p.CheckpointURI = uri
-			}
-			r.beat(pctx, p.Step, p.CheckpointURI)
+			events <- e
 			return nil
 		})
-		if eventErr != nil {
-			cancel() // the guard tripped: stop the program
-			_, _ = io.Copy(io.Discard, pr)
-		}
 		pr.Close()
+	}()
+	go func() {
+		defer close(done)
+		for e := range events {
+			if eventErr != nil {
+				continue // stopping: drain the rest
+			}
+			if err := r.handleEvent(pctx, e, primary, mask, &res); err != nil {
+				eventErr = err
+				cancel() // the guard tripped: stop the program
+			}
+		}
+		if eventErr == nil && readErr != nil {
+			eventErr = readErr
+		}
 	}()
 	hung := make(chan *HangError, 1)
 	go r.watchHang(pctx, g, hung, cancel)
@@ -143,6 +131,42 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int, g *gang
 	return res, waitErr
 }
 
+// handleEvent handles one line of the progress stream: a log line is
+// logged; on the gang's first host (or alone) a progress line is checked by
+// the divergence guard, added to the curve, its checkpoint stored, and
+// heartbeated; on another host it is heartbeated for its pace.
+func (r *trainRun) handleEvent(ctx context.Context, e trainer.Event, primary bool, mask *progenv.Masker, res *programResult) error {
+	if e.Kind != trainer.ProgressEvent {
+		r.log.Info("output", "stream", "stdout", "line", mask.String(e.Line))
+		return nil
+	}
+	p := e.Progress
+	if !primary {
+		r.beat(ctx, p.Step, "")
+		return nil
+	}
+	if err := r.guard.CheckEvent(e); err != nil {
+		return err
+	}
+	if e.Has(trainer.FieldTotal) {
+		r.setTotal(p.Total)
+	}
+	if e.Has(trainer.FieldLoss) {
+		res.loss = p.Loss
+		r.addPoint(p) // before the checkpoint, which saves the curve up to its step
+	}
+	if p.CheckpointURI != "" {
+		uri, err := r.storeCheckpoint(ctx, p.CheckpointURI, p.Step)
+		if err != nil {
+			r.log.Warn("cannot keep the trainer's checkpoint; a retry resumes from an earlier one", "checkpoint", p.CheckpointURI, "error", err)
+			uri = ""
+		}
+		p.CheckpointURI = uri
+	}
+	r.beat(ctx, p.Step, p.CheckpointURI)
+	return nil
+}
+
 // HangError is a rank whose step stopped advancing for the hang timeout:
 // the node stopped every rank rather than wait for the collective
 // library's own watchdog (NCCL's is 10 to 30 minutes).
@@ -161,8 +185,8 @@ func (e *HangError) Error() string {
 	if len(e.Stuck.Ranks) > 1 {
 		also = fmt.Sprintf(" (ranks %v had all stopped)", e.Stuck.Ranks)
 	}
-	return fmt.Sprintf("rank %d%s has not advanced past step %d for %s (hang_timeout %s)%s, so every rank was stopped; "+
-		"a rank that waits in a collective for a peer that is gone or stuck looks like this",
+	return fmt.Sprintf("rank %d%s has not advanced past step %d for %s (hang_timeout %s)%s, so every rank was stopped "+
+		"(in a synchronous gang the ranks waiting in a collective for a stuck peer stand at its step too: the one stuck may be another rank at step %[3]d)",
 		e.Stuck.Rank, on, e.Stuck.Step, e.Stuck.For.Round(time.Second), e.Timeout, also)
 }
 

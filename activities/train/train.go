@@ -128,20 +128,8 @@ func (o Outputs) summary(w With, took time.Duration) string {
 	if o.ResumedFrom > 0 {
 		s += fmt.Sprintf(", resumed from step %d", o.ResumedFrom)
 	}
-	if len(o.Hosts) > 1 {
-		s += fmt.Sprintf(", %d hosts", len(o.Hosts))
-		if o.Restarts > 0 {
-			s += fmt.Sprintf(" (%d restarts)", o.Restarts)
-		}
-		if o.SlowestHost != "" {
-			s += ", slowest " + o.SlowestHost
-		}
-	}
 	if o.GPUs > 0 {
-		s += fmt.Sprintf(", %d GPUs", o.GPUs)
-		if len(o.Hosts) > 1 {
-			s += " per host"
-		}
+		s += fmt.Sprintf(", %d GPUs", o.GPUs) // per host, on a gang's
 	}
 	return s + fmt.Sprintf(", %s (%s)", took.Round(10*time.Millisecond), o.Trainer)
 }

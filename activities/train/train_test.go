@@ -188,6 +188,11 @@ func TestTrainSpecChecks(t *testing.T) {
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "processes": 0.0}, "processes"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"sh", "-c", "torchrun --nproc_per_node 2 t.py"}, "processes": 2.0}, "torchrun"},
 		{map[string]any{"data": "x", "processes": 2.0}, "does not take processes"},
+		{map[string]any{"data": "x", "hosts": 2.0}, "the builtin trainer is one process on one worker"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"torchrun", "t.py"}, "hosts": 2.0}, "hosts 2: argv runs torchrun"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "hosts": 0.0}, "hosts must be at least 1"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "gang_timeout": "0s"}, "gang_timeout 0s"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "hang_timeout": "soon"}, "hang_timeout"},
 	}
 	for _, tt := range tests {
 		if err := checkTrain(tt.with); err == nil || !strings.Contains(err.Error(), tt.want) {

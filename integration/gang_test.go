@@ -1,0 +1,336 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// Multi-host training (a train node with hosts: 2): two retrain-worker
+// processes are two hosts, each in a network namespace of its own
+// (hostnet_test.go), polling a queue of their own that the train node is
+// sent to. The rest of each run (the lake steps, evaluate, deploy) runs
+// on an in-process worker.
+
+// gangEnv is a torchEnv with two hosts for the train node.
+type gangEnv struct {
+	*torchEnv
+	net      *hostNet
+	queue    string // the train node's queue, which the hosts poll
+	bin      string // retrain-worker
+	frontend string // Temporal, as the hosts reach it
+	s3       string // the S3 server, as the hosts reach it
+}
+
+func newGangEnv(t *testing.T) *gangEnv {
+	t.Helper()
+	e := &gangEnv{torchEnv: newTorchEnv(t, true), net: newHostNet(t, 2)}
+	e.queue = e.torchEnv.queue + "-hosts"
+	e.bin = treeBinary(t, "./cmd/retrain-worker")
+	e.frontend = e.net.forward(t, server.FrontendAddress())
+	u, err := url.Parse(e.srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s3 = e.net.forward(t, u.Host)
+	return e
+}
+
+// hostWorker is a retrain-worker process serving as host i of the gang.
+type hostWorker struct {
+	id     string
+	cmd    *exec.Cmd
+	log    string
+	killed bool
+}
+
+func (w *hostWorker) output() string {
+	b, _ := os.ReadFile(w.log)
+	return string(b)
+}
+
+// start starts host i's worker (host id h<i>) and waits until it polls.
+func (e *gangEnv) start(t *testing.T, i int) *hostWorker {
+	t.Helper()
+	w := &hostWorker{id: fmt.Sprintf("h%d", i), log: filepath.Join(t.TempDir(), "worker.log")}
+	out, err := os.Create(w.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	w.cmd = e.net.command(i, e.bin,
+		"--address", e.frontend, "--namespace", server.Namespace(),
+		"--task-queue", e.queue, "--trusted-queues", e.torchEnv.queue,
+		"--s3-uri", e.srv.URI(""), "--s3-endpoint", "http://"+e.s3, "--s3-region", e.srv.Region,
+		"--pass-env", "PYTHONDONTWRITEBYTECODE", "--host-id", w.id, "--log-level", "info")
+	w.cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + t.TempDir(), "PYTHONDONTWRITEBYTECODE=1",
+		"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey, "AWS_EC2_METADATA_DISABLED=true",
+	}
+	w.cmd.Stdout, w.cmd.Stderr = out, out
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !w.killed {
+			_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		_ = w.cmd.Wait()
+		if t.Failed() {
+			t.Logf("host %s worker output:\n%s", w.id, w.output())
+		}
+	})
+	suffix := fmt.Sprintf("%d@%s@retrain", w.cmd.Process.Pid, w.id)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("host %s did not poll %s within a minute; output:\n%s", w.id, e.queue, w.output())
+		}
+		resp, err := tclient.DescribeTaskQueue(context.Background(), e.queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
+		if err == nil && strings.Contains(fmt.Sprint(resp.GetPollers()), suffix) {
+			return w
+		}
+	}
+}
+
+// kill SIGKILLs the worker (its ranks die with it: parent-death signal).
+func (w *hostWorker) kill(t *testing.T) {
+	t.Helper()
+	w.killed = true
+	if err := w.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rankPIDs are the trainer processes of host id: the processes whose
+// environment says RETRAIN_HOST_ID=id and that run train.py.
+func rankPIDs(id string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err1 := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		cmd, err2 := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err1 == nil && err2 == nil && bytes.Contains(env, []byte("RETRAIN_HOST_ID="+id+"\x00")) && bytes.Contains(cmd, []byte("train.py")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// gangTrainSpec trains on a split the earlier run made, with the node
+// sent to the hosts' queue, then deploys; with is added to the train
+// node's with block and retry is its policy.
+func (e *gangEnv) gangTrainSpec(model, retry string, epochs int, extra ...string) []byte {
+	return []byte(fmt.Sprintf(`name: gang-train
+params:
+  data: {type: string}
+nodes:
+  - id: train
+    type: train
+    queue: %s
+    heartbeat: 10s
+    retry: %s
+    with:
+      trainer: command
+      data: ${params.data}
+      data_format: npy
+      hosts: 2
+      processes: 1
+      argv: [%q, %q, "--epochs", "%d", "--seed", "1", "--batch-size", "1024", "--checkpoint-every", "20"]
+%s
+  - id: deploy
+    type: deploy
+    needs: [train]
+    with:
+      model: %s
+      dir: ${nodes.train.outputs.model_uri}
+`, e.queue, retry, e.py, filepath.Join(e.scripts, "train.py"), epochs, strings.Join(extra, "\n"), model))
+}
+
+func (e *gangEnv) runSpec(t *testing.T, spec []byte, params map[string]any) *runs.Result {
+	t.Helper()
+	return runRequest(t, runs.Request{Spec: spec, SpecFile: "gang.yaml", Params: params, TaskQueue: e.torchEnv.queue}, 5*time.Minute)
+}
+
+// TestTrainAcrossHosts runs torch-retrain's train node on two hosts and
+// checks what issue 22 asks of a gang: the same model as on one host,
+// a rank's failure and a hang stopping every rank and named, a killed
+// host's worker replaced by a new gang that resumes from the checkpoint.
+func TestTrainAcrossHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds retrain-worker and runs torch ranks in two worker processes")
+	}
+	e := newGangEnv(t)
+	hosts := []*hostWorker{e.start(t, 0), e.start(t, 1)}
+	spec := exampleSpec(t, "torch-retrain", "    heartbeat: 1m\n", "    heartbeat: 10s\n    queue: "+e.queue+"\n")
+	run := func(model string, n int) (*runs.Result, float64, time.Duration) {
+		res := runRequest(t, runs.Request{Spec: spec, SpecFile: "torch-retrain.yaml", TaskQueue: e.torchEnv.queue,
+			Params: e.params(map[string]any{"hosts": n, "processes": 1, "model": model})}, 5*time.Minute)
+		wantStatus(t, res, runs.StatusSucceeded)
+		tr := node(t, res, "train")
+		return res, node(t, res, "evaluate").Outputs["auc"].(float64), tr.EndedAt.Sub(*tr.StartedAt)
+	}
+
+	// 1. One host, then two, on the same data and seed.
+	one, auc1, took1 := run("ctr_one", 1)
+	two, auc2, took2 := run("ctr_two", 2)
+	tr := node(t, two, "train")
+	t.Logf("hosts 1: AUC %.5f, train node %v; hosts 2: AUC %.5f, train node %v (%.2fx; both hosts share this machine's cores, so this is the overhead, not a speedup)",
+		auc1, took1.Round(10*time.Millisecond), auc2, took2.Round(10*time.Millisecond), took2.Seconds()/took1.Seconds())
+	t.Logf("hosts 2 outputs: hosts %v, restarts %v, summary %q", tr.Outputs["hosts"], tr.Outputs["restarts"], tr.Outputs["summary"])
+	if math.Abs(auc1-auc2) > 0.005 {
+		t.Errorf("AUC on 2 hosts %.5f, on 1 host %.5f: want within 0.005", auc2, auc1)
+	}
+	gotHosts, _ := tr.Outputs["hosts"].([]any)
+	if len(gotHosts) != 2 {
+		t.Fatalf("train outputs hosts %v: want 2", tr.Outputs["hosts"])
+	}
+	for i, h := range gotHosts {
+		m := h.(map[string]any)
+		if m["address"] != e.net.addrs[i] && !(m["host"] == "h1" && m["address"] == e.net.addrs[0]) && !(m["host"] == "h0" && m["address"] == e.net.addrs[1]) {
+			t.Errorf("host %d: %v: want an address of %v", i, m, e.net.addrs)
+		}
+		if want := fmt.Sprintf("h%d", i); m["host"] != "h0" && m["host"] != "h1" {
+			t.Errorf("host %d is %v, want %s or the other", i, m["host"], want)
+		}
+	}
+	if v := e.modelVersions(t, "ctr_two"); len(v) != 1 {
+		t.Errorf("ctr_two versions %v: want exactly one", v)
+	}
+	data := node(t, one, "split").Outputs["uri"].(string)
+
+	// 2. A rank that exits 7 on host 1 stops every rank, named.
+	res := e.runSpec(t, e.gangTrainSpec("ctr_exit", "{max_attempts: 1}", 3, `      env: {TRAIN_PY_EXIT_AT: "1:5"}`), map[string]any{"data": data})
+	wantStatus(t, res, runs.StatusFailed)
+	t.Logf("rank exits 7: %s", res.Error)
+	for _, want := range []string{"rank 1 of 2", "exited with code 7", "TRAIN_PY_EXIT_AT"} {
+		if !strings.Contains(res.Error, want) {
+			t.Errorf("error %q: want it to say %q", res.Error, want)
+		}
+	}
+	if !strings.Contains(res.Error, "host h0") && !strings.Contains(res.Error, "host h1") {
+		t.Errorf("error %q names no host", res.Error)
+	}
+	for _, h := range hosts {
+		if pids := rankPIDs(h.id); len(pids) > 0 {
+			t.Errorf("host %s still runs ranks %v after the gang failed", h.id, pids)
+		}
+	}
+
+	// 3. A rank that stops advancing after step 5, hang_timeout 20s.
+	res = e.runSpec(t, e.gangTrainSpec("ctr_hang", "{max_attempts: 1}", 3, `      env: {TRAIN_PY_HANG_AT: "1:5"}`, `      hang_timeout: 20s`), map[string]any{"data": data})
+	wantStatus(t, res, runs.StatusFailed)
+	t.Logf("rank hangs: %s", res.Error)
+	// Rank 1 sleeps after step 5; rank 0 waits for it in step 6's
+	// all-reduce, at step 5 too: either may be the one named, with its host.
+	for _, want := range []string{"has not advanced past step 5", "hang_timeout 20s", "RankHung"} {
+		if !strings.Contains(res.Error, want) {
+			t.Errorf("error %q: want it to say %q", res.Error, want)
+		}
+	}
+	if !regexp.MustCompile(`rank [01] on host h[01] `).MatchString(res.Error) {
+		t.Errorf("error %q names no rank and host", res.Error)
+	}
+	if hung := node(t, res, "train"); hung.StartedAt != nil && hung.EndedAt != nil {
+		t.Logf("the hung gang's node ran %v", hung.EndedAt.Sub(*hung.StartedAt).Round(100*time.Millisecond))
+	}
+	for _, h := range hosts {
+		if pids := rankPIDs(h.id); len(pids) > 0 {
+			t.Errorf("host %s still runs ranks %v after the hang", h.id, pids)
+		}
+	}
+
+	// 4. SIGKILL host 1's worker mid-training.
+	e.killMidTraining(t, hosts, data)
+}
+
+// killMidTraining SIGKILLs host 1's worker once training has stored a
+// checkpoint, checks host 0's ranks are gone within 30 s, starts a new
+// worker for host 1, and checks the run resumes and succeeds once.
+func (e *gangEnv) killMidTraining(t *testing.T, hosts []*hostWorker, data string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	// 30 epochs (660 steps, tens of seconds): the kill lands mid-training.
+	spec := e.gangTrainSpec("ctr_kill", "{max_attempts: 3, initial_interval: 1s}", 30)
+	run, err := runs.Start(ctx, tclient, runs.Request{Spec: spec, SpecFile: "gang.yaml", Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for a stored checkpoint (the resume record) at step 100 or more.
+	var ckptStep int64
+	for deadline := time.Now().Add(3 * time.Minute); ckptStep < 100; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint at step 100 within 3 minutes; host outputs:\n%s\n%s", hosts[0].output(), hosts[1].output())
+		}
+		for o, err := range e.store.List(ctx, "checkpoints/gang-train/"+run.ID+"/train/") {
+			if err != nil || !strings.HasSuffix(o.Key, "command/resume.json") {
+				continue
+			}
+			var p struct {
+				Step int64 `json:"checkpoint_step"`
+			}
+			if b, _, err := e.store.GetBytes(ctx, o.Key); err == nil && json.Unmarshal(b, &p) == nil {
+				ckptStep = p.Step
+			}
+		}
+	}
+	before := rankPIDs("h0")
+	killed := time.Now()
+	hosts[1].kill(t)
+	t.Logf("SIGKILLed host h1's worker at checkpoint step %d; host h0 ranks then: %v", ckptStep, before)
+	var gone time.Duration
+	for {
+		if len(rankPIDs("h0")) == 0 {
+			gone = time.Since(killed)
+			break
+		}
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("host h0's ranks %v still run 30 s after host h1's worker was killed", rankPIDs("h0"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("host h0's ranks gone %v after the kill", gone.Round(10*time.Millisecond))
+	restarted := time.Now()
+	hosts[1] = e.start(t, 1)
+	t.Logf("a new worker for host h1 polls %v after the kill", restarted.Sub(killed).Round(10*time.Millisecond))
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, runs.StatusSucceeded)
+	tr := node(t, res, "train")
+	t.Logf("after the kill: train %s; attempts %v", tr.Outputs["summary"], tr.Outputs["attempts"])
+	if tr.Outputs["restarts"] != 1.0 {
+		t.Errorf("restarts %v: want 1", tr.Outputs["restarts"])
+	}
+	if rf, _ := tr.Outputs["resumed_from"].(float64); int64(rf) < ckptStep {
+		t.Errorf("resumed_from %v: want at least the checkpoint step %d stored before the kill", rf, ckptStep)
+	}
+	attempts, _ := tr.Outputs["attempts"].([]any)
+	if len(attempts) != 2 || !strings.Contains(fmt.Sprint(attempts[0]), "host") {
+		t.Errorf("attempts %v: want the first one's error to name a host", attempts)
+	}
+	if v := e.modelVersions(t, "ctr_kill"); len(v) != 1 {
+		t.Errorf("ctr_kill versions %v: want exactly one", v)
+	}
+}
