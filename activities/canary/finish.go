@@ -22,7 +22,7 @@ func (r *run) finish(ctx workflow.Context, started time.Time, decision, reason s
 	r.state.Phase = "deciding"
 	promote := decision == Promoted || decision == Approved
 	in := StepInput{In: r.in, Plan: r.plan, Promote: promote, Split: Split{Percent: 100, Event: Promoted}}
-	in.Reason = fmt.Sprintf("canary %s by node %s of pipeline %s: %s", decision, r.in.Node, r.in.Pipeline, reason)
+	in.Reason = fmt.Sprintf("canary %s by node %s of pipeline %s: %s", strings.ReplaceAll(decision, "_", " "), r.in.Node, r.in.Pipeline, reason)
 	if !promote {
 		in.Split = Split{Percent: 0, Event: RolledBack}
 	}

@@ -152,9 +152,14 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 			see(y)
 		}
 	}
+	// The axis runs to the planned end of the last step's bake, so a
+	// breach early in a bake reads as early.
 	end := 1.0
 	if n := len(steps); n > 0 {
 		end = math.Max(end, steps[n-1].Ended.Sub(t0).Seconds())
+		if bake, err := time.ParseDuration(steps[n-1].Bake); err == nil {
+			end = math.Max(end, steps[n-1].Started.Add(bake).Sub(t0).Seconds())
+		}
 	}
 	for _, p := range s.Points {
 		end = math.Max(end, p.Time.Sub(t0).Seconds())
@@ -174,7 +179,7 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 		return float64(cpLeft) + pw*x/end, float64(cpTop) + ph*(1-(y-lo)/(hi-lo))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, cpW, cpH+18)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, cpW, cpH+2*legendLineH+4)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="#fcfcfc" stroke="#999"/>`, cpLeft, cpTop, pw, ph)
 	for i := 0; i <= 4; i++ {
 		y := lo + (hi-lo)*float64(i)/4
@@ -228,17 +233,20 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 		x, py := at(p.Time.Sub(t0).Seconds(), y)
 		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="8" fill="none" stroke="#c62828" stroke-width="2"/>`, x, py)
 	}
+	// Two legend lines: the series, then the threshold (whose text is long).
 	legend := []legendEntry{{candidateColor, "", "canary"}}
 	if len(prodPts) > 0 {
 		legend = append(legend, legendEntry{baselineColor, "5 3", "production"})
 	}
-	legend = append(legend, legendEntry{"#c62828", "6 4", "threshold: " + s.Threshold})
-	x := float64(cpLeft)
+	x, y := float64(cpLeft), cpH+6
 	for _, l := range legend {
 		fmt.Fprintf(&b, `<line x1="%.0f" y1="%d" x2="%.0f" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="%s"/><text x="%.0f" y="%d">%s</text>`,
-			x, cpH+10, x+22, cpH+10, l.color, l.dash, x+26, cpH+14, html.EscapeString(l.text))
+			x, y, x+22, y, l.color, l.dash, x+26, y+4, html.EscapeString(l.text))
 		x += 40 + textWidth(l.text, 11, false)
 	}
+	y += legendLineH
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#c62828" stroke-width="1.5" stroke-dasharray="6 4"/><text x="%d" y="%d">%s</text>`,
+		cpLeft, y, cpLeft+22, y, cpLeft+26, y+4, html.EscapeString("threshold: "+s.Threshold))
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }

@@ -347,6 +347,14 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 {{end}}</table>
 <p>Started {{.Started}}{{if .Duration}}, took {{.Duration}}{{end}}.{{if .Params}} Params: <code>{{.Params}}</code>{{end}}</p>
 
+{{range .Canaries}}<h2 id="canary-{{.Node}}">{{.Title}}: {{.Decision}}</h2>
+<p>{{.Reason}}</p>
+<table><tr><th>step</th><th>traffic</th><th>bake</th><th>started</th><th>took</th><th>outcome</th><th>checks when the step ended: status (canary / production, samples passed)</th></tr>
+{{range .Steps}}<tr><td class="num">{{.N}}</td><td class="num">{{.Percent}}</td><td>{{.Bake}}</td><td>{{.Started}}</td><td>{{.Took}}</td><td{{if .Breached}} class="fail"{{end}}>{{.Outcome}}</td><td>{{range .Checks}}<div{{if eq .Status "breach"}} class="fail"{{end}}>{{.Name}}: {{.Status}} ({{.Canary}} / {{.Production}}, {{.Samples}}) <span class="note">{{.Reason}}</span></div>{{end}}</td></tr>
+{{end}}</table>
+<div class="plots">{{range .Plots}}<figure><figcaption>{{.Check}}: {{.Verdict}}</figcaption>{{.SVG}}<div class="detail" style="max-width:560px">{{.Query}}{{if .ProductionQuery}}<br>production: {{.ProductionQuery}}{{end}}</div></figure>
+{{end}}</div>{{end}}
+
 {{range .Data}}<h2>Data: {{.Node}}{{if .Reused}} (reused from an earlier attempt){{end}}</h2>
 <table><tr><th></th><th>dates</th><th class="num">rows</th></tr>
 <tr><td>run window</td><td>{{.Window}}</td><td class="num">{{.TrainRows}} + {{.EvalRows}}</td></tr>
@@ -383,14 +391,6 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 {{end}}</table>{{end}}{{if .SlicesNote}}<p class="note">{{.SlicesNote}}</p>{{end}}
 {{if or .ROC .Calibration}}<div class="plots">{{if .ROC}}<figure><figcaption>ROC curves: candidate and {{.BaseName}}</figcaption>{{.ROC}}</figure>{{end}}
 {{if .Calibration}}<figure><figcaption>Calibration (reliability diagram, 10 bins; marker area ∝ rows)</figcaption>{{.Calibration}}</figure>{{end}}</div>{{end}}{{end}}
-
-{{range .Canaries}}<h2 id="canary-{{.Node}}">{{.Title}}: {{.Decision}}</h2>
-<p>{{.Reason}}</p>
-<table><tr><th>step</th><th>traffic</th><th>bake</th><th>started</th><th>took</th><th>outcome</th><th>checks when the step ended: status (canary / production, samples passed)</th></tr>
-{{range .Steps}}<tr><td class="num">{{.N}}</td><td class="num">{{.Percent}}</td><td>{{.Bake}}</td><td>{{.Started}}</td><td>{{.Took}}</td><td{{if .Breached}} class="fail"{{end}}>{{.Outcome}}</td><td>{{range .Checks}}<div{{if eq .Status "breach"}} class="fail"{{end}}>{{.Name}}: {{.Status}} ({{.Canary}} / {{.Production}}, {{.Samples}}) <span class="note">{{.Reason}}</span></div>{{end}}</td></tr>
-{{end}}</table>
-<div class="plots">{{range .Plots}}<figure><figcaption>{{.Check}}: {{.Verdict}}</figcaption>{{.SVG}}<div class="detail" style="max-width:560px">{{.Query}}{{if .ProductionQuery}}<br>production: {{.ProductionQuery}}{{end}}</div></figure>
-{{end}}</div>{{end}}
 
 <h2>DAG</h2>
 <div class="box">{{.DAG}}</div>
