@@ -143,6 +143,7 @@ func (e *gangEnv) gangTrainSpec(model, retry string, epochs int, extra ...string
 	return []byte(fmt.Sprintf(`name: gang-train
 params:
   data: {type: string}
+  hosts: {type: int, default: 2}
 nodes:
   - id: train
     type: train
@@ -153,7 +154,7 @@ nodes:
       trainer: command
       data: ${params.data}
       data_format: npy
-      hosts: 2
+      hosts: ${params.hosts}
       processes: 1
       argv: [%q, %q, "--epochs", "%d", "--seed", "1", "--batch-size", "1024", "--checkpoint-every", "20"]
 %s
@@ -261,6 +262,42 @@ func TestTrainAcrossHosts(t *testing.T) {
 
 	// 4. SIGKILL host 1's worker mid-training.
 	e.killMidTraining(t, hosts, data)
+
+	// 5. Figures for docs/scaling.md: a longer training on 1 and 2 hosts.
+	if os.Getenv("RETRAIN_GANG_FIGURES") != "" {
+		e.figures(t, hosts, data)
+	}
+}
+
+// figures trains 10 epochs of the demo split on one host and on two,
+// alternating, and logs the train node's time, each host's pace and rank
+// 0's communication line (bytes all-reduced a step, the share of the loop
+// spent waiting in the all-reduce).
+func (e *gangEnv) figures(t *testing.T, hosts []*hostWorker, data string) {
+	t.Helper()
+	for round := 1; round <= 2; round++ {
+		for _, n := range []int{1, 2} {
+			res := e.runSpec(t, e.gangTrainSpec(fmt.Sprintf("ctr_fig_%d_%d", round, n), "{max_attempts: 1}", 10), map[string]any{"data": data, "hosts": n})
+			wantStatus(t, res, runs.StatusSucceeded)
+			tr := node(t, res, "train")
+			t.Logf("figures round %d, hosts %d: train node %v; %s; %s", round, n, tr.EndedAt.Sub(*tr.StartedAt).Round(10*time.Millisecond),
+				tr.Outputs["summary"], lastCommunication(hosts))
+		}
+	}
+}
+
+// lastCommunication is the last "communication:" line rank 0 printed on
+// any host.
+func lastCommunication(hosts []*hostWorker) string {
+	line := ""
+	for _, h := range hosts {
+		for _, l := range strings.Split(h.output(), "\n") {
+			if i := strings.Index(l, "communication: "); i >= 0 {
+				line = l[i:]
+			}
+		}
+	}
+	return strings.TrimSuffix(line, "\"")
 }
 
 // killMidTraining SIGKILLs host 1's worker once training has stored a

@@ -213,6 +213,9 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 		g.release(ctx, key, joined, nil)
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), errtype.BadInput, nil)
 	}
+	// Ranks in host-id order, whichever host joined first: rank 0's host
+	// is the one a reader expects.
+	slices.SortFunc(joined, func(a, b gang.Member) int { return strings.Compare(a.Host, b.Host) })
 	return joined, nil
 }
 
@@ -392,6 +395,7 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 	}
 	procs := processCount(w)
 	paces := map[string]float64{}
+	judged := true // every host trained long enough to judge its pace
 	layout := gang.Layout{Members: members, Processes: procs}
 	for i, m := range members {
 		h := HostOutput{Host: m.Host, Address: m.Address, GPUs: m.GPUs, StepsPerSec: gang.HostPace(results[i].Ranks)}
@@ -400,11 +404,13 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 		}
 		for _, r := range results[i].Ranks {
 			h.Steps = max(h.Steps, r.Step)
+			judged = judged && r.Seconds >= gang.MinPaceWindow
 		}
 		paces[m.Host] = h.StepsPerSec
 		out.Hosts = append(out.Hosts, h)
 	}
 	slow, ratio, ok := gang.Slowest(paces)
+	ok = ok && judged
 	if ok {
 		out.SlowestHost = slow
 	}

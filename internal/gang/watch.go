@@ -89,6 +89,7 @@ type RankProgress struct {
 	Rank        int     `json:"rank"`
 	Step        int64   `json:"step"`
 	StepsPerSec float64 `json:"steps_per_sec"`
+	Seconds     float64 `json:"seconds"` // the time between its first and latest report
 }
 
 // Progress returns every watched rank's latest step and steps per second
@@ -100,7 +101,7 @@ func (w *Watch) Progress() []RankProgress {
 	for rank, r := range w.ranks {
 		p := RankProgress{Rank: rank, Step: r.last}
 		if d := r.lastAt.Sub(r.firstAt).Seconds(); d > 0 {
-			p.StepsPerSec = float64(r.last-r.first) / d
+			p.StepsPerSec, p.Seconds = float64(r.last-r.first)/d, d
 		}
 		out = append(out, p)
 	}
@@ -123,6 +124,11 @@ func HostPace(ranks []RankProgress) float64 {
 // StragglerRatio is the pace, relative to the median host's, below which
 // a host is named the straggler.
 const StragglerRatio = 0.8
+
+// MinPaceWindow is the shortest training a pace is judged on: over a
+// second or two, when each host's lines arrive (a loaded machine, a
+// checkpoint) moves a pace by more than a straggler's margin.
+const MinPaceWindow = 10.0 // seconds
 
 // Slowest returns the host whose pace is below StragglerRatio of the
 // median of paces (by host), and false when none is or fewer than two

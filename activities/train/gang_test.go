@@ -1,0 +1,198 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/gang"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// fakeHosts stands in for the gang's activities: the hosts the queue
+// lists, what each one's run does on each attempt, and what was leased
+// and released.
+type fakeHosts struct {
+	mu       sync.Mutex
+	live     []string
+	run      func(ctx context.Context, in RunInput) (HostResult, error)
+	leased   map[string]int // by host, how many leases
+	released map[string]int
+}
+
+func (f *fakeHosts) register(env *testsuite.TestWorkflowEnvironment) {
+	env.RegisterWorkflowWithOptions(Gang, workflowOpts(GangWorkflow))
+	env.RegisterActivityWithOptions(func(context.Context, string) ([]string, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.live, nil
+	}, activity.RegisterOptions{Name: GangHostsActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in LeaseInput) (gang.Member, error) {
+		q := activity.GetInfo(ctx).TaskQueue
+		host := q[strings.LastIndex(q, "/")+1:]
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.leased[host]++
+		return gang.Member{Host: host, Address: "10.0.0." + host[1:], Port: 29500}, nil
+	}, activity.RegisterOptions{Name: GangLeaseActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, key string) error {
+		q := activity.GetInfo(ctx).TaskQueue
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.released[q[strings.LastIndex(q, "/")+1:]]++
+		return nil
+	}, activity.RegisterOptions{Name: GangReleaseActivity})
+	env.RegisterActivityWithOptions(func(ctx context.Context, in RunInput) (HostResult, error) {
+		return f.run(ctx, in)
+	}, activity.RegisterOptions{Name: GangRunActivity})
+}
+
+func gangInput(hosts int, extra map[string]any) nodetype.Input {
+	with := map[string]any{"data": "s3://b/split", "trainer": "command", "argv": []any{"python3", "train.py"}, "hosts": float64(hosts), "gang_timeout": "20s"}
+	for k, v := range extra {
+		with[k] = v
+	}
+	return nodetype.Input{Pipeline: "p", RunID: "r", Node: "train", Type: "train", With: with, Options: &nodetype.Options{
+		Timeout: time.Hour, Heartbeat: 30 * time.Second, Queue: "q",
+		Retry: dags.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Second, Backoff: 2, MaxInterval: time.Minute},
+	}}
+}
+
+func newFakeHosts(live ...string) *fakeHosts {
+	return &fakeHosts{live: live, leased: map[string]int{}, released: map[string]int{}}
+}
+
+func TestGangFormsAndReports(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := newFakeHosts("h1", "h2", "h3")
+	f.run = func(ctx context.Context, in RunInput) (HostResult, error) {
+		if len(in.Members) != 2 || in.Processes != 1 {
+			t.Errorf("run input %+v", in)
+		}
+		res := HostResult{Ranks: []gang.RankProgress{{Rank: in.Host, Step: 100, StepsPerSec: 10, Seconds: 10}}}
+		if in.Host == 0 {
+			res.Outputs = &Outputs{Trainer: CommandTrainer, Steps: 100, Summary: "trained 100 steps"}
+		}
+		return res, nil
+	}
+	f.register(env)
+	env.ExecuteWorkflow(Gang, gangInput(2, nil))
+	var res nodetype.Result
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	hosts, _ := res.Outputs["hosts"].([]any)
+	if len(hosts) != 2 || res.Outputs["steps"] != 100.0 || res.Attempt != 1 {
+		t.Fatalf("outputs %v, attempt %d", res.Outputs, res.Attempt)
+	}
+	if s := res.Outputs["summary"].(string); !strings.Contains(s, "2 hosts: h1 10.0 steps/s, h2 10.0 steps/s") {
+		t.Errorf("summary %q", s)
+	}
+	if len(f.released) != 0 || f.leased["h3"] != 0 {
+		t.Errorf("leased %v, released %v: want h1 and h2 leased, nothing released", f.leased, f.released)
+	}
+}
+
+func TestGangTimesOutAndReleases(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := newFakeHosts("solo")
+	f.run = func(context.Context, RunInput) (HostResult, error) {
+		t.Error("a rank ran though the gang never formed")
+		return HostResult{}, nil
+	}
+	f.register(env)
+	in := gangInput(2, nil)
+	in.Options.Retry.MaxAttempts = 1
+	env.ExecuteWorkflow(Gang, in)
+	err := env.GetWorkflowError()
+	var appErr *temporal.ApplicationError
+	if !asApp(err, &appErr) || appErr.Type() != errtype.GangIncomplete || !strings.Contains(err.Error(), "1 of 2 hosts joined") {
+		t.Fatalf("error %v", err)
+	}
+	if f.leased["solo"] != 1 || f.released["solo"] != 1 {
+		t.Errorf("leased %v, released %v: want solo's lease released", f.leased, f.released)
+	}
+}
+
+func TestGangRetriesWithANewGang(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := newFakeHosts("h1", "h2")
+	runs := 0
+	f.run = func(ctx context.Context, in RunInput) (HostResult, error) {
+		f.mu.Lock()
+		runs++
+		first := runs <= 2
+		f.mu.Unlock()
+		if first && in.Host == 1 {
+			return HostResult{}, temporal.NewApplicationError("host 1 of 2 (h2): rank 1 of 2 exited with code 7", errtype.RankFailed)
+		}
+		if first {
+			<-ctx.Done() // stopped by the gang when host 1 failed
+			return HostResult{}, ctx.Err()
+		}
+		res := HostResult{}
+		if in.Host == 0 {
+			res.Outputs = &Outputs{Trainer: CommandTrainer, Steps: 10, ResumedFrom: 5}
+		}
+		return res, nil
+	}
+	f.register(env)
+	env.ExecuteWorkflow(Gang, gangInput(2, nil))
+	var res nodetype.Result
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	attempts, _ := res.Outputs["attempts"].([]any)
+	if res.Outputs["restarts"] != 1.0 || res.Attempt != 2 || len(attempts) != 2 ||
+		!strings.Contains(attempts[0].(map[string]any)["error"].(string), "exited with code 7") {
+		t.Fatalf("attempt %d, outputs %v", res.Attempt, res.Outputs)
+	}
+}
+
+func TestGangDoesNotRetryADivergence(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := newFakeHosts("h1", "h2")
+	calls := 0
+	f.run = func(ctx context.Context, in RunInput) (HostResult, error) {
+		f.mu.Lock()
+		calls++
+		f.mu.Unlock()
+		return HostResult{}, temporal.NewNonRetryableApplicationError("host 0 of 2 (h1): loss is NaN at step 3", errtype.Diverged, nil)
+	}
+	f.register(env)
+	env.ExecuteWorkflow(Gang, gangInput(2, nil))
+	err := env.GetWorkflowError()
+	var appErr *temporal.ApplicationError
+	if !asApp(err, &appErr) || appErr.Type() != errtype.Diverged || calls > 2 {
+		t.Fatalf("error %v after %d host runs: want Diverged from one gang (at most 2 host runs)", err, calls)
+	}
+}
+
+func TestGangRefusesBadInputBeforeLeasing(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	f := newFakeHosts("h1", "h2")
+	f.register(env)
+	env.ExecuteWorkflow(Gang, gangInput(2, map[string]any{"trainer": "builtin", "argv": nil}))
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "builtin") || len(f.leased) != 0 {
+		t.Fatalf("error %v, leased %v", err, f.leased)
+	}
+}
+
+func workflowOpts(name string) workflow.RegisterOptions { return workflow.RegisterOptions{Name: name} }
+
+func asApp(err error, target **temporal.ApplicationError) bool { return errors.As(err, target) }
