@@ -59,6 +59,48 @@ type StepInput struct {
 	// Promote: the decide activity promotes (else it rolls back).
 	Promote bool   `json:"promote"`
 	Reason  string `json:"reason"`
+	// From is when the canary's first step started: the series activity
+	// reads each check's series from then on.
+	From time.Time `json:"from,omitzero"`
+}
+
+// RangeSeries is one check's series as Prometheus has it, canary and
+// production, over the whole canary: what the report draws.
+type RangeSeries struct {
+	Canary     []canary.Point `json:"canary"`
+	Production []canary.Point `json:"production,omitempty"`
+	Error      string         `json:"error,omitempty"`
+}
+
+// maxRangePoints bounds the points of a range query: its step is the
+// canary's length over it, at least a second.
+const maxRangePoints = 200
+
+// Series reads each check's series from the canary's start until now
+// (/api/v1/query_range), for the report. Best effort: a check whose
+// series cannot be read says why and has none.
+func (a *Activities) Series(ctx context.Context, s StepInput) ([]RangeSeries, error) {
+	ctx, stop := nodetype.StartKeepAlive(ctx)
+	defer stop()
+	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP}
+	end := time.Now()
+	from := s.From
+	if from.IsZero() || !from.Before(end) {
+		from = end.Add(-time.Minute)
+	}
+	step := max(time.Second, end.Sub(from)/maxRangePoints).Round(time.Second)
+	out := make([]RangeSeries, len(s.Plan.Spec.Checks))
+	for i, c := range s.Plan.Spec.Checks {
+		var err error
+		out[i].Canary, err = p.QueryRange(ctx, canary.QueryFor(c.Query, s.Plan.Version, s.Plan.Alias), from, end, step)
+		if err == nil && c.Relative() {
+			out[i].Production, err = p.QueryRange(ctx, canary.QueryFor(c.Query, s.Plan.Production, s.Plan.ProductionAlias), from, end, step)
+		}
+		if err != nil {
+			out[i] = RangeSeries{Error: err.Error()}
+		}
+	}
+	return out, nil
 }
 
 // WebhookCalls is what the traffic and decide activities report of their

@@ -42,6 +42,7 @@ func (r *run) finish(ctx workflow.Context, started time.Time, decision, reason s
 	if d.CanaryLeft != "" {
 		r.out.Reason += "; " + d.CanaryLeft
 	}
+	r.series(ctx)
 	r.out.Moved = promote && d.Refused == "" && err == nil
 	r.out.Breach = r.breach
 	r.out.Webhooks, r.out.WebhooksFailed = r.hooks, r.failed
@@ -95,8 +96,30 @@ func (r *run) countHooks(results []models.WebhookResult) {
 	}
 }
 
-// series are the outputs' series, one per check, without points yet.
-func (r *run) series() []Series {
+// series reads each check's series over the whole canary, after the
+// decision (which must not wait on it), for the report; best effort.
+func (r *run) series(ctx workflow.Context) {
+	if len(r.out.Steps) == 0 {
+		return
+	}
+	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
+	})
+	var rs []RangeSeries
+	in := StepInput{In: r.in, Plan: r.plan, From: r.out.Steps[0].Started}
+	if err := workflow.ExecuteActivity(sctx, SeriesActivity, in).Get(ctx, &rs); err != nil {
+		workflow.GetLogger(ctx).Warn("canary series not read", "error", err)
+		return
+	}
+	for k := range r.out.Series {
+		if k < len(rs) {
+			r.out.Series[k].Range = rs[k]
+		}
+	}
+}
+
+// newSeries are the outputs' series, one per check, without points yet.
+func (r *run) newSeries() []Series {
 	p := r.plan
 	out := make([]Series, len(p.Spec.Checks))
 	for k, c := range p.Spec.Checks {

@@ -31,6 +31,7 @@ const (
 	TrafficActivity  = "CanaryTraffic"
 	EvaluateActivity = "CanaryEvaluate"
 	DecideActivity   = "CanaryDecide"
+	SeriesActivity   = "CanarySeries"
 
 	// ApproveName and RejectName are the update and signal a human's
 	// decision goes by (the update answers; the signal is for tools that
@@ -97,7 +98,7 @@ type StepRecord struct {
 	Bake    string        `json:"bake"`
 	Started time.Time     `json:"started"`
 	Ended   time.Time     `json:"ended"`
-	Outcome string        `json:"outcome"` // passed, breached, approved, rejected, not_baked
+	Outcome string        `json:"outcome"` // passed, breached, approved, rejected; promotion (the last step, unbaked); not_baked
 	Checks  []CheckRecord `json:"checks"`  // each check's verdict when the step ended
 }
 
@@ -126,6 +127,9 @@ type Series struct {
 	Direction       string          `json:"direction,omitempty"`
 	Points          []canary.Sample `json:"points"`
 	Steps           []int           `json:"steps"` // the step (0-based) of each point
+	// Range is the check's series as Prometheus has it over the whole
+	// canary (query_range), between and before the evaluations.
+	Range RangeSeries `json:"range"`
 }
 
 // BreachRecord names the check that rolled the canary back.
@@ -199,6 +203,7 @@ func Type(a *Activities) nodetype.Type {
 		TrafficActivity:  a.Traffic,
 		EvaluateActivity: a.Evaluate,
 		DecideActivity:   a.Decide,
+		SeriesActivity:   a.Series,
 	})
 }
 

@@ -68,7 +68,7 @@ func Canary(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	p := r.plan
 	r.out = Outputs{
 		Model: p.Model, Version: p.Version, Ref: p.Model + "@" + p.Version, Alias: p.Alias,
-		ProductionAlias: p.ProductionAlias, PreviousVersion: p.Production, Steps: []StepRecord{}, Series: r.series(),
+		ProductionAlias: p.ProductionAlias, PreviousVersion: p.Production, Steps: []StepRecord{}, Series: r.newSeries(),
 	}
 	r.state.Steps, r.state.Version = len(p.Spec.Steps), p.Version
 
@@ -138,9 +138,11 @@ func (r *run) walk(ctx workflow.Context) (string, string) {
 		r.state.Phase, r.state.Step, r.state.Percent = "baking", i+1, step.Percent
 		r.state.BakeEnds = r.stepRec.Started.Add(step.Bake)
 		last := i == len(spec.Steps)-1
-		if !(last && step.Bake == 0) {
+		if last && step.Bake == 0 {
 			// The last step without a bake is the promotion itself, whose
 			// webhook says 100%.
+			r.stepRec.Outcome = "promotion"
+		} else {
 			r.traffic(ctx, Split{Percent: step.Percent, Event: "step"})
 		}
 		if step.Bake > 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -56,44 +57,9 @@ type vectorSample struct {
 // error (a check compares one number; aggregate with sum or avg).
 func (p Prometheus) Query(ctx context.Context, q string, at time.Time) (*float64, error) {
 	form := url.Values{"query": {q}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}}
-	endpoint := strings.TrimRight(p.URL, "/") + "/api/v1/query"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return nil, fmt.Errorf("prometheus query: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	client := p.HTTP
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := client.Do(req)
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		err = ue.Err // its message repeats the URL; the caller names the server
-	}
-	if err != nil {
-		return nil, fmt.Errorf("prometheus query %q: %w", q, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
-	if err != nil {
-		return nil, fmt.Errorf("prometheus query %q: read answer: %w", q, err)
-	}
-	if len(body) > maxResponse {
-		return nil, &QueryError{Query: q, Type: "too_large", Message: fmt.Sprintf("answer over %d bytes; a check's query must return one series", maxResponse)}
-	}
-	var r apiResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("prometheus query %q: HTTP %d, not the Prometheus API's JSON: %w", q, resp.StatusCode, err)
-	}
-	if r.Status != "success" {
-		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity {
-			return nil, &QueryError{Query: q, Type: r.ErrorType, Message: r.Error}
-		}
-		return nil, fmt.Errorf("prometheus query %q: HTTP %d: %s: %s", q, resp.StatusCode, r.ErrorType, r.Error)
-	}
 	var d queryData
-	if err := json.Unmarshal(r.Data, &d); err != nil {
-		return nil, fmt.Errorf("prometheus query %q: decode data: %w", q, err)
+	if err := p.post(ctx, "/api/v1/query", q, form, &d); err != nil {
+		return nil, err
 	}
 	switch d.ResultType {
 	case "scalar":
@@ -118,6 +84,49 @@ func (p Prometheus) Query(ctx context.Context, q string, at time.Time) (*float64
 	return nil, &QueryError{Query: q, Type: "result_type", Message: fmt.Sprintf("a %s result; a check wants an instant vector or a scalar", d.ResultType)}
 }
 
+// post sends one API request and decodes its data into d.
+func (p Prometheus) post(ctx context.Context, path, q string, form url.Values, d *queryData) error {
+	endpoint := strings.TrimRight(p.URL, "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return fmt.Errorf("prometheus query: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	client := p.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err // its message repeats the URL; the caller names the server
+	}
+	if err != nil {
+		return fmt.Errorf("prometheus query %q: %w", q, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		return fmt.Errorf("prometheus query %q: read answer: %w", q, err)
+	}
+	if len(body) > maxResponse {
+		return &QueryError{Query: q, Type: "too_large", Message: fmt.Sprintf("answer over %d bytes; a check's query must return one series", maxResponse)}
+	}
+	var r apiResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return fmt.Errorf("prometheus query %q: HTTP %d, not the Prometheus API's JSON: %w", q, resp.StatusCode, err)
+	}
+	if r.Status != "success" {
+		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity {
+			return &QueryError{Query: q, Type: r.ErrorType, Message: r.Error}
+		}
+		return fmt.Errorf("prometheus query %q: HTTP %d: %s: %s", q, resp.StatusCode, r.ErrorType, r.Error)
+	}
+	if err := json.Unmarshal(r.Data, d); err != nil {
+		return fmt.Errorf("prometheus query %q: decode data: %w", q, err)
+	}
+	return nil
+}
+
 // sampleValue reads a sample's value: Prometheus sends it as a string
 // ("0.042", "NaN", "+Inf").
 func sampleValue(q string, v any) (*float64, error) {
@@ -130,4 +139,55 @@ func sampleValue(q string, v any) (*float64, error) {
 		return nil, fmt.Errorf("prometheus query %q: value %q: %w", q, s, err)
 	}
 	return &f, nil
+}
+
+// Point is one value of a range query.
+type Point struct {
+	Time  time.Time `json:"t"`
+	Value float64   `json:"v"`
+}
+
+type matrixSeries struct {
+	Metric map[string]string `json:"metric"`
+	Values [][2]any          `json:"values"`
+}
+
+// QueryRange evaluates q from start to end every step
+// (/api/v1/query_range) and returns its one series' finite values: none
+// when it returns no series. More than one series is an error, as for
+// Query.
+func (p Prometheus) QueryRange(ctx context.Context, q string, start, end time.Time, step time.Duration) ([]Point, error) {
+	sec := func(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }
+	form := url.Values{"query": {q}, "start": {sec(start)}, "end": {sec(end)}, "step": {strconv.FormatFloat(step.Seconds(), 'f', 3, 64)}}
+	var d queryData
+	if err := p.post(ctx, "/api/v1/query_range", q, form, &d); err != nil {
+		return nil, err
+	}
+	if d.ResultType != "matrix" {
+		return nil, &QueryError{Query: q, Type: "result_type", Message: fmt.Sprintf("a %s result from a range query", d.ResultType)}
+	}
+	var ms []matrixSeries
+	if err := json.Unmarshal(d.Result, &ms); err != nil {
+		return nil, fmt.Errorf("prometheus range query %q: decode matrix: %w", q, err)
+	}
+	switch len(ms) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, &QueryError{Query: q, Type: "many_series", Message: fmt.Sprintf("%d series; a check compares one number", len(ms))}
+	}
+	var out []Point
+	for _, v := range ms[0].Values {
+		t, ok := v[0].(float64)
+		if !ok {
+			continue
+		}
+		f, err := sampleValue(q, v[1])
+		if err != nil || math.IsNaN(*f) || math.IsInf(*f, 0) {
+			continue
+		}
+		out = append(out, Point{Time: time.UnixMilli(int64(t * 1000)).UTC(), Value: *f})
+	}
+	return out, nil
 }

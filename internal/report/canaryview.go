@@ -132,7 +132,7 @@ const (
 // and the breaching sample circled.
 func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time, breachAt int) template.HTML {
 	type pt struct{ x, y float64 }
-	var canaryPts, prodPts, thrPts []pt
+	var canaryPts, prodPts, canaryLine, prodLine, thrLine []pt
 	lo, hi := math.Inf(1), math.Inf(-1)
 	see := func(y float64) {
 		lo, hi = math.Min(lo, y), math.Max(hi, y)
@@ -147,13 +147,35 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 			prodPts = append(prodPts, pt{x, *p.Production})
 			see(*p.Production)
 		}
-		if y, ok := thresholdAt(s, p); ok {
-			thrPts = append(thrPts, pt{x, y})
-			see(y)
+	}
+	// The lines are the series as Prometheus has it over the whole
+	// canary (query_range); without it, the evaluations joined up.
+	for _, p := range s.Range.Canary {
+		canaryLine = append(canaryLine, pt{p.Time.Sub(t0).Seconds(), p.Value})
+		see(p.Value)
+	}
+	for _, p := range s.Range.Production {
+		prodLine = append(prodLine, pt{p.Time.Sub(t0).Seconds(), p.Value})
+		see(p.Value)
+	}
+	if len(canaryLine) == 0 {
+		canaryLine = canaryPts
+	}
+	if len(prodLine) == 0 {
+		prodLine = prodPts
+	}
+	constant, isConst := constThreshold(s)
+	if isConst {
+		see(constant)
+	} else {
+		for _, p := range prodLine {
+			prod := p.y
+			if y, ok := thresholdAt(s, canary.Sample{Production: &prod}); ok {
+				thrLine = append(thrLine, pt{p.x, y})
+				see(y)
+			}
 		}
 	}
-	// The axis runs to the planned end of the last step's bake, so a
-	// breach early in a bake reads as early.
 	end := 1.0
 	if n := len(steps); n > 0 {
 		end = math.Max(end, steps[n-1].Ended.Sub(t0).Seconds())
@@ -163,6 +185,9 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 	}
 	for _, p := range s.Points {
 		end = math.Max(end, p.Time.Sub(t0).Seconds())
+	}
+	if isConst {
+		thrLine = []pt{{0, constant}, {end, constant}}
 	}
 	if math.IsInf(lo, 1) {
 		lo, hi = 0, 1
@@ -195,8 +220,12 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">time since the first step</text>`, float64(cpLeft)+pw/2, float64(cpTop)+ph+30)
 	for _, st := range steps {
 		px, _ := at(st.Started.Sub(t0).Seconds(), lo)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.0f" stroke="#888" stroke-dasharray="2 3"/><text x="%.1f" y="%d" fill="#555">%g%%</text>`,
-			px, cpTop, px, float64(cpTop)+ph, px+3, cpTop-6, st.Percent)
+		anchor, lx := "start", px+3
+		if px > float64(cpLeft)+pw-30 {
+			anchor, lx = "end", px-3
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.0f" stroke="#888" stroke-dasharray="2 3"/><text x="%.1f" y="%d" fill="#555" text-anchor="%s">%g%%</text>`,
+			px, cpTop, px, float64(cpTop)+ph, lx, cpTop-6, anchor, st.Percent)
 	}
 	line := func(pts []pt, color, dash string, marker bool) {
 		if len(pts) == 0 {
@@ -219,9 +248,18 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 			}
 		}
 	}
-	line(thrPts, "#c62828", ` stroke-dasharray="6 4" stroke-width="1.5"`, false)
-	line(prodPts, baselineColor, ` stroke-dasharray="5 3"`, true)
-	line(canaryPts, candidateColor, "", true)
+	line(thrLine, "#c62828", ` stroke-dasharray="6 4" stroke-width="1.5"`, false)
+	line(prodLine, baselineColor, ` stroke-dasharray="5 3"`, false)
+	line(canaryLine, candidateColor, "", false)
+	// The evaluations: what each decision saw.
+	for _, p := range prodPts {
+		x, y := at(p.x, p.y)
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="#fff" stroke="%s" stroke-width="1.5"/>`, x, y, baselineColor)
+	}
+	for _, p := range canaryPts {
+		x, y := at(p.x, p.y)
+		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, x, y, candidateColor)
+	}
 	if breachAt >= 0 && breachAt < len(s.Points) {
 		p := s.Points[breachAt]
 		y := 0.0
@@ -235,9 +273,10 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 	}
 	// Two legend lines: the series, then the threshold (whose text is long).
 	legend := []legendEntry{{candidateColor, "", "canary"}}
-	if len(prodPts) > 0 {
+	if len(prodLine) > 0 {
 		legend = append(legend, legendEntry{baselineColor, "5 3", "production"})
 	}
+	legend = append(legend, legendEntry{"#888", "", "dots: the evaluations"})
 	x, y := float64(cpLeft), cpH+6
 	for _, l := range legend {
 		fmt.Fprintf(&b, `<line x1="%.0f" y1="%d" x2="%.0f" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="%s"/><text x="%.0f" y="%d">%s</text>`,
@@ -249,6 +288,17 @@ func canarySVG(s canarynode.Series, steps []canarynode.StepRecord, t0 time.Time,
 		cpLeft, y, cpLeft+22, y, cpLeft+26, y+4, html.EscapeString("threshold: "+s.Threshold))
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// constThreshold is a fixed bound (min or max), if the check has one.
+func constThreshold(s canarynode.Series) (float64, bool) {
+	switch {
+	case s.Max != nil:
+		return *s.Max, true
+	case s.Min != nil:
+		return *s.Min, true
+	}
+	return 0, false
 }
 
 // thresholdAt is the bound the canary's value was judged against at

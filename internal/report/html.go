@@ -352,7 +352,7 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 <table><tr><th>step</th><th>traffic</th><th>bake</th><th>started</th><th>took</th><th>outcome</th><th>checks when the step ended: status (canary / production, samples passed)</th></tr>
 {{range .Steps}}<tr><td class="num">{{.N}}</td><td class="num">{{.Percent}}</td><td>{{.Bake}}</td><td>{{.Started}}</td><td>{{.Took}}</td><td{{if .Breached}} class="fail"{{end}}>{{.Outcome}}</td><td>{{range .Checks}}<div{{if eq .Status "breach"}} class="fail"{{end}}>{{.Name}}: {{.Status}} ({{.Canary}} / {{.Production}}, {{.Samples}}) <span class="note">{{.Reason}}</span></div>{{end}}</td></tr>
 {{end}}</table>
-<div class="plots">{{range .Plots}}<figure><figcaption>{{.Check}}: {{.Verdict}}</figcaption>{{.SVG}}<div class="detail" style="max-width:560px">{{.Query}}{{if .ProductionQuery}}<br>production: {{.ProductionQuery}}{{end}}</div></figure>
+<div class="plots">{{range .Plots}}<figure style="max-width:560px"><figcaption>{{.Check}}: {{.Verdict}}</figcaption>{{.SVG}}<div class="detail" style="max-width:560px">{{.Query}}{{if .ProductionQuery}}<br>production: {{.ProductionQuery}}{{end}}</div></figure>
 {{end}}</div>{{end}}
 
 {{range .Data}}<h2>Data: {{.Node}}{{if .Reused}} (reused from an earlier attempt){{end}}</h2>

@@ -63,6 +63,11 @@ func TestQueriesOnRealPrometheus(t *testing.T) {
 		got["v1 p99"] > 0.05 || got["v2 p99"] < 0.1 || got["v2 p99"] > 0.2 {
 		t.Fatalf("values %v: want ctr 0.10 and 0.05, p99 within (0.025, 0.05] and (0.1, 0.2]", got)
 	}
+	time.Sleep(3 * time.Second) // the ratio exists from its second scrape on
+	pts, err := p.QueryRange(t.Context(), canary.QueryFor(ctr, "v1", ""), time.Now().Add(-6*time.Second), time.Now(), time.Second)
+	if err != nil || len(pts) < 3 || pts[len(pts)-1].Value < 0.099 || pts[len(pts)-1].Value > 0.101 {
+		t.Fatalf("range of v1's ctr: %v, %v; want 3 or more points near 0.10", pts, err)
+	}
 	if v, err := p.Query(t.Context(), canary.QueryFor(ctr, "v9", ""), time.Now()); err != nil || v != nil {
 		t.Fatalf("a version without series: %v, %v; want no data", v, err)
 	}
