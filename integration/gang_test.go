@@ -277,21 +277,22 @@ func (e *gangEnv) figures(t *testing.T, hosts []*hostWorker, data string) {
 	t.Helper()
 	for round := 1; round <= 2; round++ {
 		for _, n := range []int{1, 2} {
+			seen := []int{len(hosts[0].output()), len(hosts[1].output())}
 			res := e.runSpec(t, e.gangTrainSpec(fmt.Sprintf("ctr_fig_%d_%d", round, n), "{max_attempts: 1}", 10), map[string]any{"data": data, "hosts": n})
 			wantStatus(t, res, runs.StatusSucceeded)
 			tr := node(t, res, "train")
 			t.Logf("figures round %d, hosts %d: train node %v; %s; %s", round, n, tr.EndedAt.Sub(*tr.StartedAt).Round(10*time.Millisecond),
-				tr.Outputs["summary"], lastCommunication(hosts))
+				tr.Outputs["summary"], lastCommunication(hosts, seen))
 		}
 	}
 }
 
 // lastCommunication is the last "communication:" line rank 0 printed on
-// any host.
-func lastCommunication(hosts []*hostWorker) string {
+// any host since the hosts' outputs were seen long.
+func lastCommunication(hosts []*hostWorker, seen []int) string {
 	line := ""
-	for _, h := range hosts {
-		for _, l := range strings.Split(h.output(), "\n") {
+	for i, h := range hosts {
+		for _, l := range strings.Split(h.output()[seen[i]:], "\n") {
 			if i := strings.Index(l, "communication: "); i >= 0 {
 				line = l[i:]
 			}

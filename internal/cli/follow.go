@@ -16,6 +16,7 @@ import (
 
 	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
+	"github.com/retrain-ml/retrain/activities/train"
 	"github.com/retrain-ml/retrain/runs"
 )
 
@@ -92,6 +93,10 @@ func (f *follower) poll(ctx context.Context) (*runs.Result, map[string]nodeProgr
 		}
 		if pc.GetWorkflowTypeName() == canarynode.Workflow {
 			progress[node] = canaryProgress(ctx, f.c, pc.GetWorkflowId(), time.Now())
+			continue
+		}
+		if pc.GetWorkflowTypeName() == train.GangWorkflow {
+			progress[node] = f.gangProgress(ctx, node, pc.GetWorkflowId(), pc.GetRunId())
 			continue
 		}
 		progress[node] = f.childProgress(ctx, pc.GetWorkflowId(), pc.GetRunId(), pc.GetWorkflowTypeName())
