@@ -149,6 +149,18 @@ func decode(in nodetype.Input) (With, canary.Spec, error) {
 			return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 		}
 	}
+	if o := in.Options; o != nil && o.Timeout > 0 {
+		// The node's timeout is the canary workflow's run timeout: one
+		// that ran out mid-bake would leave the canary serving its share.
+		var total time.Duration
+		for _, s := range spec.Steps {
+			total += s.Bake
+		}
+		if total+time.Minute > o.Timeout {
+			return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput,
+				"the steps bake for %s in all, which with a minute to decide does not fit the node's timeout %s: give the canary node a longer timeout", total, o.Timeout)
+		}
+	}
 	if w.Alias == w.ProductionAlias {
 		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "alias %q is the production alias: the canary needs an alias of its own", w.Alias)
 	}

@@ -26,10 +26,13 @@ func (r *run) finish(ctx workflow.Context, started time.Time, decision, reason s
 	if !promote {
 		in.Split = Split{Percent: 0, Event: RolledBack}
 	}
-	// The decision is taken whatever the activity's fate: a rollback
-	// that cannot reach the registry is retried under the node's policy.
+	// The decision is carried out even when the run is being cancelled
+	// (a cancelled canary is rolled back, not left serving its share):
+	// on a context the cancellation does not reach. A registry it cannot
+	// reach is retried under the node's policy.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	var d Decided
-	err := workflow.ExecuteActivity(ctx, DecideActivity, in).Get(ctx, &d)
+	err := workflow.ExecuteActivity(dctx, DecideActivity, in).Get(dctx, &d)
 	r.countHooks(d.Results)
 	r.out.Decision, r.out.Reason, r.out.DecidedBy = decision, reason, "checks"
 	if r.human != nil {

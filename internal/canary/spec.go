@@ -30,6 +30,13 @@ const (
 	NoDataIgnore = "ignore" // the evaluation does not count, either way
 )
 
+// Limits on a spec: any client may start a run with any input, and each
+// check is queried every interval.
+const (
+	MaxSteps  = 20
+	MaxChecks = 20
+)
+
 // DefaultInterval is how often checks run during a bake when the spec
 // does not say.
 const DefaultInterval = 30 * time.Second
@@ -111,6 +118,9 @@ func ParseSteps(v any) ([]Step, error) {
 	if !ok || len(list) == 0 {
 		return nil, fmt.Errorf("steps: want a list of {percent, bake} ending at percent 100, got %s", describe(v))
 	}
+	if len(list) > MaxSteps {
+		return nil, fmt.Errorf("steps: %d steps, at most %d", len(list), MaxSteps)
+	}
 	steps := make([]Step, 0, len(list))
 	for i, item := range list {
 		m, ok := item.(map[string]any)
@@ -162,6 +172,9 @@ func ParseChecks(v any) ([]Check, error) {
 	list, ok := v.([]any)
 	if !ok || len(list) == 0 {
 		return nil, fmt.Errorf("checks: want a list of {name, query, one of %s}, got %s", strings.Join(thresholdKeys, "/"), describe(v))
+	}
+	if len(list) > MaxChecks {
+		return nil, fmt.Errorf("checks: %d checks, at most %d", len(list), MaxChecks)
 	}
 	var checks []Check
 	seen := map[string]bool{}
