@@ -36,7 +36,10 @@ func fakeCanary(t *testing.T, during func(env *testsuite.TestWorkflowEnvironment
 		return []canary.Sample{{Time: time.Now(), Canary: &v}}, nil
 	})
 	var decided []StepInput
-	reg(DecideActivity, func(_ context.Context, s StepInput) (Decided, error) { decided = append(decided, s); return Decided{}, nil })
+	reg(DecideActivity, func(_ context.Context, s StepInput) (Decided, error) {
+		decided = append(decided, s)
+		return Decided{}, nil
+	})
 	reg(SeriesActivity, func(context.Context, StepInput) ([]RangeSeries, error) { return nil, nil })
 	during(env)
 	env.ExecuteWorkflow(Workflow, nodetype.Input{Pipeline: "p", RunID: "r", Node: "canary", Type: Name})
