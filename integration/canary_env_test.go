@@ -14,7 +14,10 @@ import (
 	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/devkit/servingsim"
 	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/worker"
 )
 
 // canarySpec canaries ctr@v2 against production (v1) in two steps of
@@ -114,6 +117,24 @@ func newCanaryEnv(t *testing.T, v2 servingsim.Behaviour) *canaryEnv {
 		return err == nil && v != nil && *v >= 3
 	})
 	return e
+}
+
+// startMetricsWorker runs a worker with the env's store that serves its
+// metrics, and returns their address.
+func (e *canaryEnv) startMetricsWorker(t *testing.T) string {
+	t.Helper()
+	w, err := worker.New(t.Context(), tclient, server.Namespace(), worker.Config{
+		TaskQueue: e.queue, Pipelines: examples.FS, AllowInlineSpecs: true, MetricsAddr: "127.0.0.1:0",
+		Store: storage.Config{S3: e.srv.Config("")},
+	}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w.MetricsAddr()
 }
 
 func (e *canaryEnv) params(bake string) map[string]any {

@@ -40,11 +40,11 @@ func TestCanaryHealthyPromoted(t *testing.T) {
 }
 
 // TestCanaryCTRDropRolledBack: a canary whose CTR is 30% below
-// production's is rolled back at step 1; production never moves, and the
-// run's on_failure compensation runs.
+// production's is rolled back at step 1; production never moves, the
+// run's on_failure compensation runs, and the worker counts the decision.
 func TestCanaryCTRDropRolledBack(t *testing.T) {
 	e := newCanaryEnv(t, ctrDrop)
-	startStoreWorker(t, e.queue, e.srv)
+	metrics := e.startMetricsWorker(t)
 	res := wait(t, e.start(t, "6s"))
 	wantStatus(t, res, runs.StatusFailed)
 	decision, steps, out := canaryOutputs(t, res)
@@ -72,6 +72,10 @@ func TestCanaryCTRDropRolledBack(t *testing.T) {
 	if len(res.Compensations) != 1 || res.Compensations[0].Status != runs.NodeSucceeded {
 		t.Errorf("compensations %+v, want undo_prep succeeded", res.Compensations)
 	}
+	waitFor(t, 15*time.Second, func() bool {
+		fams, _ := scrape(t, "http://"+metrics+"/metrics")
+		return sum(fams, "retrain_canary_decisions_total", map[string]string{"decision": "rolled_back", "task_queue": e.queue}) == 1
+	})
 }
 
 // TestCanaryLatencyBreachAtStep2: a canary that is fine at 10% but slow
