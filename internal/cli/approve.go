@@ -156,7 +156,7 @@ func waitingNode(ctx context.Context, c client.Client, run, node string) (string
 	case 1:
 		return found[0], typ, nil
 	case 0:
-		return "", "", fmt.Errorf("run %s has no gate or canary running now (a gate waits only when it failed and has wait_for_approval)", run)
+		return "", "", fmt.Errorf("run %s has no gate or canary running now: approve --force overrides a gate that failed and waits (wait_for_approval); approve and reject decide a canary while it bakes", run)
 	}
 	return "", "", fmt.Errorf("run %s has %d gates or canaries running (%s): say which with --node", run, len(found), strings.Join(found, ", "))
 }
