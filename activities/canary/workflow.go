@@ -15,14 +15,14 @@ import (
 
 // State is what the canary query returns: where the canary is.
 type State struct {
-	Phase    string    `json:"phase"` // starting, baking, deciding, done
-	Step     int       `json:"step"`  // 1-based
-	Steps    int       `json:"steps"`
-	Percent  float64   `json:"percent"`
-	BakeEnds time.Time `json:"bake_ends"`
-	Version  string    `json:"version"`
-	Checks   []CheckRecord
-	Decision string `json:"decision"`
+	Phase    string        `json:"phase"` // starting, baking, deciding, done
+	Step     int           `json:"step"`  // 1-based
+	Steps    int           `json:"steps"`
+	Percent  float64       `json:"percent"`
+	BakeEnds time.Time     `json:"bake_ends"`
+	Version  string        `json:"version"`
+	Checks   []CheckRecord `json:"checks"`
+	Decision string        `json:"decision"`
 }
 
 // Approval is a human's decision on a canary: approve (promote now) or
