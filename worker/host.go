@@ -106,7 +106,9 @@ func (h HostConfig) resolve(logger *slog.Logger) (train.Host, error) {
 		host.Address = ip.String()
 		host.Interface = ifaceOf(ifaces, ip)
 		if ip.IsLoopback() {
-			logger.Info("this worker advertises a loopback address to training gangs: only gangs whose hosts are all on this machine can use it; "+
+			// Debug: every dev stack's worker is here, and a gang that
+			// mixes it with other hosts is refused with this advice.
+			logger.Debug("this worker advertises a loopback address to training gangs: only gangs whose hosts are all on this machine can use it; "+
 				"set --advertise-address or --advertise-interface for hosts on other machines", "address", host.Address)
 		}
 	}
