@@ -44,6 +44,14 @@ func TestCanaryWorkerKilledMidBake(t *testing.T) {
 		restarted.Format(time.TimeOnly+".000"), restarted.Sub(started).Seconds(),
 		planned.Format(time.TimeOnly+".000"), ended.Format(time.TimeOnly+".000"), ended.Sub(planned).Seconds(),
 		n.EndedAt.Format(time.TimeOnly+".000"))
+	step2 := steps[1].(map[string]any)
+	started2, _ := time.Parse(time.RFC3339Nano, step2["started"].(string))
+	planned2 := started2.Add(bake)
+	t.Logf("timeline: step 2 started %s, planned end %s; decision (node ended) %s (%+.2fs after the planned end)",
+		started2.Format(time.TimeOnly+".000"), planned2.Format(time.TimeOnly+".000"), n.EndedAt.Format(time.TimeOnly+".000"), n.EndedAt.Sub(planned2).Seconds())
+	if d := n.EndedAt.Sub(planned2); d < 0 || d > heartbeat {
+		t.Errorf("decided %v after step 2's planned end, want within the heartbeat (%v)", d, heartbeat)
+	}
 	if d := ended.Sub(planned); d < 0 || d > heartbeat {
 		t.Errorf("step 1 ended %v after its planned end, want within the heartbeat (%v)", d, heartbeat)
 	}
