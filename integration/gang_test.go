@@ -263,6 +263,9 @@ func TestTrainAcrossHosts(t *testing.T) {
 	// 4. SIGKILL host 1's worker mid-training.
 	e.killMidTraining(t, hosts, data)
 
+	// 5. Cancel the run mid-training.
+	e.cancelMidTraining(t, hosts, data)
+
 	// 5. Figures for docs/scaling.md: a longer training on 1 and 2 hosts.
 	if os.Getenv("RETRAIN_GANG_FIGURES") != "" {
 		e.figures(t, hosts, data)
@@ -299,6 +302,43 @@ func lastCommunication(hosts []*hostWorker, seen []int) string {
 		}
 	}
 	return strings.TrimSuffix(line, "\"")
+}
+
+// cancelMidTraining cancels a run whose ranks run on both hosts: every
+// rank is gone soon after, and the run ends cancelled.
+func (e *gangEnv) cancelMidTraining(t *testing.T, hosts []*hostWorker, data string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run, err := runs.Start(ctx, tclient, runs.Request{Spec: e.gangTrainSpec("ctr_cancel", "{max_attempts: 1}", 30), SpecFile: "gang.yaml",
+		Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); len(rankPIDs(hosts[0].id)) == 0 || len(rankPIDs(hosts[1].id)) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the ranks did not start on both hosts within 2 minutes")
+		}
+	}
+	cancelled := time.Now()
+	if err := tclient.CancelWorkflow(ctx, run.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	for len(rankPIDs(hosts[0].id))+len(rankPIDs(hosts[1].id)) > 0 {
+		if time.Since(cancelled) > 30*time.Second {
+			t.Fatalf("ranks %v and %v still run 30 s after the run was cancelled", rankPIDs(hosts[0].id), rankPIDs(hosts[1].id))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("cancelled the run: every rank on both hosts gone %v after", time.Since(cancelled).Round(10*time.Millisecond))
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, runs.StatusCancelled)
+	if v := e.modelVersions(t, "ctr_cancel"); len(v) != 0 {
+		t.Errorf("ctr_cancel versions %v after a cancelled run", v)
+	}
 }
 
 // killMidTraining SIGKILLs host 1's worker once training has stored a

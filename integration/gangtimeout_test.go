@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/gpu/nvmlhost"
 	"github.com/retrain-ml/retrain/internal/devkit/nvmlmock"
 	"github.com/retrain-ml/retrain/runs"
@@ -30,9 +29,9 @@ func TestGangTimeout(t *testing.T) {
 	queue := newQueue(t)
 	gpuQueue := queue + "-gpu"
 	startWorker(t, queue) // the run and its gang workflow
-	w, err := worker.New(context.Background(), tclient, server.Namespace(), worker.Config{
+	w := startWorkerWith(t, worker.Config{
 		TaskQueue: queue + "-solo", GPU: true, GPUQueue: gpuQueue, TrustedQueues: []string{queue},
-		Pipelines: examples.FS, MetricsAddr: "127.0.0.1:0", Host: worker.HostConfig{ID: "solo"},
+		MetricsAddr: "127.0.0.1:0", Host: worker.HostConfig{ID: "solo"},
 		OpenGPUs: func() (worker.GPUHost, error) {
 			h, err := nvmlhost.Open(nvmlhost.WithLibrary(nvmlmock.DGX(0)), nvmlhost.WithXIDPollTimeout(2*time.Millisecond))
 			if err != nil {
@@ -40,14 +39,7 @@ func TestGangTimeout(t *testing.T) {
 			}
 			return h, nil
 		},
-	}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	})
 
 	marker := filepath.Join(t.TempDir(), "rank-started")
 	spec := fmt.Sprintf(`name: gang-timeout

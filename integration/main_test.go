@@ -142,9 +142,9 @@ func startWorker(t *testing.T, queue string) {
 }
 
 // startWorkerWith runs an in-process worker with cfg (a lake, a store)
-// until the test ends. It knows the example pipelines unless cfg says
-// otherwise.
-func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) {
+// until the test ends, and returns it (its MetricsAddr). It knows the
+// example pipelines unless cfg says otherwise.
+func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) *worker.Worker {
 	t.Helper()
 	if cfg.Pipelines == nil && cfg.PipelinesDir == "" {
 		cfg.Pipelines = examples.FS
@@ -161,6 +161,7 @@ func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
+	return w
 }
 
 // runSpec starts a spec on queue and waits for its result.

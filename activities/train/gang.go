@@ -99,6 +99,11 @@ func Gang(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 			}
 			return nodetype.Result{Outputs: outputs, Attempt: int32(attempt), StartedAt: started, EndedAt: workflow.Now(ctx)}, nil
 		}
+		if ctx.Err() != nil {
+			// The node was cancelled: every host's ranks were stopped, and
+			// the run ends cancelled, not failed.
+			return nodetype.Result{}, temporal.NewCanceledError(history)
+		}
 		delay, again := gangRetryDelay(policy, attempt, err)
 		if !again {
 			return nodetype.Result{}, gangFailure(err, attempt)
