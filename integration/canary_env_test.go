@@ -9,12 +9,12 @@ import (
 	"time"
 
 	canarynode "github.com/retrain-ml/retrain/activities/canary"
+	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/canary"
 	"github.com/retrain-ml/retrain/internal/devkit/promtest"
 	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/devkit/servingsim"
 	"github.com/retrain-ml/retrain/internal/models"
-	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
