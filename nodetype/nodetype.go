@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -282,6 +283,19 @@ func (t Type) Validate() error {
 	}
 	if nt.Target != "" && !targetRe.MatchString(nt.Target) {
 		return fmt.Errorf("node type %q: activity type name %q: want letters, digits, _, . and -, starting with a letter", nt.Name, nt.Target)
+	}
+	for _, h := range t.Hosted {
+		if _, ok := t.Activities[h]; !ok {
+			return fmt.Errorf("node type %q: hosted activity %q is not one of its activities", nt.Name, h)
+		}
+	}
+	if hs := nt.Hosts; hs != nil {
+		if _, ok := t.Workflows[hs.Workflow]; !ok {
+			return fmt.Errorf("node type %q: spreads over hosts as workflow %q, which is not one of its Workflows", nt.Name, hs.Workflow)
+		}
+		if !slices.ContainsFunc(nt.Fields, func(f dags.Field) bool { return f.Name == hs.Field && f.Type == dags.FieldInt }) {
+			return fmt.Errorf("node type %q: spreads over hosts by field %q, which is not an int field of its `with`", nt.Name, hs.Field)
+		}
 	}
 	seen := map[string]bool{}
 	var errs []error

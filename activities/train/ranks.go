@@ -213,9 +213,9 @@ type RankError struct {
 	// Host names the rank's host when the ranks span several.
 	Host    string
 	Program string
-	Code        int   // the exit code; -1 when a signal ended it
-	Err         error // the wait error, naming the signal
-	Stderr      string
+	Code    int   // the exit code; -1 when a signal ended it
+	Err     error // the wait error, naming the signal
+	Stderr  string
 }
 
 func (e *RankError) Error() string {
