@@ -4,6 +4,10 @@ import (
 	"testing"
 	"time"
 
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	"github.com/retrain-ml/retrain/runs"
 )
 
@@ -63,5 +67,12 @@ func TestCanaryWorkerKilledMidBake(t *testing.T) {
 	}
 	if got, want := e.splits(), []string{"v1/v2@10", "v1/v2@50", "v2/v2@100"}; !equal(got, want) {
 		t.Errorf("webhook splits %v, want %v", got, want)
+	}
+	// The canary's history, a worker lost mid-bake and all, replays
+	// against this code: the workflow is deterministic.
+	replayer := sdkworker.NewWorkflowReplayer()
+	replayer.RegisterWorkflowWithOptions(canarynode.Canary, workflow.RegisterOptions{Name: canarynode.Workflow})
+	if err := replayer.ReplayWorkflowHistory(nil, history(t, tclient, id+"/canary")); err != nil {
+		t.Errorf("replay of the canary whose worker was killed: %v", err)
 	}
 }
