@@ -388,16 +388,18 @@ func (e *gangEnv) killMidTraining(t *testing.T, hosts []*hostWorker, data string
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("host h0's ranks gone %v after the kill", gone.Round(10*time.Millisecond))
-	restarted := time.Now()
+	// The second worker comes back once the gang has failed (heartbeat
+	// 10 s) and the next attempt is forming with one host: it waits.
+	time.Sleep(time.Until(killed.Add(15 * time.Second)))
 	hosts[1] = e.start(t, 1)
-	t.Logf("a new worker for host h1 polls %v after the kill", restarted.Sub(killed).Round(10*time.Millisecond))
+	t.Logf("a new worker for host h1 polls %v after the kill", time.Since(killed).Round(10*time.Millisecond))
 	res, err := runs.Wait(ctx, tclient, run.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, res, runs.StatusSucceeded)
 	tr := node(t, res, "train")
-	t.Logf("after the kill: train %s; attempts %v", tr.Outputs["summary"], tr.Outputs["attempts"])
+	t.Logf("after the kill: run ended %v after it; train %s; attempts %v", time.Since(killed).Round(10*time.Millisecond), tr.Outputs["summary"], tr.Outputs["attempts"])
 	if tr.Outputs["restarts"] != 1.0 {
 		t.Errorf("restarts %v: want 1", tr.Outputs["restarts"])
 	}
@@ -406,8 +408,18 @@ func (e *gangEnv) killMidTraining(t *testing.T, hosts []*hostWorker, data string
 	}
 	attempts, _ := tr.Outputs["attempts"].([]any)
 	if len(attempts) != 2 || !strings.Contains(fmt.Sprint(attempts[0]), "host") {
-		t.Errorf("attempts %v: want the first one's error to name a host", attempts)
+		t.Fatalf("attempts %v: want the first one's error to name a host", attempts)
 	}
+	at := func(i int, k string) string {
+		v, _ := attempts[i].(map[string]any)[k].(string)
+		ts, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return "-"
+		}
+		return "+" + ts.Sub(killed).Round(100*time.Millisecond).String()
+	}
+	t.Logf("timeline from the kill: attempt 1 failed %s; attempt 2 looked for hosts from %s, formed %s (after the worker came back), ended %s",
+		at(0, "ended_at"), at(1, "started_at"), at(1, "formed_at"), at(1, "ended_at"))
 	if v := e.modelVersions(t, "ctr_kill"); len(v) != 1 {
 		t.Errorf("ctr_kill versions %v: want exactly one", v)
 	}

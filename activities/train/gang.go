@@ -83,11 +83,14 @@ func Gang(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 		started := workflow.Now(ctx)
 		key := fmt.Sprintf("%s/%s/%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, in.Node, attempt)
 		members, err := g.form(ctx, key)
+		rec := GangAttempt{Attempt: attempt, Hosts: gang.Hosts(members), StartedAt: started}
 		var results []HostResult
 		if err == nil {
+			formed := workflow.Now(ctx)
+			rec.FormedAt = &formed
 			results, err = g.run(ctx, key, members)
 		}
-		rec := GangAttempt{Attempt: attempt, Hosts: gang.Hosts(members)}
+		rec.EndedAt = workflow.Now(ctx)
 		if err != nil {
 			rec.Error = nodetype.MessageOf(unwrapStep(err))
 		}
@@ -97,7 +100,7 @@ func Gang(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 			if err != nil {
 				return nodetype.Result{}, temporal.NewNonRetryableApplicationError(err.Error(), errtype.BadOutput, nil)
 			}
-			return nodetype.Result{Outputs: outputs, Attempt: int32(attempt), StartedAt: started, EndedAt: workflow.Now(ctx)}, nil
+			return nodetype.Result{Outputs: outputs, Attempt: int32(attempt), StartedAt: started, EndedAt: rec.EndedAt}, nil
 		}
 		if ctx.Err() != nil {
 			// The node was cancelled: every host's ranks were stopped, and

@@ -82,6 +82,11 @@ type GangAttempt struct {
 	Attempt int      `json:"attempt"`
 	Hosts   []string `json:"hosts"`
 	Error   string   `json:"error,omitempty"`
+	// When the attempt began looking for hosts, when every host held its
+	// GPUs (absent if the gang never formed), and when it ended.
+	StartedAt time.Time  `json:"started_at"`
+	FormedAt  *time.Time `json:"formed_at,omitempty"`
+	EndedAt   time.Time  `json:"ended_at"`
 }
 
 // heldLeases are the GPUs a worker holds for the gangs it joined, by gang
