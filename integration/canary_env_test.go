@@ -9,7 +9,6 @@ import (
 	"time"
 
 	canarynode "github.com/retrain-ml/retrain/activities/canary"
-	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/canary"
 	"github.com/retrain-ml/retrain/internal/devkit/promtest"
 	"github.com/retrain-ml/retrain/internal/devkit/s3test"
@@ -123,18 +122,9 @@ func newCanaryEnv(t *testing.T, v2 servingsim.Behaviour) *canaryEnv {
 // metrics, and returns their address.
 func (e *canaryEnv) startMetricsWorker(t *testing.T) string {
 	t.Helper()
-	w, err := worker.New(t.Context(), tclient, server.Namespace(), worker.Config{
-		TaskQueue: e.queue, Pipelines: examples.FS, AllowInlineSpecs: true, MetricsAddr: "127.0.0.1:0",
-		Store: storage.Config{S3: e.srv.Config("")},
-	}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	return w.MetricsAddr()
+	return startWorkerWith(t, worker.Config{
+		TaskQueue: e.queue, MetricsAddr: "127.0.0.1:0", Store: storage.Config{S3: e.srv.Config("")},
+	}).MetricsAddr()
 }
 
 func (e *canaryEnv) params(bake string) map[string]any {
