@@ -243,6 +243,8 @@ func TestTrainAcrossHosts(t *testing.T) {
 	t.Logf("rank hangs: %s", res.Error)
 	// Rank 1 sleeps after step 5; rank 0 waits for it in step 6's
 	// all-reduce, at step 5 too: either may be the one named, with its host.
+	// (gloo reads what peers send on a thread of its own, so nothing
+	// outside the ranks tells the sleeper from the waiter.)
 	for _, want := range []string{"has not advanced past step 5", "hang_timeout 20s", "RankHung"} {
 		if !strings.Contains(res.Error, want) {
 			t.Errorf("error %q: want it to say %q", res.Error, want)
