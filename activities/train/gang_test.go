@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -73,8 +74,7 @@ func newFakeHosts(live ...string) *fakeHosts {
 }
 
 func TestGangFormsAndReports(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newGangTestEnv()
 	f := newFakeHosts("h1", "h2", "h3")
 	f.run = func(ctx context.Context, in RunInput) (HostResult, error) {
 		if len(in.Members) != 2 || in.Processes != 1 {
@@ -105,8 +105,7 @@ func TestGangFormsAndReports(t *testing.T) {
 }
 
 func TestGangTimesOutAndReleases(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newGangTestEnv()
 	f := newFakeHosts("solo")
 	f.run = func(context.Context, RunInput) (HostResult, error) {
 		t.Error("a rank ran though the gang never formed")
@@ -127,8 +126,7 @@ func TestGangTimesOutAndReleases(t *testing.T) {
 }
 
 func TestGangRetriesWithANewGang(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newGangTestEnv()
 	f := newFakeHosts("h1", "h2")
 	runs := 0
 	f.run = func(ctx context.Context, in RunInput) (HostResult, error) {
@@ -163,8 +161,7 @@ func TestGangRetriesWithANewGang(t *testing.T) {
 }
 
 func TestGangDoesNotRetryADivergence(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newGangTestEnv()
 	f := newFakeHosts("h1", "h2")
 	calls := 0
 	f.run = func(ctx context.Context, in RunInput) (HostResult, error) {
@@ -183,14 +180,20 @@ func TestGangDoesNotRetryADivergence(t *testing.T) {
 }
 
 func TestGangRefusesBadInputBeforeLeasing(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := newGangTestEnv()
 	f := newFakeHosts("h1", "h2")
 	f.register(env)
 	env.ExecuteWorkflow(Gang, gangInput(2, map[string]any{"trainer": "builtin", "argv": nil}))
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "builtin") || len(f.leased) != 0 {
 		t.Fatalf("error %v, leased %v", err, f.leased)
 	}
+}
+
+// newGangTestEnv is a workflow test environment that logs nothing.
+func newGangTestEnv() *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(sdklog.NewStructuredLogger(quiet))
+	return s.NewTestWorkflowEnvironment()
 }
 
 func workflowOpts(name string) workflow.RegisterOptions { return workflow.RegisterOptions{Name: name} }

@@ -79,7 +79,7 @@ type With struct {
 	DataFormat string `json:"data_format" trainer:"command" default:"parquet" doc:"command: how RETRAIN_TRAIN_DATA and RETRAIN_EVAL_DATA are written: parquet (the split's files) or npy (NumPy arrays and schema.json, which numpy.load reads without other libraries)"`
 	// Hosts has no default tag: 1 and absent are the same node.
 	Hosts       int    `json:"hosts" trainer:"command" doc:"command: hosts the node spans: processes ranks on each of this many workers of its queue with distinct --host-id (WORLD_SIZE = hosts x processes, NODE_RANK, MASTER_ADDR on host 0's advertised address), started once every host holds its GPUs and stopped together when one fails; a retry forms a new gang that resumes from the last checkpoint (default 1)"`
-	GangTimeout string `json:"gang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command, hosts > 1: how long the hosts may take to join (each holding its GPUs) before every lease is released and the attempt fails, naming how many joined"`
+	GangTimeout string `json:"gang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: with hosts above 1, how long the hosts may take to join (each holding its GPUs) before every lease is released and the attempt fails, naming how many joined"`
 	HangTimeout string `json:"hang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: a rank whose progress lines stop advancing its step for this long stops every rank and fails the attempt, naming the rank (and host); counted from its first progress line, so startup is not included (0s: never)"`
 }
 

@@ -260,6 +260,9 @@ func TestSchema(t *testing.T) {
 		{Name: "gpus", Type: dags.FieldInt},
 		{Name: "processes", Type: dags.FieldInt},
 		{Name: "data_format", Type: dags.FieldString, Default: "parquet"},
+		{Name: "hosts", Type: dags.FieldInt},
+		{Name: "gang_timeout", Type: dags.FieldDuration, Default: "10m"},
+		{Name: "hang_timeout", Type: dags.FieldDuration, Default: "10m"},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
@@ -267,16 +270,16 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 22 {
-		t.Errorf("%d fields, want 22", len(fields))
+	if len(fields) != 25 {
+		t.Errorf("%d fields, want 25", len(fields))
 	}
-	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format" {
+	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format hosts gang_timeout hang_timeout" {
 		t.Errorf("command-only fields %s", got)
 	}
 	if got := strings.Join(builtinOnly, " "); got != "dense sparse transforms dim buckets epochs steps batch_size learning_rate l2 seed workers checkpoint_every" {
 		t.Errorf("builtin-only fields %s", got)
 	}
-	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu summary"
+	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu hosts slowest_host restarts attempts summary"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {
 		t.Errorf("outputs %s, want %s", got, wantOut)
 	}
@@ -291,7 +294,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := With{Data: "x", Trainer: BuiltinTrainer, MaxEmbNorm: 100, Dim: 8, Buckets: 1 << 18, Epochs: 2,
-		BatchSize: 1024, LearningRate: 0.05, L2: 1e-3, Seed: 1, CheckpointEvery: 50, DataFormat: "parquet"}
+		BatchSize: 1024, LearningRate: 0.05, L2: 1e-3, Seed: 1, CheckpointEvery: 50, DataFormat: "parquet", GangTimeout: "10m", HangTimeout: "10m"}
 	if !reflect.DeepEqual(w, want) {
 		t.Errorf("defaults %+v, want %+v", w, want)
 	}
