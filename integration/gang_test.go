@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -242,16 +241,13 @@ func TestTrainAcrossHosts(t *testing.T) {
 	wantStatus(t, res, runs.StatusFailed)
 	t.Logf("rank hangs: %s", res.Error)
 	// Rank 1 sleeps after step 5; rank 0 waits for it in step 6's
-	// all-reduce, at step 5 too: either may be the one named, with its host.
-	// (gloo reads what peers send on a thread of its own, so nothing
-	// outside the ranks tells the sleeper from the waiter.)
-	for _, want := range []string{"has not advanced past step 5", "hang_timeout 20s", "RankHung"} {
+	// all-reduce, at step 5 too. Asked for their stacks (train.py prints
+	// them on SIGUSR1), rank 1's host names it, not in a collective; rank
+	// 0's holds its verdict, its rank waiting in one.
+	for _, want := range []string{"rank 1 on host h1 has not advanced past step 5", "hang_timeout 20s", "is not in a collective: its stack is at File", "train.py", "RankHung"} {
 		if !strings.Contains(res.Error, want) {
 			t.Errorf("error %q: want it to say %q", res.Error, want)
 		}
-	}
-	if !regexp.MustCompile(`rank [01] on host h[01] `).MatchString(res.Error) {
-		t.Errorf("error %q names no rank and host", res.Error)
 	}
 	if hung := node(t, res, "train"); hung.StartedAt != nil && hung.EndedAt != nil {
 		t.Logf("the hung gang's node ran %v", hung.EndedAt.Sub(*hung.StartedAt).Round(100*time.Millisecond))

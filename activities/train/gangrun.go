@@ -271,9 +271,5 @@ func hostError(in RunInput, err error) error {
 	if errors.As(err, &appErr) {
 		return temporal.NewApplicationErrorWithOptions(msg, appErr.Type(), temporal.ApplicationErrorOptions{NonRetryable: appErr.NonRetryable()})
 	}
-	typ := errtype.RankFailed
-	if errors.As(err, new(*HangError)) {
-		typ = errtype.RankHung
-	}
-	return temporal.NewApplicationError(msg, typ)
+	return temporal.NewApplicationError(msg, errtype.NodeFailed) // retried: a download, a store that failed
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/retrain-ml/retrain/activities/internal/process"
 	"github.com/retrain-ml/retrain/activities/progenv"
@@ -121,12 +125,15 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int, g *gang
 	select {
 	case h := <-hung:
 		if h != nil {
-			return res, h
+			return res, temporal.NewApplicationError(h.Error(), errtype.RankHung) // retried: resumes from the checkpoint
 		}
 	default:
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
+	}
+	if re := (*RankError)(nil); errors.As(waitErr, &re) {
+		return res, temporal.NewApplicationError(re.Error(), errtype.RankFailed)
 	}
 	return res, waitErr
 }
@@ -174,6 +181,11 @@ type HangError struct {
 	Stuck   gang.Stuck
 	Host    string // the rank's host, when the ranks span several
 	Timeout time.Duration
+	// Frame is where the rank's stack was, when the trainer prints its
+	// stack on stackSignal; Waiting says it was in a collective, waiting
+	// for a peer (not the stuck one itself).
+	Frame   string
+	Waiting bool
 }
 
 func (e *HangError) Error() string {
@@ -181,17 +193,38 @@ func (e *HangError) Error() string {
 	if e.Host != "" {
 		on = " on host " + e.Host
 	}
-	also := ""
-	if len(e.Stuck.Ranks) > 1 {
-		also = fmt.Sprintf(" (ranks %v had all stopped)", e.Stuck.Ranks)
+	head := fmt.Sprintf("rank %d%s has not advanced past step %d for %s (hang_timeout %s)",
+		e.Stuck.Rank, on, e.Stuck.Step, e.Stuck.For.Round(time.Second), e.Timeout)
+	switch {
+	case e.Frame != "" && !e.Waiting:
+		return head + fmt.Sprintf(" and is not in a collective: its stack is at %s; the other ranks wait for it, and every rank was stopped", e.Frame)
+	case e.Waiting:
+		return head + fmt.Sprintf(" and waits in a collective (%s) for a peer that is stuck or gone, on another host; every rank was stopped", e.Frame)
 	}
-	return fmt.Sprintf("rank %d%s has not advanced past step %d for %s (hang_timeout %s)%s, so every rank was stopped "+
-		"(in a synchronous gang the ranks waiting in a collective for a stuck peer stand at its step too: the one stuck may be another rank at step %[3]d)",
-		e.Stuck.Rank, on, e.Stuck.Step, e.Stuck.For.Round(time.Second), e.Timeout, also)
+	return head + fmt.Sprintf(", so every rank was stopped (in a synchronous gang the ranks waiting in a collective for a stuck peer stand at its step too: "+
+		"the one stuck may be another rank at step %d; a trainer that registers Python's faulthandler for SIGUSR1 has the stuck one named by its stack)", e.Stuck.Step)
+}
+
+// stackWait bounds how long a rank's stack dump is waited for.
+const stackWait = 2 * time.Second
+
+// hangGrace is how long a host whose stuck ranks all wait in a collective
+// holds its verdict, so that the host of the rank they wait for names it
+// first, by its stack.
+func hangGrace(timeout time.Duration) time.Duration { return min(10*time.Second, timeout/2) }
+
+// rankProc is a rank this worker started: its process and stderr.
+type rankProc struct {
+	pid    int
+	stderr *process.TailWriter
 }
 
 // watchHang checks the ranks' steps every second until ctx ends: a rank
 // stuck for the hang timeout is sent on hung, and stop stops them all.
+// The stuck ranks are asked for their stacks first: one stuck outside a
+// collective is the one the others wait for, and is named at once; when
+// every stuck rank here waits in a collective (for a peer on another
+// host), the verdict waits hangGrace for that peer's host to name it.
 func (r *trainRun) watchHang(ctx context.Context, g *gangHost, hung chan<- *HangError, stop func()) {
 	timeout := r.hangTimeout
 	if timeout <= 0 {
@@ -199,6 +232,10 @@ func (r *trainRun) watchHang(ctx context.Context, g *gangHost, hung chan<- *Hang
 	}
 	tick := time.NewTicker(hangCheckEvery)
 	defer tick.Stop()
+	var (
+		noticed time.Time
+		stacks  map[int]string
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -206,18 +243,80 @@ func (r *trainRun) watchHang(ctx context.Context, g *gangHost, hung chan<- *Hang
 		case now := <-tick.C:
 			st, ok := r.watch.Stuck(now, timeout)
 			if !ok {
+				noticed, stacks = time.Time{}, nil
 				continue
 			}
-			h := &HangError{Stuck: st, Timeout: timeout}
-			if g != nil {
-				h.Host = g.layout.Members[g.layout.HostOf(st.Rank)].Host
+			if noticed.IsZero() {
+				noticed, stacks = now, r.dumpStacks(ctx, st.Ranks)
 			}
-			r.log.Warn("a trainer rank stopped advancing; stopping every rank", "rank", st.Rank, "step", st.Step, "for", st.For, "hang_timeout", timeout)
+			h := &HangError{Stuck: st, Timeout: timeout}
+			waiting := len(stacks) == len(st.Ranks)
+			for _, rank := range st.Ranks {
+				dump, ok := stacks[rank]
+				if ok && !gang.InCollective(dump) {
+					h.Stuck.Rank, h.Frame, waiting = rank, gang.TopFrame(dump), false
+					break
+				}
+				waiting = waiting && ok
+			}
+			if waiting {
+				if time.Since(noticed) < hangGrace(timeout) {
+					continue
+				}
+				h.Waiting, h.Frame = true, gang.TopFrame(stacks[st.Rank])
+			}
+			if g != nil {
+				h.Host = g.layout.Members[g.layout.HostOf(h.Stuck.Rank)].Host
+			}
+			r.log.Warn("a trainer rank stopped advancing; stopping every rank", "rank", h.Stuck.Rank, "step", st.Step, "for", st.For,
+				"hang_timeout", timeout, "frame", h.Frame, "waiting_in_collective", h.Waiting)
 			hung <- h
 			stop()
 			return
 		}
 	}
+}
+
+// dumpStacks asks each of ranks that catches SIGUSR1 for its stack
+// (process.AskStack),
+// and returns the dumps that came within stackWait, by rank.
+func (r *trainRun) dumpStacks(ctx context.Context, ranks []int) map[int]string {
+	r.mu.Lock()
+	procs := maps.Clone(r.procs)
+	r.mu.Unlock()
+	before := map[int]string{}
+	for _, rank := range ranks {
+		p, ok := procs[rank]
+		if !ok {
+			continue
+		}
+		tail := p.stderr.Tail()
+		if process.AskStack(p.pid) {
+			before[rank] = tail
+		}
+	}
+	dumps := map[int]string{}
+	deadline := time.Now().Add(stackWait)
+	for len(dumps) < len(before) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+		for rank, old := range before {
+			tail := procs[rank].stderr.Tail()
+			if tail == old {
+				continue
+			}
+			if d := gang.StackDump(tail); d != "" && !strings.Contains(old, d) {
+				dumps[rank] = d
+			}
+		}
+	}
+	return dumps
+}
+
+// setProcs records the ranks this worker started.
+func (r *trainRun) setProcs(procs map[int]rankProc) {
+	r.mu.Lock()
+	r.procs = procs
+	r.mu.Unlock()
 }
 
 // rankLine reads a rank's stdout line for its step (ranks other than the
@@ -239,6 +338,7 @@ func (r *trainRun) startOne(cmd *exec.Cmd, stdout *os.File) (func(context.Contex
 	if err := cmd.Start(); err != nil {
 		return nil, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
 	}
+	r.setProcs(map[int]rankProc{0: {pid: cmd.Process.Pid, stderr: stderr}})
 	return func(ctx context.Context) error {
 		waitErr := process.WaitOrKill(ctx, cmd, r.log)
 		r.watch.Done(0)
@@ -264,5 +364,10 @@ func (r *trainRun) startRanks(cmd *exec.Cmd, layout gang.Layout, host int, stdou
 		return nil, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
 	}
 	g.exited = r.watch.Done
+	procs := map[int]rankProc{}
+	for local, c := range g.cmds {
+		procs[layout.Rank(host, local)] = rankProc{pid: c.Process.Pid, stderr: g.stderr[local]}
+	}
+	r.setProcs(procs)
 	return g.wait, nil
 }

@@ -105,7 +105,7 @@ func newTorchSetup(t *testing.T, run string) *torchSetup {
 	st := srv.Open(t, "")
 	s := &torchSetup{st: st, split: splittest.Write(t, st, run, 2000, 500), py: py, log: &logBuffer{}}
 	s.tr = &Trainers{Store: st, Logger: slog.New(slog.NewTextHandler(s.log, nil)),
-		Env: progenv.Policy{PassEnv: []string{"PYTHONDONTWRITEBYTECODE", "TRAIN_PY_EXIT_AT"}}} // train.py's knobs
+		Env: progenv.Policy{PassEnv: []string{"PYTHONDONTWRITEBYTECODE", "TRAIN_PY_EXIT_AT", "TRAIN_PY_HANG_AT"}}} // train.py's knobs
 	return s
 }
 
@@ -285,6 +285,28 @@ func TestTorchRankFailsThenResumes(t *testing.T) {
 // TestTorchDivergence: a learning rate of 1e6 blows the embeddings up in
 // the first step; the guard reads it from rank 0's progress line, stops
 // both ranks and fails for good.
+// TestTorchHangNamesTheStuckRank: rank 1 sleeps after step 3 while rank 0
+// waits for it in step 4's all-reduce; both stand at step 3. After
+// hang_timeout the node asks both for their stacks (train.py prints them on
+// SIGUSR1) and names rank 1, the one not in a collective, with its frame.
+func TestTorchHangNamesTheStuckRank(t *testing.T) {
+	s := newTorchSetup(t, "t5")
+	in := s.node(t, "t5")
+	in.With["hang_timeout"] = "4s"
+	t.Setenv("TRAIN_PY_HANG_AT", "1:3")
+	start := time.Now()
+	_, err := nodetest.Run(t, s.tr.Run, in, nil)
+	if err == nil || !strings.Contains(err.Error(), "rank 1 has not advanced past step 3") ||
+		!strings.Contains(err.Error(), "is not in a collective: its stack is at File") || !strings.Contains(err.Error(), "train.py") {
+		t.Fatalf("error %v, want rank 1 named by its stack\n%s", err, s.log)
+	}
+	if typ := nodetest.ErrType(err); typ == errtype.Diverged || typ == errtype.BadInput {
+		t.Errorf("error type %s: a hang is retried", typ)
+	}
+	t.Logf("stopped after %v: %v", time.Since(start).Round(100*time.Millisecond), err)
+	ranksGone(t, s.log.String(), 2)
+}
+
 func TestTorchDivergence(t *testing.T) {
 	s := newTorchSetup(t, "t3")
 	_, err := nodetest.Run(t, s.tr.Run, s.node(t, "t3", "--lr", "1e6"), nil)

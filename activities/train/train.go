@@ -324,6 +324,7 @@ type trainRun struct {
 	// stand still (0: never checked).
 	watch       *gang.Watch
 	hangTimeout time.Duration
+	procs       map[int]rankProc // the ranks this worker started, by global rank (mu)
 
 	mu    sync.Mutex
 	curve []CurvePoint

@@ -12,6 +12,8 @@ only torch and numpy:
   rank (hang_timeout); every other line is a log line;
 * it checkpoints into RETRAIN_CHECKPOINT_URI (a local folder) and resumes
   from RETRAIN_RESUME_FROM;
+* it prints its threads' stacks on SIGUSR1 (faulthandler), which the node
+  sends a rank that stops advancing (hang_timeout);
 * it writes model.pt and meta.json into RETRAIN_MODEL_OUT.
 
 The train node starts it as `processes: N` ranks on each of `hosts: M`
@@ -42,9 +44,11 @@ the share of the loop's time spent in the all-reduce at the end.
 """
 
 import argparse
+import faulthandler
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -89,6 +93,12 @@ def parse_args():
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
+
+
+def wait_all_reduce(work):
+    # A function of its own, so that a stack printed while a rank waits
+    # here (SIGUSR1) says it waits in a collective, not in its own code.
+    work.wait()
 
 
 def emit(**record):
@@ -160,6 +170,10 @@ def report_comm(rank, world, steps, nbytes, comm_s, loop_s, cpu_s, device):
 
 def main():
     args = parse_args()
+    # On SIGUSR1 print every thread's stack on stderr: when a rank stops
+    # advancing, the node asks each stuck rank where it is, and names the
+    # one that is not waiting in a collective for the others.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     env = os.environ
     train_dir = env.get("RETRAIN_TRAIN_DATA")
     if not train_dir:
@@ -287,7 +301,7 @@ def main():
         ahead = prepare(step + 1) if step + 1 < total else None
         if work is not None:
             t0 = time.perf_counter()
-            work.wait()
+            wait_all_reduce(work)
             comm_s += time.perf_counter() - t0
             comm_bytes += flat.numel() * flat.element_size()
         n_rows = sub.numel()
