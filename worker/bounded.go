@@ -74,11 +74,12 @@ func boundedActivities(types []nodetype.Type, limits map[string]int) ([]boundedA
 // queue below queue with the same interceptors as the main worker (the
 // guard first: a group runs only for a Pipeline run this worker trusts,
 // as any node does).
-func boundedWorkers(c client.Client, queue string, bounded []boundedActivity, interceptors []interceptor.WorkerInterceptor, logger *slog.Logger) []sdkworker.Worker {
+func boundedWorkers(c client.Client, queue, identity string, bounded []boundedActivity, interceptors []interceptor.WorkerInterceptor, logger *slog.Logger) []sdkworker.Worker {
 	var out []sdkworker.Worker
 	for _, b := range bounded {
 		q := nodetype.BoundedQueue(queue, b.name)
 		w := sdkworker.New(c, q, sdkworker.Options{
+			Identity: identity, // the process's, as on its other queues
 			// The SDK takes a slot before it polls, so this worker never
 			// holds a task it has no room to run.
 			MaxConcurrentActivityExecutionSize: b.limit,

@@ -285,7 +285,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	registerTypes(main, types, true)
 	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
-	w.workers = append(w.workers, boundedWorkers(met.clientOr(c), cfg.TaskQueue, bounded, interceptors, logger)...)
+	w.workers = append(w.workers, boundedWorkers(met.clientOr(c), cfg.TaskQueue, identity(host.ID), bounded, interceptors, logger)...)
 	w.workers = append(w.workers, hostWorker(met.clientOr(c), cfg.TaskQueue, host, types, interceptors, logger))
 
 	if cfg.GPU {

@@ -81,8 +81,12 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int, g *gang
 	)
 	// One goroutine reads the lines and notes each step's time as it
 	// comes; another handles them (the guard, the curve, checkpoint
-	// uploads), so an upload delays no rank's step time.
-	events := make(chan trainer.Event, 1024)
+	// uploads), so an upload delays no rank's step time. The queue between
+	// them is short: a trainer that runs far ahead of the uploads would
+	// delete the local checkpoints it keeps (train.py keeps 3) before they
+	// are copied, so past it the pipe fills and the trainer waits, as it
+	// did when one goroutine did both.
+	events := make(chan trainer.Event, 64)
 	var readErr error
 	go func() {
 		defer close(events)
