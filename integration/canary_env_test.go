@@ -222,3 +222,27 @@ func logSteps(t *testing.T, steps []any) {
 }
 
 func equal(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
+
+// wantMoves checks the production and canary aliases' histories and the
+// webhook's traffic splits against what a case expects; nil is not
+// checked.
+func (e *canaryEnv) wantMoves(t *testing.T, production, canary, splits []string) {
+	t.Helper()
+	for _, c := range []struct {
+		alias string
+		want  []string
+	}{{"production", production}, {"canary", canary}} {
+		if c.want == nil {
+			continue
+		}
+		if got := e.history(t, c.alias); !equal(got, c.want) {
+			t.Errorf("%s history %v, want %v", c.alias, got, c.want)
+		}
+	}
+	if splits == nil {
+		return
+	}
+	if got := e.splits(); !equal(got, splits) {
+		t.Errorf("webhook splits %v, want %v", got, splits)
+	}
+}

@@ -59,15 +59,7 @@ func TestCanaryWorkerKilledMidBake(t *testing.T) {
 	if d := ended.Sub(planned); d < 0 || d > heartbeat {
 		t.Errorf("step 1 ended %v after its planned end, want within the heartbeat (%v)", d, heartbeat)
 	}
-	if got, want := e.history(t, "production"), []string{"promote:->v1", "promote:v1->v2"}; !equal(got, want) {
-		t.Errorf("production history %v, want %v: the decision once", got, want)
-	}
-	if got, want := e.history(t, "canary"), []string{"promote:->v2"}; !equal(got, want) {
-		t.Errorf("canary history %v, want %v", got, want)
-	}
-	if got, want := e.splits(), []string{"v1/v2@10", "v1/v2@50", "v2/v2@100"}; !equal(got, want) {
-		t.Errorf("webhook splits %v, want %v", got, want)
-	}
+	e.wantMoves(t, []string{"promote:->v1", "promote:v1->v2"}, []string{"promote:->v2"}, []string{"v1/v2@10", "v1/v2@50", "v2/v2@100"})
 	// The canary's history, a worker lost mid-bake and all, replays
 	// against this code: the workflow is deterministic.
 	replayer := sdkworker.NewWorkflowReplayer()

@@ -28,15 +28,7 @@ func TestCanaryHealthyPromoted(t *testing.T) {
 	if decision != "promoted" || len(steps) != 3 || out["moved"] != true {
 		t.Fatalf("decision %q after %d steps, outputs %v", decision, len(steps), out)
 	}
-	if got, want := e.history(t, "production"), []string{"promote:->v1", "promote:v1->v2"}; !equal(got, want) {
-		t.Errorf("production history %v, want %v", got, want)
-	}
-	if got, want := e.history(t, "canary"), []string{"promote:->v2"}; !equal(got, want) {
-		t.Errorf("canary history %v, want %v", got, want)
-	}
-	if got, want := e.splits(), []string{"v1/v2@10", "v1/v2@50", "v2/v2@100"}; !equal(got, want) {
-		t.Errorf("webhook splits %v, want %v", got, want)
-	}
+	e.wantMoves(t, []string{"promote:->v1", "promote:v1->v2"}, []string{"promote:->v2"}, []string{"v1/v2@10", "v1/v2@50", "v2/v2@100"})
 }
 
 // TestCanaryCTRDropRolledBack: a canary whose CTR is 30% below
@@ -60,15 +52,7 @@ func TestCanaryCTRDropRolledBack(t *testing.T) {
 			t.Errorf("node error lacks %q: %s", want, n.Error)
 		}
 	}
-	if got, want := e.history(t, "production"), []string{"promote:->v1"}; !equal(got, want) {
-		t.Errorf("production history %v, want %v", got, want)
-	}
-	if got, want := e.history(t, "canary"), []string{"promote:->v2", "rollback:v2->v1"}; !equal(got, want) {
-		t.Errorf("canary history %v, want %v", got, want)
-	}
-	if got, want := e.splits(), []string{"v1/v2@10", "v1/v1@0"}; !equal(got, want) {
-		t.Errorf("webhook splits %v, want %v", got, want)
-	}
+	e.wantMoves(t, []string{"promote:->v1"}, []string{"promote:->v2", "rollback:v2->v1"}, []string{"v1/v2@10", "v1/v1@0"})
 	if len(res.Compensations) != 1 || res.Compensations[0].Status != runs.NodeSucceeded {
 		t.Errorf("compensations %+v, want undo_prep succeeded", res.Compensations)
 	}
@@ -94,12 +78,7 @@ func TestCanaryLatencyBreachAtStep2(t *testing.T) {
 	if s := steps[0].(map[string]any); s["outcome"] != "passed" {
 		t.Errorf("step 1 %v, want passed", s["outcome"])
 	}
-	if got, want := e.history(t, "production"), []string{"promote:->v1"}; !equal(got, want) {
-		t.Errorf("production history %v, want %v", got, want)
-	}
-	if got, want := e.splits(), []string{"v1/v2@10", "v1/v2@50", "v1/v1@0"}; !equal(got, want) {
-		t.Errorf("webhook splits %v, want %v", got, want)
-	}
+	e.wantMoves(t, []string{"promote:->v1"}, nil, []string{"v1/v2@10", "v1/v2@50", "v1/v1@0"})
 }
 
 // TestCanaryNoDataFailsClosed: the canary's series are not where the
@@ -117,9 +96,7 @@ func TestCanaryNoDataFailsClosed(t *testing.T) {
 	if decision != "rolled_back" || breach["step"] != 1.0 || !strings.Contains(reason, "no data for the canary") {
 		t.Fatalf("decision %q, breach %v", decision, breach)
 	}
-	if got, want := e.history(t, "production"), []string{"promote:->v1"}; !equal(got, want) {
-		t.Errorf("production history %v, want %v", got, want)
-	}
+	e.wantMoves(t, []string{"promote:->v1"}, nil, nil)
 }
 
 // TestCanaryApproveAndReject: a human's approval mid-bake promotes at
@@ -143,9 +120,7 @@ func TestCanaryApproveAndReject(t *testing.T) {
 		if decision != "approved" || out["decided_by"] != "alice" || len(steps) != 1 || time.Since(start) > 30*time.Second {
 			t.Fatalf("decision %q by %v after %d steps", decision, out["decided_by"], len(steps))
 		}
-		if got, want := e.history(t, "production"), []string{"promote:->v1", "promote:v1->v2"}; !equal(got, want) {
-			t.Errorf("production history %v, want %v", got, want)
-		}
+		e.wantMoves(t, []string{"promote:->v1", "promote:v1->v2"}, nil, nil)
 		h, _ := e.reg.History(t.Context(), "ctr", "production")
 		if r := h[len(h)-1].Reason; !strings.Contains(r, "approved by alice: dashboards look fine") {
 			t.Errorf("promotion's reason %q does not say who approved and why", r)
@@ -167,12 +142,7 @@ func TestCanaryApproveAndReject(t *testing.T) {
 		if decision != "rejected" || out["decided_by"] != "bob" || !strings.Contains(node(t, res, "canary").Error, "support tickets up") {
 			t.Fatalf("decision %q by %v: %s", decision, out["decided_by"], node(t, res, "canary").Error)
 		}
-		if got, want := e.history(t, "production"), []string{"promote:->v1"}; !equal(got, want) {
-			t.Errorf("production history %v, want %v", got, want)
-		}
-		if got, want := e.history(t, "canary"), []string{"promote:->v2", "rollback:v2->v1"}; !equal(got, want) {
-			t.Errorf("canary history %v, want %v", got, want)
-		}
+		e.wantMoves(t, []string{"promote:->v1"}, []string{"promote:->v2", "rollback:v2->v1"}, nil)
 	})
 }
 
@@ -195,10 +165,5 @@ func TestCanaryRefusedWhenProductionMoved(t *testing.T) {
 	if decision != "refused" || !strings.Contains(n.Error, "production moved") || !strings.Contains(n.Error, "ConcurrentMove") {
 		t.Fatalf("decision %q: %s", decision, n.Error)
 	}
-	if got, want := e.history(t, "production"), []string{"promote:->v1", "promote:v1->v3"}; !equal(got, want) {
-		t.Errorf("production history %v, want %v", got, want)
-	}
-	if got, want := e.history(t, "canary"), []string{"promote:->v2", "rollback:v2->v3"}; !equal(got, want) {
-		t.Errorf("canary history %v, want %v", got, want)
-	}
+	e.wantMoves(t, []string{"promote:->v1", "promote:v1->v3"}, []string{"promote:->v2", "rollback:v2->v3"}, nil)
 }
