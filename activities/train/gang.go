@@ -130,7 +130,13 @@ func gangOptions(o *nodetype.Options) nodetype.Options {
 	if o == nil {
 		return nodetype.Options{Timeout: dags.DefaultTimeout, Heartbeat: dags.DefaultHeartbeat, Retry: dags.DefaultRetry()}
 	}
-	return *o
+	opts := *o
+	if opts.Heartbeat <= 0 {
+		// A gang without heartbeats would notice a dead host only at the
+		// node's timeout, its other hosts' GPUs held all the while.
+		opts.Heartbeat = dags.DefaultHeartbeat
+	}
+	return opts
 }
 
 // form gathers the gang: hosts leases until w.Hosts distinct hosts hold

@@ -199,3 +199,13 @@ func newGangTestEnv() *testsuite.TestWorkflowEnvironment {
 func workflowOpts(name string) workflow.RegisterOptions { return workflow.RegisterOptions{Name: name} }
 
 func asApp(err error, target **temporal.ApplicationError) bool { return errors.As(err, target) }
+
+func TestGangOptionsKeepHeartbeats(t *testing.T) {
+	o := gangOptions(&nodetype.Options{Timeout: time.Hour, Heartbeat: 0})
+	if o.Heartbeat != dags.DefaultHeartbeat {
+		t.Errorf("heartbeat %v with the node's heartbeat off: a dead host would go unnoticed until the timeout", o.Heartbeat)
+	}
+	if o := gangOptions(&nodetype.Options{Heartbeat: 10 * time.Second}); o.Heartbeat != 10*time.Second {
+		t.Errorf("heartbeat %v, want the node's 10s", o.Heartbeat)
+	}
+}
