@@ -57,6 +57,12 @@ const (
 const (
 	leasePickup = 30 * time.Second
 	listEvery   = 2 * time.Second
+	// listEvery doubles up to listMax while lists find no host to try, and
+	// a host whose lease failed is not tried again for hostBackoff: a gang
+	// that waits ten minutes for a worker records a few dozen activities,
+	// not hundreds.
+	listMax     = 30 * time.Second
+	hostBackoff = 30 * time.Second
 	holdMargin  = 2 * time.Minute
 	// runPickup bounds how long a host's run waits to be picked up: its
 	// worker leased a moment ago, so longer means it is gone.
@@ -154,7 +160,9 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 		joined  []gang.Member
 		seen    []string
 		pending = map[string]workflow.Future{}
-		failed  []error
+		retryAt = map[string]time.Time{} // hosts whose lease failed, and when to try them again
+		failed  = map[string]string{}    // the last failure of each host that did not join
+		idle    int                      // lists in a row that found no host to try
 	)
 	for len(joined) < want {
 		left := deadline.Sub(workflow.Now(ctx))
@@ -168,6 +176,7 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 				return nil, err
 			}
 			seen = hosts
+			idle++
 			for _, h := range hosts {
 				if len(joined)+len(pending) >= want {
 					break
@@ -175,6 +184,10 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 				if _, ok := pending[h]; ok || slices.ContainsFunc(joined, func(m gang.Member) bool { return m.Host == h }) {
 					continue
 				}
+				if workflow.Now(ctx).Before(retryAt[h]) {
+					continue
+				}
+				idle = 0
 				lctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 					TaskQueue:              nodetype.HostQueue(g.opts.Queue, h),
 					ScheduleToStartTimeout: min(left, leasePickup),
@@ -194,7 +207,8 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 				delete(pending, h)
 				var m gang.Member
 				if err := f.Get(ctx, &m); err != nil {
-					failed = append(failed, err)
+					failed[h] = nodetype.MessageOf(unwrapStep(err))
+					retryAt[h] = workflow.Now(ctx).Add(hostBackoff)
 					workflow.GetLogger(ctx).Info("a host did not join the gang", "host", h, "error", err)
 					return
 				}
@@ -204,7 +218,7 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 		tctx, cancelTimer := workflow.WithCancel(ctx)
 		wait := left
 		if len(joined)+len(pending) < want {
-			wait = min(left, listEvery)
+			wait = min(left, listEvery<<min(idle, 4), listMax)
 		}
 		sel.AddFuture(workflow.NewTimer(tctx, wait), func(workflow.Future) {})
 		sel.Select(ctx)
@@ -219,7 +233,7 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 		// close): those that joined after all are released with the rest.
 		g.release(ctx, key, joined, pending)
 		return nil, temporal.NewApplicationError((&gang.JoinError{
-			Joined: len(joined), Want: want, Hosts: gang.Hosts(joined), Seen: seen,
+			Joined: len(joined), Want: want, Hosts: gang.Hosts(joined), Seen: seen, Failed: failed,
 			Queue: g.opts.Queue, Timeout: g.w.GangTimeout,
 		}).Error(), errtype.GangIncomplete)
 	}

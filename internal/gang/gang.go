@@ -8,6 +8,7 @@ package gang
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -131,8 +132,9 @@ func Hosts(members []Member) []string {
 // released, and no rank started.
 type JoinError struct {
 	Joined, Want int
-	Hosts        []string // the hosts that joined
-	Seen         []string // the live hosts the queue had
+	Hosts        []string          // the hosts that joined
+	Seen         []string          // the live hosts the queue had
+	Failed       map[string]string // why hosts that were tried did not join, by host
 	Queue        string
 	Timeout      string
 }
@@ -146,9 +148,13 @@ func (e *JoinError) Error() string {
 	if len(e.Seen) > 0 {
 		seen = fmt.Sprintf("it had %d live host(s): %s", len(e.Seen), strings.Join(e.Seen, ", "))
 	}
-	return fmt.Sprintf("%d of %d hosts joined the gang within gang_timeout %s (joined: %s); queue %q lacked workers: %s. "+
+	why := ""
+	for _, h := range Sorted(slices.Collect(maps.Keys(e.Failed))) {
+		why += fmt.Sprintf("; %s did not join: %s", h, e.Failed[h])
+	}
+	return fmt.Sprintf("%d of %d hosts joined the gang within gang_timeout %s (joined: %s); queue %q lacked workers: %s%s. "+
 		"Their GPU leases were released and no rank started; start %d more worker(s) on the queue, each with its own --host-id",
-		e.Joined, e.Want, e.Timeout, joined, e.Queue, seen, e.Want-e.Joined)
+		e.Joined, e.Want, e.Timeout, joined, e.Queue, seen, why, e.Want-e.Joined)
 }
 
 // Sorted returns hosts sorted, without duplicates.

@@ -102,9 +102,11 @@ func TestSlowest(t *testing.T) {
 }
 
 func TestJoinError(t *testing.T) {
-	e := &JoinError{Joined: 1, Want: 2, Hosts: []string{"solo"}, Seen: []string{"solo"}, Queue: "retrain-gpu", Timeout: "20s"}
+	e := &JoinError{Joined: 1, Want: 2, Hosts: []string{"solo"}, Seen: []string{"solo", "b"}, Queue: "retrain-gpu", Timeout: "20s",
+		Failed: map[string]string{"b": "node asks for 9 GPUs: not enough healthy GPUs"}}
 	msg := e.Error()
-	for _, want := range []string{"1 of 2 hosts joined", "gang_timeout 20s", "(joined: solo)", `queue "retrain-gpu"`, "1 live host(s): solo", "no rank started", "start 1 more worker"} {
+	for _, want := range []string{"1 of 2 hosts joined", "gang_timeout 20s", "(joined: solo)", `queue "retrain-gpu"`, "2 live host(s): solo, b",
+		"b did not join: node asks for 9 GPUs", "no rank started", "start 1 more worker"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q: no %q", msg, want)
 		}
