@@ -42,6 +42,16 @@ func (v *validator) validate() {
 	if s.Parallelism < 0 {
 		v.at(s.Pos, "parallelism must be at least 1, got %d", s.Parallelism)
 	}
+	// A param's default is bound at every run: one whose ${...} does not
+	// parse, or refers to anything but run values, fails every run, so it
+	// fails validation (as BindParams would).
+	for _, p := range s.Params {
+		if p.HasDefault {
+			if err := checkParamRefs(p.Name, p.Default); err != nil {
+				v.at(p.Pos, "%v", err)
+			}
+		}
+	}
 	v.ids()
 	for _, n := range s.Nodes {
 		v.needs(n, false)

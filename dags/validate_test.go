@@ -173,6 +173,8 @@ nodes:
 		{"bad ref form", three + "  - id: b\n    type: command\n    with:\n      argv: [\"${foo}\"]\n", `node "b": with field "argv": [0]: unknown reference "${foo}"; use ${params.NAME} or ${nodes.ID.outputs.KEY}`, 11},
 		{"bad ref missing key", three + "  - id: b\n    type: command\n    needs: [a]\n    with:\n      argv: [\"${nodes.a.outputs}\"]\n", `unknown reference "${nodes.a.outputs}"`, 12},
 		{"unterminated ref", three + "  - id: b\n    type: command\n    with:\n      argv: [\"${params.date\"]\n", `unterminated reference "${params.date"`, 11},
+		{"param default unterminated ref", "name: x\nparams:\n  d: {default: '2026-01-01${run.'}\nnodes:\n  - {id: a, type: noop}\n", `param "d": unterminated reference "${run."`, 3},
+		{"param default refers to a param", "name: x\nparams:\n  d: {default: '${params.e}'}\n  e: {}\nnodes:\n  - {id: a, type: noop}\n", `param "d": ${params.e}: a param's value may use run values`, 3},
 		{"bad ref nested", three + "  - id: b\n    type: noop\n    when: '${env.HOME} == 1'\n", `node "b": when: position 1: unknown reference "${env.HOME}"`, 10},
 		{"when syntax", three + "  - id: b\n    type: noop\n    needs: [a]\n    when: \"${nodes.a.outputs.exit_code} = 0\"\n", `node "b": when: position 30: unexpected "="; use == to compare`, 11},
 		{"unknown param", three + "  - id: b\n    type: command\n    with:\n      argv: [\"${params.dat}\"]\n", `node "b" references params.dat, which is not declared (did you mean "date"?)`, 11},
