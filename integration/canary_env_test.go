@@ -246,3 +246,15 @@ func (e *canaryEnv) wantMoves(t *testing.T, production, canary, splits []string)
 		t.Errorf("webhook splits %v, want %v", got, splits)
 	}
 }
+
+// runBreached runs the canary with 6 s bakes, wants the run failed, and
+// returns the run, the canary's decision, its steps (logged) and its breach.
+func (e *canaryEnv) runBreached(t *testing.T) (res *runs.Result, decision string, steps []any, breach map[string]any) {
+	t.Helper()
+	res = wait(t, e.start(t, "6s"))
+	wantStatus(t, res, runs.StatusFailed)
+	decision, steps, out := canaryOutputs(t, res)
+	logSteps(t, steps)
+	breach, _ = out["breach"].(map[string]any)
+	return res, decision, steps, breach
+}

@@ -37,11 +37,7 @@ func TestCanaryHealthyPromoted(t *testing.T) {
 func TestCanaryCTRDropRolledBack(t *testing.T) {
 	e := newCanaryEnv(t, ctrDrop)
 	metrics := e.startMetricsWorker(t)
-	res := wait(t, e.start(t, "6s"))
-	wantStatus(t, res, runs.StatusFailed)
-	decision, steps, out := canaryOutputs(t, res)
-	logSteps(t, steps)
-	breach, _ := out["breach"].(map[string]any)
+	res, decision, steps, breach := e.runBreached(t)
 	if decision != "rolled_back" || len(steps) != 1 || breach["check"] != "ctr" || breach["step"] != 1.0 {
 		t.Fatalf("decision %q after %d steps, breach %v", decision, len(steps), breach)
 	}
@@ -67,11 +63,7 @@ func TestCanaryCTRDropRolledBack(t *testing.T) {
 func TestCanaryLatencyBreachAtStep2(t *testing.T) {
 	e := newCanaryEnv(t, slowAt50)
 	startStoreWorker(t, e.queue, e.srv)
-	res := wait(t, e.start(t, "6s"))
-	wantStatus(t, res, runs.StatusFailed)
-	decision, steps, out := canaryOutputs(t, res)
-	logSteps(t, steps)
-	breach, _ := out["breach"].(map[string]any)
+	_, decision, steps, breach := e.runBreached(t)
 	if decision != "rolled_back" || len(steps) != 2 || breach["check"] != "p99_latency" || breach["step"] != 2.0 {
 		t.Fatalf("decision %q after %d steps, breach %v", decision, len(steps), breach)
 	}
@@ -87,11 +79,7 @@ func TestCanaryLatencyBreachAtStep2(t *testing.T) {
 func TestCanaryNoDataFailsClosed(t *testing.T) {
 	e := newCanaryEnv(t, unseen)
 	startStoreWorker(t, e.queue, e.srv)
-	res := wait(t, e.start(t, "6s"))
-	wantStatus(t, res, runs.StatusFailed)
-	decision, steps, out := canaryOutputs(t, res)
-	logSteps(t, steps)
-	breach, _ := out["breach"].(map[string]any)
+	_, decision, _, breach := e.runBreached(t)
 	reason, _ := breach["reason"].(string)
 	if decision != "rolled_back" || breach["step"] != 1.0 || !strings.Contains(reason, "no data for the canary") {
 		t.Fatalf("decision %q, breach %v", decision, breach)

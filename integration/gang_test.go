@@ -8,11 +8,9 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,68 +49,29 @@ func newGangEnv(t *testing.T) *gangEnv {
 	return e
 }
 
-// hostWorker is a retrain-worker process serving as host i of the gang.
-type hostWorker struct {
-	id     string
-	cmd    *exec.Cmd
-	log    string
-	killed bool
-}
-
-func (w *hostWorker) output() string {
-	b, _ := os.ReadFile(w.log)
-	return string(b)
-}
-
 // start starts host i's worker (host id h<i>) and waits until it polls.
-func (e *gangEnv) start(t *testing.T, i int) *hostWorker {
+func (e *gangEnv) start(t *testing.T, i int) *workerProc {
 	t.Helper()
-	w := &hostWorker{id: fmt.Sprintf("h%d", i), log: filepath.Join(t.TempDir(), "worker.log")}
-	out, err := os.Create(w.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	w := &workerProc{name: fmt.Sprintf("h%d", i)}
 	w.cmd = e.net.command(i, e.bin,
 		"--address", e.frontend, "--namespace", server.Namespace(),
 		"--task-queue", e.queue, "--trusted-queues", e.torchEnv.queue,
 		"--s3-uri", e.srv.URI(""), "--s3-endpoint", "http://"+e.s3, "--s3-region", e.srv.Region,
-		"--pass-env", "PYTHONDONTWRITEBYTECODE", "--host-id", w.id, "--log-level", "info")
+		"--pass-env", "PYTHONDONTWRITEBYTECODE", "--host-id", w.name, "--log-level", "info")
 	w.cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + t.TempDir(), "PYTHONDONTWRITEBYTECODE=1",
 		"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey, "AWS_EC2_METADATA_DISABLED=true",
 	}
-	w.cmd.Stdout, w.cmd.Stderr = out, out
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !w.killed {
-			_ = w.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		_ = w.cmd.Wait()
-		if t.Failed() {
-			t.Logf("host %s worker output:\n%s", w.id, w.output())
-		}
-	})
-	suffix := fmt.Sprintf("%d@%s@retrain", w.cmd.Process.Pid, w.id)
+	w.start(t)
+	suffix := fmt.Sprintf("%d@%s@retrain", w.cmd.Process.Pid, w.name)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("host %s did not poll %s within a minute; output:\n%s", w.id, e.queue, w.output())
+			t.Fatalf("host %s did not poll %s within a minute; output:\n%s", w.name, e.queue, w.output())
 		}
 		resp, err := tclient.DescribeTaskQueue(context.Background(), e.queue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
 		if err == nil && strings.Contains(fmt.Sprint(resp.GetPollers()), suffix) {
 			return w
 		}
-	}
-}
-
-// kill SIGKILLs the worker (its ranks die with it: parent-death signal).
-func (w *hostWorker) kill(t *testing.T) {
-	t.Helper()
-	w.killed = true
-	if err := w.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -180,7 +139,7 @@ func TestTrainAcrossHosts(t *testing.T) {
 		t.Skip("builds retrain-worker and runs torch ranks in two worker processes")
 	}
 	e := newGangEnv(t)
-	hosts := []*hostWorker{e.start(t, 0), e.start(t, 1)}
+	hosts := []*workerProc{e.start(t, 0), e.start(t, 1)}
 	spec := exampleSpec(t, "torch-retrain", "    heartbeat: 1m\n", "    heartbeat: 10s\n    queue: "+e.queue+"\n")
 	run := func(model string, n int) (*runs.Result, float64, time.Duration) {
 		res := runRequest(t, runs.Request{Spec: spec, SpecFile: "torch-retrain.yaml", TaskQueue: e.torchEnv.queue,
@@ -231,8 +190,8 @@ func TestTrainAcrossHosts(t *testing.T) {
 		t.Errorf("error %q names no host", res.Error)
 	}
 	for _, h := range hosts {
-		if pids := rankPIDs(h.id); len(pids) > 0 {
-			t.Errorf("host %s still runs ranks %v after the gang failed", h.id, pids)
+		if pids := rankPIDs(h.name); len(pids) > 0 {
+			t.Errorf("host %s still runs ranks %v after the gang failed", h.name, pids)
 		}
 	}
 
@@ -253,8 +212,8 @@ func TestTrainAcrossHosts(t *testing.T) {
 		t.Logf("the hung gang's node ran %v", hung.EndedAt.Sub(*hung.StartedAt).Round(100*time.Millisecond))
 	}
 	for _, h := range hosts {
-		if pids := rankPIDs(h.id); len(pids) > 0 {
-			t.Errorf("host %s still runs ranks %v after the hang", h.id, pids)
+		if pids := rankPIDs(h.name); len(pids) > 0 {
+			t.Errorf("host %s still runs ranks %v after the hang", h.name, pids)
 		}
 	}
 
@@ -274,7 +233,7 @@ func TestTrainAcrossHosts(t *testing.T) {
 // alternating, and logs the train node's time, each host's pace and rank
 // 0's communication line (bytes all-reduced a step, the share of the loop
 // spent waiting in the all-reduce).
-func (e *gangEnv) figures(t *testing.T, hosts []*hostWorker, data string) {
+func (e *gangEnv) figures(t *testing.T, hosts []*workerProc, data string) {
 	t.Helper()
 	for round := 1; round <= 2; round++ {
 		for _, n := range []int{1, 2} {
@@ -290,7 +249,7 @@ func (e *gangEnv) figures(t *testing.T, hosts []*hostWorker, data string) {
 
 // lastCommunication is the last "communication:" line rank 0 printed on
 // any host since the hosts' outputs were seen long.
-func lastCommunication(hosts []*hostWorker, seen []int) string {
+func lastCommunication(hosts []*workerProc, seen []int) string {
 	line := ""
 	for i, h := range hosts {
 		for _, l := range strings.Split(h.output()[seen[i]:], "\n") {
@@ -304,7 +263,7 @@ func lastCommunication(hosts []*hostWorker, seen []int) string {
 
 // cancelMidTraining cancels a run whose ranks run on both hosts: every
 // rank is gone soon after, and the run ends cancelled.
-func (e *gangEnv) cancelMidTraining(t *testing.T, hosts []*hostWorker, data string) {
+func (e *gangEnv) cancelMidTraining(t *testing.T, hosts []*workerProc, data string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -313,7 +272,7 @@ func (e *gangEnv) cancelMidTraining(t *testing.T, hosts []*hostWorker, data stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Minute); len(rankPIDs(hosts[0].id)) == 0 || len(rankPIDs(hosts[1].id)) == 0; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); len(rankPIDs(hosts[0].name)) == 0 || len(rankPIDs(hosts[1].name)) == 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the ranks did not start on both hosts within 2 minutes")
 		}
@@ -322,9 +281,9 @@ func (e *gangEnv) cancelMidTraining(t *testing.T, hosts []*hostWorker, data stri
 	if err := tclient.CancelWorkflow(ctx, run.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	for len(rankPIDs(hosts[0].id))+len(rankPIDs(hosts[1].id)) > 0 {
+	for len(rankPIDs(hosts[0].name))+len(rankPIDs(hosts[1].name)) > 0 {
 		if time.Since(cancelled) > 30*time.Second {
-			t.Fatalf("ranks %v and %v still run 30 s after the run was cancelled", rankPIDs(hosts[0].id), rankPIDs(hosts[1].id))
+			t.Fatalf("ranks %v and %v still run 30 s after the run was cancelled", rankPIDs(hosts[0].name), rankPIDs(hosts[1].name))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -342,7 +301,7 @@ func (e *gangEnv) cancelMidTraining(t *testing.T, hosts []*hostWorker, data stri
 // killMidTraining SIGKILLs host 1's worker once training has stored a
 // checkpoint, checks host 0's ranks are gone within 30 s, starts a new
 // worker for host 1, and checks the run resumes and succeeds once.
-func (e *gangEnv) killMidTraining(t *testing.T, hosts []*hostWorker, data string) {
+func (e *gangEnv) killMidTraining(t *testing.T, hosts []*workerProc, data string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

@@ -252,6 +252,32 @@ type workerProc struct {
 
 func (w *workerProc) pid() int { return w.cmd.Process.Pid }
 
+// start starts w.cmd with its output in a file of the test's, and stops
+// it when the test ends (SIGTERM unless it was killed), showing its
+// output if the test failed.
+func (w *workerProc) start(t *testing.T) {
+	t.Helper()
+	w.log = filepath.Join(t.TempDir(), "worker.log")
+	out, err := os.Create(w.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the child has its own copy
+	w.cmd.Stdout, w.cmd.Stderr = out, out
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !w.killed {
+			_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		_ = w.cmd.Wait()
+		if t.Failed() {
+			t.Logf("worker %s output:\n%s", w.name, w.output())
+		}
+	})
+}
+
 func (w *workerProc) output() string {
 	b, _ := os.ReadFile(w.log)
 	return string(b)
@@ -262,12 +288,7 @@ func (w *workerProc) output() string {
 // warehouse by flags, the S3 credentials from the AWS environment.
 func (e *sharedLake) startWorker(t *testing.T, bin, name string, extra ...string) *workerProc {
 	t.Helper()
-	w := &workerProc{name: name, log: filepath.Join(t.TempDir(), "worker.log")}
-	out, err := os.Create(w.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close() // the child has its own copy
+	w := &workerProc{name: name}
 	w.cmd = exec.Command(bin,
 		"--address", server.FrontendAddress(), "--namespace", server.Namespace(),
 		"--task-queue", e.queue, "--allow-inline-specs",
@@ -282,19 +303,7 @@ func (e *sharedLake) startWorker(t *testing.T, bin, name string, extra ...string
 		"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey,
 	}
 	w.cmd.Env = append(w.cmd.Env, e.workerEnv...)
-	w.cmd.Stdout, w.cmd.Stderr = out, out
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !w.killed {
-			_ = w.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		_ = w.cmd.Wait()
-		if t.Failed() {
-			t.Logf("worker %s output:\n%s", w.name, w.output())
-		}
-	})
+	w.start(t)
 	// The SDK's default identity is "PID@HOST@"; wait for this process to
 	// poll the queue before handing it work.
 	prefix := fmt.Sprintf("%d@", w.pid())
