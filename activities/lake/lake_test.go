@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"testing"
@@ -54,8 +55,9 @@ func TestSchema(t *testing.T) {
 			{"training_table", S, true, ""}, {"staging_tables", L, true, ""}, {"start_date", S, true, ""},
 			{"end_date", S, true, ""}, {"date_column", S, false, "date"}, {"bucket_groups", I, false, ""},
 		}, []string{"previous_snapshot_id", "snapshot_id", "rows", "matched", "columns", "partitions", "files", "rounds", "summary"}},
-		"rollback_table": {[]field{{"table", S, true, ""}, {"to", A, true, ""}},
-			[]string{"table", "from_snapshot_id", "to_snapshot_id", "ancestor", "schema_restored", "noop", "summary"}},
+		"rollback_table": {[]field{{"table", S, true, ""}, {"to", A, true, ""}, {"snapshot", A, false, ""}},
+			[]string{"table", "action", "promotion_snapshot_id", "from_snapshot_id", "to_snapshot_id", "files_removed", "files_restored",
+				"files_kept", "partitions_kept", "ancestor", "schema_restored", "schema", "noop", "note", "summary"}},
 		"maintain_table": {[]field{
 			{"table", S, true, ""}, {"expire_older_than", S, false, "30d"}, {"keep_last", I, false, "10"},
 			{"keep_snapshots", L, false, ""}, {"models", B, false, "true"}, {"remove_orphans", B, false, ""},
@@ -151,6 +153,8 @@ func TestCheck(t *testing.T) {
 		{"promote_features", map[string]any{"start_date": "2026-13-01"}, false},
 		{"rollback_table", map[string]any{"to": float64(7)}, true},
 		{"rollback_table", map[string]any{"to": 0.5}, false},
+		{"rollback_table", map[string]any{"to": "7", "snapshot": "${nodes.promote.outputs.snapshot_id}"}, true},
+		{"rollback_table", map[string]any{"to": "7", "snapshot": "x"}, false},
 		{"maintain_table", map[string]any{"table": "ml.t", "compact": true}, true},
 		{"maintain_table", map[string]any{"table": "ml.t", "expire_older_than": "3x"}, false},
 		{"maintain_table", map[string]any{"table": "ml.t", "keep_last": -1}, false},
@@ -240,17 +244,19 @@ func TestNodes(t *testing.T) {
 		t.Fatalf("promote outputs %v", out)
 	}
 
+	// A spec without `snapshot`: this run's promotion is main's head, so
+	// main moves back; run again, the same report.
 	back, err := run("rollback_table", map[string]any{"table": "ml.training", "to": prev})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back["to_snapshot_id"] != prev || back["from_snapshot_id"] != out["snapshot_id"] || back["noop"] != false ||
-		back["ancestor"] != true || back["schema_restored"] != true || back["table"] != "ml.training" {
+	if back["action"] != "moved_main" || back["to_snapshot_id"] != prev || back["from_snapshot_id"] != out["snapshot_id"] || back["noop"] != false ||
+		back["ancestor"] != true || back["schema_restored"] != true || back["table"] != "ml.training" || back["promotion_snapshot_id"] != out["snapshot_id"] {
 		t.Fatalf("rollback outputs %v", back)
 	}
 	again, err := run("rollback_table", map[string]any{"table": "ml.training", "to": prev})
-	if err != nil || again["noop"] != true {
-		t.Fatalf("second rollback: %v, %v", again, err)
+	if err != nil || !maps.Equal(again, back) {
+		t.Fatalf("second rollback: %v, %v; first %v", again, err, back)
 	}
 	if _, err := run("rollback_table", map[string]any{"table": "ml.training", "to": "nope"}); nodetest.ErrType(err) != errtype.BadInput {
 		t.Errorf("to nope: %v, want %s", err, errtype.BadInput)

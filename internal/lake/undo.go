@@ -22,6 +22,8 @@ const (
 	PropUndoKept     = "retrain.undo.kept"
 	PropUndoGone     = "retrain.undo.gone"
 	PropUndoSchema   = "retrain.undo.schema"
+	PropUndoParts    = "retrain.undo.partitions-kept"
+	PropUndoNote     = "retrain.undo.note"
 )
 
 // What UndoCommit did.
@@ -35,6 +37,15 @@ const (
 // other commits landed on main after the one to undo: moving main back
 // would undo them too.
 var ErrLaterCommits = errors.New("other commits landed on main after it")
+
+// ErrNotParent is returned (wrapped) by UndoCommit when the snapshot to
+// undo was not made on UndoOptions.Parent, or on nothing at all: the two
+// ids given do not describe one commit.
+var ErrNotParent = errors.New("not the snapshot it was made on")
+
+// ErrFilesGone is returned (wrapped) by UndoCommit when files the commit
+// replaced, which the undo would put back, are no longer in storage.
+var ErrFilesGone = errors.New("files to restore are gone")
 
 // UndoOptions tune UndoCommit.
 type UndoOptions struct {
@@ -69,9 +80,11 @@ type UndoResult struct {
 	SchemaRestored bool `json:"schema_restored"`
 	// Schema says what became of a schema change the commit made: ""
 	// (it made none), "restored ..." or "kept: why".
-	Schema   string `json:"schema,omitempty"`
-	Note     string `json:"note,omitempty"`    // why nothing was done, or what was left
-	Already  bool   `json:"already"`           // an earlier undo had done it; nothing changed now
+	Schema string `json:"schema,omitempty"`
+	Note   string `json:"note,omitempty"` // why nothing was done, or what was left
+	// Already: an earlier undo had done it and nothing changed now; the
+	// rest reports what that undo did.
+	Already  bool   `json:"already"`
 	Metadata string `json:"metadata_location"` // the table's metadata after
 }
 
@@ -114,11 +127,11 @@ func undoOnce(ctx context.Context, c *Catalog, id table.Identifier, tbl *table.T
 		return res, fmt.Errorf("table %s has no snapshot %d (expired, or another table's): %w", name, snap, ErrNoSuchSnapshot)
 	}
 	if target.ParentSnapshotID == nil {
-		return res, fmt.Errorf("snapshot %d is the first of table %s: there is nothing before it to go back to", snap, name)
+		return res, fmt.Errorf("snapshot %d is the first of table %s: there is nothing before it to go back to: %w", snap, name, ErrNotParent)
 	}
 	parentID := *target.ParentSnapshotID
 	if opts.Parent != 0 && opts.Parent != parentID {
-		return res, fmt.Errorf("snapshot %d of table %s was made on snapshot %d, not %d: they are not one commit and the snapshot before it", snap, name, parentID, opts.Parent)
+		return res, fmt.Errorf("snapshot %d of table %s was made on snapshot %d, not %d: %w", snap, name, parentID, opts.Parent, ErrNotParent)
 	}
 	cur := tbl.CurrentSnapshot()
 	if cur == nil {
@@ -150,7 +163,6 @@ func undoOnce(ctx context.Context, c *Catalog, id table.Identifier, tbl *table.T
 			if res.SchemaRestored {
 				res.Schema = fmt.Sprintf("restored: schema %d is current again", schemaOf(parent))
 			}
-			res.Note = fmt.Sprintf("main no longer holds snapshot %d: it was moved back to %d", snap, parentID)
 			return res, nil
 		}
 		res.Action = UndoNothing
@@ -191,9 +203,9 @@ func undoneBy(res UndoResult, s table.Snapshot) UndoResult {
 		res.From = *s.ParentSnapshotID
 	}
 	res.Removed, res.Restored, res.Kept, res.Gone = n(PropUndoRemoved), n(PropUndoRestored), n(PropUndoKept), n(PropUndoGone)
-	res.Schema = p[PropUndoSchema]
+	res.KeptPartitions = n(PropUndoParts)
+	res.Schema, res.Note = p[PropUndoSchema], p[PropUndoNote]
 	res.SchemaRestored = strings.HasPrefix(res.Schema, "restored")
-	res.Note = fmt.Sprintf("undone already by snapshot %d", s.SnapshotID)
 	return res
 }
 
@@ -324,6 +336,9 @@ func revert(ctx context.Context, tbl *table.Table, target, parent *table.Snapsho
 	if res.Schema != "" {
 		props[PropUndoSchema] = res.Schema
 	}
+	if res.KeptPartitions > 0 {
+		props[PropUndoParts], props[PropUndoNote] = strconv.Itoa(res.KeptPartitions), res.Note
+	}
 	if err := ReplaceFiles(ctx, tx, remove, restore, props); err != nil {
 		return res, fmt.Errorf("undo snapshot %d of %s: %w", target.SnapshotID, name, err)
 	}
@@ -416,8 +431,8 @@ func checkExist(ctx context.Context, tbl *table.Table, files []iceberg.DataFile)
 		f.Close()
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%d of the %d files to put back into %s are gone from storage (expired with their snapshots?), e.g. %s: nothing was changed",
-			len(missing), len(files), Name(tbl.Identifier()), missing[0])
+		return fmt.Errorf("%d of the %d files to put back into %s are gone from storage (expired with their snapshots?), e.g. %s; nothing was changed: %w",
+			len(missing), len(files), Name(tbl.Identifier()), missing[0], ErrFilesGone)
 	}
 	return nil
 }
