@@ -37,7 +37,9 @@ const (
 	// NoObjectStore: the worker has no object store configured.
 	NoObjectStore = "NoObjectStore"
 	// ConcurrentMove: a rollback found the alias moved by someone else since
-	// the deploy it was to undo, and left it alone.
+	// the deploy it was to undo, and left it alone; or a rollback_table
+	// without the promotion's snapshot found other commits on the table
+	// after it, and left the table alone.
 	ConcurrentMove = "ConcurrentMove"
 	// Diverged: the divergence guard stopped training (NaN or infinite
 	// loss, or an embedding norm above the limit). Not retried: the same
