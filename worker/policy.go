@@ -274,8 +274,10 @@ func absOrEmpty(p string) string {
 // credentials go) before it is hashed.
 func withoutUserinfo(uri string) string {
 	u, err := url.Parse(uri)
-	if err != nil || u.Scheme == "" {
-		if i := strings.LastIndex(uri, "@"); i >= 0 { // not a URL: keep what follows credentials
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		// Not a URL with a host: keep what follows any credentials.
+		uri, _, _ = strings.Cut(uri, "?")
+		if i := strings.LastIndex(uri, "@"); i >= 0 {
 			return uri[i+1:]
 		}
 		return uri
