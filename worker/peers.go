@@ -183,6 +183,13 @@ func (w *peerWatch) scan(ctx context.Context) error {
 		}
 	}
 	w.peers = current
+	// Forget the workers no longer listed: identities carry a process id,
+	// so one that comes back is another process, warned of anew.
+	for id := range w.warned {
+		if !slices.ContainsFunc(others, func(o entry) bool { return o.base == id }) {
+			delete(w.warned, id)
+		}
+	}
 	if !w.agreed {
 		w.agreed = true
 		if agree > 0 && len(current) == 0 {
@@ -334,4 +341,59 @@ func (n *policyNotes) note(err error) error {
 		return err
 	}
 	return err
+}
+
+// PublishedPolicy is one live worker of a queue as its policy queue lists
+// it (`retrain workers`).
+type PublishedPolicy struct {
+	Worker string    `json:"worker"`
+	Digest string    `json:"digest"`
+	Polled time.Time `json:"last_polled"`
+	// Differs lists the fields in which this worker's policy differs from
+	// the queue's most common one; empty where it is that one.
+	Differs []string `json:"differs,omitempty"`
+}
+
+// QueuePolicies lists the live workers of queue with their policy digests,
+// and where workers differ, each one's fields that differ from the policy
+// most of them run under (the earliest listed worker's, on a tie).
+func QueuePolicies(ctx context.Context, c client.Client, namespace, queue string) ([]PublishedPolicy, error) {
+	w := newPeerWatch(c, namespace, queue, "", "", nil, 0, slog.Default())
+	pollers, err := w.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return publishedPolicies(pollers, time.Now()), nil
+}
+
+func publishedPolicies(pollers []*taskqueuepb.PollerInfo, now time.Time) []PublishedPolicy {
+	type entry struct {
+		pub PublishedPolicy
+		pol policy
+	}
+	var es []entry
+	count := map[string]int{}
+	for _, p := range pollers {
+		base, pol, ok := decodeIdentity(p.GetIdentity())
+		polled := p.GetLastAccessTime().AsTime()
+		if !ok || now.Sub(polled) > pollerFreshness {
+			continue
+		}
+		es = append(es, entry{PublishedPolicy{Worker: base, Digest: pol.digest(), Polled: polled}, pol})
+		count[pol.digest()]++
+	}
+	slices.SortStableFunc(es, func(a, b entry) int { return strings.Compare(a.pub.Worker, b.pub.Worker) })
+	var ref policy
+	best := 0
+	for _, e := range es {
+		if count[e.pub.Digest] > best {
+			ref, best = e.pol, count[e.pub.Digest]
+		}
+	}
+	out := make([]PublishedPolicy, len(es))
+	for i, e := range es {
+		out[i] = e.pub
+		out[i].Differs = ref.diff(e.pol)
+	}
+	return out
 }

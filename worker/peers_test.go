@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,5 +184,29 @@ func TestPolicyNotes(t *testing.T) {
 	path := progenv.Policy{AllowPaths: []string{"/data"}}.CheckPath("source", "/etc/passwd")
 	if got := notes.note(path); got != path {
 		t.Errorf("path refusal changed though paths agree: %v", got)
+	}
+}
+
+// TestPublishedPolicies: `retrain workers` lists live workers by name and
+// marks the ones whose policy differs from most workers'.
+func TestPublishedPolicies(t *testing.T) {
+	prod := policyOf(Config{TaskQueue: "retrain"}, []string{"retrain"}, nil)
+	dev := policyOf(Config{TaskQueue: "retrain", AllowInlineSpecs: true}, []string{"retrain"}, nil)
+	d := &fakeDirectory{now: time.Unix(1_800_000_000, 0)}
+	d.poll("3@c@retrain", prod, time.Second)
+	d.poll("1@a@retrain", dev, 2*time.Second)
+	d.poll("2@b@retrain", prod, 0)
+	d.poll("9@gone@retrain", dev, 2*pollerFreshness)
+	d.pollers = append(d.pollers, &taskqueuepb.PollerInfo{Identity: "7@old@retrain", LastAccessTime: timestamppb.New(d.now)})
+	got := publishedPolicies(d.pollers, d.now)
+	var lines []string
+	for _, p := range got {
+		lines = append(lines, p.Worker+" "+strings.Join(p.Differs, ","))
+	}
+	if want := []string{"1@a@retrain allow_inline_specs", "2@b@retrain ", "3@c@retrain "}; !slices.Equal(lines, want) {
+		t.Errorf("listed %q, want %q", lines, want)
+	}
+	if got[1].Digest != prod.digest() || got[0].Digest == got[1].Digest {
+		t.Errorf("digests: %+v", got)
 	}
 }
