@@ -64,6 +64,8 @@ type guard struct {
 	workflows map[string]bool // workflow types retrain registers on this worker
 	origins   *lru.Cache[string, origin]
 	logger    *slog.Logger
+	identity  string     // this worker's, for refusals that depend on its policy
+	peers     *peerWatch // the queue's workers under other policies; nil: none known
 }
 
 func newGuard(c client.Client, trusted []string, workflowTypes []string, logger *slog.Logger) *guard {
@@ -153,6 +155,11 @@ func (g *guard) check(ctx context.Context, info activity.Info) error {
 			name, o.rootID, o.rootType, runs.PipelineWorkflow))
 	}
 	if !slices.Contains(g.trusted, o.rootQueue) {
+		if clause := g.peers.disagreement(fieldTrusted); clause != "" {
+			return deny(refused("worker %s refused activity %s of run %s on task queue %q: it runs nodes only for runs on %s (--trusted-queues); "+
+				"%s: workers on one queue must share one policy; nothing ran",
+				g.identity, name, o.rootID, o.rootQueue, strings.Join(g.trusted, ", "), clause))
+		}
 		return deny(refused("activity %s belongs to run %s on task queue %q; this worker runs nodes only for runs on %s "+
 			"(--trusted-queues), whose workers apply its policy; nothing ran",
 			name, o.rootID, o.rootQueue, strings.Join(g.trusted, ", ")))

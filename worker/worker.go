@@ -106,6 +106,9 @@ type Config struct {
 	Env progenv.Policy
 	// Host is the worker as a host of multi-host training (host.go).
 	Host HostConfig
+	// PeerScanInterval is how often the worker looks for workers of its
+	// queue that run under another policy (peers.go); 0 means 15 s.
+	PeerScanInterval time.Duration
 }
 
 // Environment variables that default the policy flags.
@@ -148,11 +151,13 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 
 // Worker is a running set of Temporal workers.
 type Worker struct {
-	workers []sdkworker.Worker
-	logger  *slog.Logger
-	lake    *lake.Lazy
-	gpus    GPUHost // nil without --gpu
-	metrics *workerMetrics
+	workers   []sdkworker.Worker
+	peers     *peerWatch
+	stopPeers context.CancelFunc
+	logger    *slog.Logger
+	lake      *lake.Lazy
+	gpus      GPUHost // nil without --gpu
+	metrics   *workerMetrics
 }
 
 // New registers the Pipeline workflow, the resolver and every node type,
@@ -252,6 +257,14 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		return nil, err
 	}
 	attrs := EnsureSearchAttributes(ctx, c, namespace, logger)
+	trusted := cfg.TrustedQueues
+	if len(trusted) == 0 {
+		trusted = []string{cfg.TaskQueue}
+	}
+	self := identity(host.ID)
+	pol := policyOf(cfg, trusted, types)
+	peers := newPeerWatch(c, namespace, cfg.TaskQueue, self, host.ID, pol, cfg.PeerScanInterval, logger)
+	logger.Info("this worker's policy, which the other workers of its task queue compare theirs with", "queue", cfg.TaskQueue, "policy", pol.digest())
 	resolver := &workflows.Resolver{
 		Library:             lib,
 		Registry:            reg,
@@ -259,6 +272,8 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		RunSearchAttributes: attrs.Run,
 		ReportURL:           cfg.ReportURL,
 		AllowInlineSpecs:    cfg.AllowInlineSpecs,
+		Worker:              self,
+		Disagreement:        peers.disagreement,
 	}
 	if !cfg.AllowInlineSpecs {
 		logger.Info("runs may only name a pipeline from this worker's folder; inline specs are refused (--allow-inline-specs accepts them)")
@@ -267,15 +282,14 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		logger.Info("steps may start only the allowed programs", "allow_commands", strings.Join(cfg.AllowCommands, ","))
 	}
 
-	trusted := cfg.TrustedQueues
-	if len(trusted) == 0 {
-		trusted = []string{cfg.TaskQueue}
-	}
 	// The guard comes first, so that nothing else (metrics included) sees
-	// an execution it refuses.
-	interceptors := append([]interceptor.WorkerInterceptor{newGuard(c, trusted, workflowTypes(types), logger)}, met.interceptors(childNodeTypes(types))...)
+	// an execution it refuses; the notes on refusals next, so that they
+	// see the node's error as it returns.
+	g := newGuard(c, trusted, workflowTypes(types), logger)
+	g.identity, g.peers = self, peers
+	interceptors := append([]interceptor.WorkerInterceptor{g, &policyNotes{identity: self, watch: peers}}, met.interceptors(childNodeTypes(types))...)
 	main := sdkworker.New(met.clientOr(c), cfg.TaskQueue, sdkworker.Options{
-		Identity:                               identity(host.ID),
+		Identity:                               self,
 		MaxConcurrentActivityExecutionSize:     cfg.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: cfg.MaxConcurrentWorkflowTasks,
 		MaxHeartbeatThrottleInterval:           heartbeatThrottle,
@@ -284,7 +298,8 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	workflows.Register(main)
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	registerTypes(main, types, true)
-	w := &Worker{workers: []sdkworker.Worker{main}, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
+	w := &Worker{workers: []sdkworker.Worker{main}, peers: peers, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
+	w.workers = append(w.workers, policyWorker(met.clientOr(c), cfg.TaskQueue, self, pol, interceptors[:1]))
 	w.workers = append(w.workers, boundedWorkers(met.clientOr(c), cfg.TaskQueue, identity(host.ID), bounded, interceptors, logger)...)
 	w.workers = append(w.workers, hostWorker(met.clientOr(c), cfg.TaskQueue, host, types, interceptors, logger))
 
@@ -434,11 +449,17 @@ func (w *Worker) Start() error {
 			return fmt.Errorf("start worker: %w", err)
 		}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stopPeers = cancel
+	go w.peers.run(ctx)
 	return nil
 }
 
 // Stop stops polling and waits for running activities to return.
 func (w *Worker) Stop() {
+	if w.stopPeers != nil {
+		w.stopPeers()
+	}
 	for _, sw := range w.workers {
 		sw.Stop()
 	}

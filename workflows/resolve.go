@@ -65,10 +65,26 @@ type Resolver struct {
 	// here, in the recorded resolve step, so runs resolved before it
 	// existed replay the same.
 	AllowInlineSpecs bool
+	// Worker is this worker's identity, which refusals name: another
+	// worker of the queue may have taken the same run differently.
+	Worker string
+	// Disagreement, when set, says which other workers of the queue
+	// differ from this one in a policy field (PolicyInlineSpecs,
+	// PolicyPipelines), as a clause for a refusal's message; "" when none
+	// is known to.
+	Disagreement func(field string) string
 }
 
-// InlineSpecsRefused is the start of the message of a run whose inline
-// spec a worker refused.
+// Policy fields a resolve refusal may depend on (the worker package's
+// names for them).
+const (
+	PolicyInlineSpecs = "allow_inline_specs"
+	PolicyPipelines   = "pipelines"
+)
+
+// InlineSpecsRefused is in the message of a run whose inline spec a
+// worker refused: its start, unless other workers of the queue accept
+// inline specs, when the message starts by naming the worker that refused.
 const InlineSpecsRefused = "this worker does not accept inline specs"
 
 // Resolve loads, validates and compiles the pipeline. A spec or params
@@ -121,6 +137,11 @@ func (r *Resolver) source(in ResolveInput) (file string, data []byte, err error)
 		return "", nil, errors.New(`give either "pipeline" or "spec", not both`)
 	case len(in.Spec) > 0 && !r.AllowInlineSpecs:
 		_, data, _ := inlineSpec(in) // for the run's name only
+		if clause := r.disagreement(PolicyInlineSpecs); clause != "" {
+			return "", data, fmt.Errorf("worker %s refused the inline spec: %s: %s; workers on one queue must share one policy: "+
+				`start every worker of the queue with --allow-inline-specs (env RETRAIN_ALLOW_INLINE_SPECS=true) or none, or start the run with {"pipeline": "NAME"}`,
+				r.Worker, InlineSpecsRefused, clause)
+		}
 		return "", data, fmt.Errorf("%s: it runs only the pipelines in its pipeline folder; "+
 			`start the run with {"pipeline": "NAME"}, or start the worker with --allow-inline-specs (env RETRAIN_ALLOW_INLINE_SPECS=true) to accept them`,
 			InlineSpecsRefused)
@@ -128,12 +149,34 @@ func (r *Resolver) source(in ResolveInput) (file string, data []byte, err error)
 		return inlineSpec(in)
 	case in.Pipeline != "":
 		if r.Library == nil {
-			return "", nil, fmt.Errorf("pipeline %q: this worker has no pipeline folder", in.Pipeline)
+			return "", nil, r.pipelinesDiffer(fmt.Errorf("pipeline %q: this worker has no pipeline folder", in.Pipeline))
 		}
-		return r.Library.Find(in.Pipeline)
+		file, data, err := r.Library.Find(in.Pipeline)
+		if err != nil {
+			err = r.pipelinesDiffer(err)
+		}
+		return file, data, err
 	default:
 		return "", nil, errors.New(`input names no pipeline: give {"pipeline": "NAME"} or {"spec": ...}`)
 	}
+}
+
+// disagreement is r.Disagreement's clause for field, "" without one.
+func (r *Resolver) disagreement(field string) string {
+	if r.Disagreement == nil {
+		return ""
+	}
+	return r.Disagreement(field)
+}
+
+// pipelinesDiffer adds to a pipeline lookup's error the worker that
+// failed it when other workers of the queue know other pipelines.
+func (r *Resolver) pipelinesDiffer(err error) error {
+	clause := r.disagreement(PolicyPipelines)
+	if clause == "" {
+		return err
+	}
+	return fmt.Errorf("worker %s: %w; %s: workers on one queue must share one pipelines folder", r.Worker, err, clause)
 }
 
 // inlineSpec returns a run's own spec and the file name its messages use.

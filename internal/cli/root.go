@@ -64,6 +64,7 @@ func NewRoot(app *App, use string) *cobra.Command {
 	root.AddCommand(NewScheduleCommand(app))
 	root.AddCommand(NewBackfillCommand(app))
 	root.AddCommand(NewRunsCommand(app))
+	root.AddCommand(NewWorkersCommand(app))
 	return root
 }
 

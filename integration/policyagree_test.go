@@ -1,0 +1,126 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/worker"
+	"github.com/retrain-ml/retrain/workflows"
+)
+
+// lockedLog is a worker's log that the test reads while it writes.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// waitLog waits until log has a line holding every one of want, and
+// returns that line.
+func waitLog(t *testing.T, log *lockedLog, who string, want ...string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	lines:
+		for _, line := range strings.Split(log.String(), "\n") {
+			for _, w := range want {
+				if !strings.Contains(line, w) {
+					continue lines
+				}
+			}
+			return line
+		}
+	}
+	t.Fatalf("%s's log has no line with %q within 30s:\n%s", who, want, log)
+	return ""
+}
+
+// TestWorkersDisagreeOnPolicy: a dev-style worker (inline specs, a report
+// URL) and a newcomer on its queue started without either, as a second
+// host's retrain-worker often is. Each warns in its log of the other,
+// naming it and the fields that differ; a run whose workflow task the
+// newcomer takes fails saying which worker refused the inline spec and
+// which accept it, and the runs the dev worker took succeed.
+func TestWorkersDisagreeOnPolicy(t *testing.T) {
+	t.Parallel()
+	queue := newQueue(t)
+	start := func(host string, allowInline bool, reportURL string) (*lockedLog, string) {
+		log := &lockedLog{}
+		cfg := worker.Config{
+			TaskQueue: queue, Pipelines: examples.FS, AllowInlineSpecs: allowInline, ReportURL: reportURL,
+			Host: worker.HostConfig{ID: host}, PeerScanInterval: 500 * time.Millisecond,
+		}
+		w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, slog.New(slog.NewTextHandler(log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return log, fmt.Sprintf("%d@%s@retrain", os.Getpid(), host)
+	}
+	devLog, dev := start("devbox", true, "http://127.0.0.1:8234/runs/{run}")
+	hostBLog, hostB := start("hostB", false, "")
+
+	warning := "another worker on this task queue runs under a different policy"
+	seenByB := waitLog(t, hostBLog, "hostB", "level=WARN", warning, "worker="+dev,
+		"allow_inline_specs (--allow-inline-specs: off here, on there)", "report_url (--report-url: unset here, set (digest ")
+	seenByDev := waitLog(t, devLog, "dev worker", "level=WARN", warning, "worker="+hostB,
+		"allow_inline_specs (--allow-inline-specs: on here, off there)", "report_url (--report-url: set (digest ")
+	t.Logf("hostB's log: %s", seenByB)
+	t.Logf("dev worker's log: %s", seenByDev)
+	for _, line := range []string{seenByB, seenByDev} {
+		if strings.Contains(line, "127.0.0.1:8234") {
+			t.Errorf("a warning holds the report URL: %s", line)
+		}
+		for _, same := range []string{"allow_commands", "pipelines", "object_store", "lake", "version"} {
+			if strings.Contains(line, same+" (") {
+				t.Errorf("a warning names %s, which both workers share: %s", same, line)
+			}
+		}
+	}
+
+	// Runs go to whichever worker polls first: run until hostB has taken
+	// one (each run is about even odds).
+	succeeded := 0
+	for i := 0; i < 24; i++ {
+		res := runSpec(t, queue, policySpec, nil)
+		if res.Status == runs.StatusSucceeded {
+			succeeded++
+			continue
+		}
+		wantStatus(t, res, runs.StatusFailed)
+		for _, want := range []string{
+			"worker " + hostB + " refused the inline spec: " + workflows.InlineSpecsRefused,
+			fmt.Sprintf("it runs without --allow-inline-specs while other workers on task queue %q accept them (%s, last polled", queue, dev),
+			"workers on one queue must share one policy",
+		} {
+			if !strings.Contains(res.Error, want) {
+				t.Errorf("failed run's error lacks %q:\n%s", want, res.Error)
+			}
+		}
+		t.Logf("run %s (after %d the dev worker took) failed: %s", res.ID, succeeded, res.Error)
+		return
+	}
+	t.Fatalf("hostB took none of 24 runs' workflow tasks (%d succeeded)", succeeded)
+}
