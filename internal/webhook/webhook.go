@@ -170,7 +170,18 @@ func postOnce(ctx context.Context, client *http.Client, hook string, body []byte
 func DisplayURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
-		return "(invalid URL)"
+		// ${secret.NAME} in the user information or host: cut by hand
+		// what the parse would have.
+		i := strings.Index(s, "://")
+		if _, perr := url.Parse(Placeholders(s)); perr != nil || i < 0 {
+			return "(invalid URL)"
+		}
+		from, _ := HostRange(s)
+		shown, _, _ := strings.Cut(s[:i+3]+s[from:], "#")
+		if before, _, ok := strings.Cut(shown, "?"); ok {
+			shown = before + "?..."
+		}
+		return shown
 	}
 	u.User = nil
 	if u.RawQuery != "" {
