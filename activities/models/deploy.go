@@ -121,7 +121,8 @@ func (m *Models) deployType() nodetype.Type {
 	return nodetype.New(dags.NodeType{
 		Name: DeployName,
 		Doc: "Register a model candidate (a folder of artifact files) in the registry unless it is already registered, " +
-			"and move an alias (production) to it by compare-and-swap; then POST the new alias to webhooks. " +
+			"and move an alias (production) to it by compare-and-swap; then POST the new alias to webhooks: its own and the model's " +
+			"(`retrain model webhooks`), whose deliveries the alias history records. " +
 			"A retry finishes an interrupted deploy and never registers a second version. " +
 			"A failed webhook is retried and reported in the outputs; it does not undo the deploy.",
 		Check: checkDeploy,
