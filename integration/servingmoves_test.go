@@ -95,7 +95,7 @@ func TestCLIMovesTellServing(t *testing.T) {
 		t.Fatalf("production after the rollback = %s, %v", v.Version, err)
 	}
 	h, _ := reg.History(ctx, "ctr-team", "production")
-	if len(h) != 3 || len(h[2].Notifications) != 1 || !strings.Contains(h[2].Notifications[0].Deliveries[0].Error, "secret SIM_TOKEN is not set here") {
+	if len(h) != 3 || len(h[2].Notifications) != 1 || !strings.Contains(h[2].Notifications[0].Deliveries[0].Error, "secret SIM_TOKEN is not set here") || h[2].Notifications[0].Deliveries[0].Attempts != 0 {
 		t.Fatalf("history of the untold rollback: %+v", h[len(h)-1])
 	}
 	if len(sim.Moves()) != 0 {
@@ -111,6 +111,8 @@ func TestCLIMovesTellServing(t *testing.T) {
 	if err != nil || !strings.Contains(out, "v5 -> v3") || !strings.Contains(out, "HTTP 200 after 1 attempt") {
 		t.Fatalf("rollback: %v\n%s", err, out)
 	}
+	payloads, _ := json.MarshalIndent(sim.Moves(), "", "  ")
+	t.Logf("the serving stand-in received:\n%s", payloads)
 	var got []string
 	for _, m := range sim.Moves() {
 		got = append(got, fmt.Sprintf("#%d %s %s %s->%s by %s (%s)", m.Seq, m.Kind, m.Alias, m.PreviousVersion, m.Version, m.By, m.Reason))

@@ -107,6 +107,9 @@ func Describe(d webhook.Result) string {
 	if d.Attempts == 1 {
 		s = "attempt"
 	}
+	if d.Attempts == 0 {
+		return fmt.Sprintf("%s: not sent: %s", d.URL, d.Error)
+	}
 	if d.OK() {
 		return fmt.Sprintf("%s: HTTP %d after %d %s", d.URL, d.Status, d.Attempts, s)
 	}
