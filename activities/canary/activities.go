@@ -206,6 +206,7 @@ func (a *Activities) Start(ctx context.Context, in nodetype.Input) (Plan, error)
 	if err != nil {
 		return Plan{}, models.RegistryError(err)
 	}
+	a.Models.NotifyMove(ctx, in, mv, nil) // the model's webhooks hear the canary alias move
 	previous := mv.From
 	if !mv.Changed && mv.Actor != by {
 		previous = v.Version // it named the candidate already, before this canary
@@ -319,7 +320,7 @@ func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
 		default:
 			d.Seq = mv.Seq
 			log.Info("canary promoted", "version", p.Version, "from", p.Production, "seq", mv.Seq)
-			d.Results = a.notify(ctx, s, p.Version, p.Version)
+			d.Results = a.Models.NotifyMove(ctx, s.In, mv, a.notify(ctx, s, p.Version, p.Version))
 			return d, nil
 		}
 	}
@@ -349,6 +350,9 @@ func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
 	}
 	s.Split = Split{Percent: 0, Event: RolledBack}
 	d.Results = a.notify(ctx, s, prod, prod)
+	if err == nil {
+		d.Results = a.Models.NotifyMove(ctx, s.In, mv, d.Results)
+	}
 	if activity.IsActivity(ctx) {
 		activity.RecordHeartbeat(ctx)
 	}

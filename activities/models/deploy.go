@@ -121,7 +121,8 @@ func (m *Models) deployType() nodetype.Type {
 	return nodetype.New(dags.NodeType{
 		Name: DeployName,
 		Doc: "Register a model candidate (a folder of artifact files) in the registry unless it is already registered, " +
-			"and move an alias (production) to it by compare-and-swap; then POST the new alias to webhooks. " +
+			"and move an alias (production) to it by compare-and-swap; then POST the new alias to webhooks: its own and the model's " +
+			"(`retrain model webhooks`), whose deliveries the alias history records. " +
 			"A retry finishes an interrupted deploy and never registers a second version. " +
 			"A failed webhook is retried and reported in the outputs; it does not undo the deploy.",
 		Check: checkDeploy,
@@ -194,10 +195,17 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 		Model: w.Model, Alias: w.Alias, Version: v.Version, Ref: v.Ref(), PreviousVersion: previous,
 		Moved: moved, Seq: move.Seq, Checksum: v.Checksum, URI: reg.URI(v).String(), LogicalDate: v.LogicalDate(),
 	}
-	out.Webhooks = m.notify(ctx, w, webhookEvent{
+	ev := webhookEvent{
 		Model: w.Model, Alias: w.Alias, Version: v.Version, PreviousVersion: previous, Checksum: v.Checksum,
 		URI: out.URI, Seq: move.Seq, Pipeline: in.Pipeline, Run: in.RunID, Time: move.Time,
-	}, log)
+		Kind: move.Kind, By: move.Actor.Name, Reason: move.Reason,
+	}
+	out.Webhooks = m.notify(ctx, w, ev, log)
+	if moved {
+		// The model's own webhooks hear the move too (those the node
+		// lists were just told), and the alias history records them all.
+		out.Webhooks = m.notifyModel(ctx, in, move, ev, out.Webhooks, w.Webhooks)
+	}
 	for _, r := range out.Webhooks {
 		if r.Error == "" {
 			out.WebhooksOK++

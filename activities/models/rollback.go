@@ -28,7 +28,11 @@ type RollbackModelOutputs struct {
 	To      string `json:"to"`
 	Changed bool   `json:"changed"`
 	Seq     int64  `json:"seq"`
-	Summary string `json:"summary"` // one line for the run's node table
+	// Webhooks are the model's webhooks (`retrain model webhooks`) told
+	// of the move; a failed one does not undo it.
+	Webhooks       []WebhookResult `json:"webhooks"`
+	WebhooksFailed int             `json:"webhooks_failed"`
+	Summary        string          `json:"summary"` // one line for the run's node table
 }
 
 func checkRollbackModel(with map[string]any) error {
@@ -45,7 +49,8 @@ func (m *Models) rollbackModelType() nodetype.Type {
 		Name: RollbackModelName,
 		Doc: "Move a model's alias back. With from and to (a deploy's version and previous_version, as an on_failure " +
 			"compensation does), it undoes exactly that deploy, and only while the alias still names from; " +
-			"with neither, it undoes the alias's latest move. Every move is recorded in the alias history.",
+			"with neither, it undoes the alias's latest move. Every move is recorded in the alias history, and told to the " +
+			"model's webhooks (`retrain model webhooks`), whose deliveries the history records.",
 		Check: checkRollbackModel,
 	}, m.RollbackModel)
 }
@@ -94,9 +99,21 @@ func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input, w Rollbac
 		from = mv.To // nothing moved: the alias already named the target
 	}
 	out := RollbackModelOutputs{Model: w.Model, Alias: w.Alias, From: from, To: mv.To, Changed: mv.Changed, Seq: mv.Seq}
+	out.Webhooks = m.NotifyMove(ctx, in, mv, nil)
+	if out.Webhooks == nil {
+		out.Webhooks = []WebhookResult{}
+	}
+	for _, r := range out.Webhooks {
+		if !r.OK() {
+			out.WebhooksFailed++
+		}
+	}
 	out.Summary = fmt.Sprintf("%s %s: %s → %s (rolled back)", w.Model, w.Alias, cmpOr(from, "none"), mv.To)
 	if !mv.Changed {
 		out.Summary = fmt.Sprintf("%s %s already at %s", w.Model, w.Alias, mv.To)
+	}
+	if out.WebhooksFailed > 0 {
+		out.Summary += fmt.Sprintf("; %d of %d webhooks failed", out.WebhooksFailed, len(out.Webhooks))
 	}
 	return out, nil
 }

@@ -28,7 +28,7 @@ func TestSchema(t *testing.T) {
 		},
 		RollbackModelName: {
 			fields:   []string{"model", "alias", "to", "from", "reason"},
-			outputs:  []string{"model", "alias", "from", "to", "changed", "seq", "summary"},
+			outputs:  []string{"model", "alias", "from", "to", "changed", "seq", "webhooks", "webhooks_failed", "summary"},
 			defaults: map[string]string{"alias": models.DefaultAlias},
 			required: []string{"model"},
 		},

@@ -1,52 +1,31 @@
 package models
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/retrain-ml/retrain/activities/progenv"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/models"
+	"github.com/retrain-ml/retrain/internal/serving"
+	"github.com/retrain-ml/retrain/internal/webhook"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
-const (
-	defaultWebhookBackoff = time.Second
-	webhookTimeout        = 10 * time.Second
-)
-
-// webhookEvent is the JSON body POSTed to a deploy's webhooks.
-type webhookEvent struct {
-	Model           string    `json:"model"`
-	Alias           string    `json:"alias"`
-	Version         string    `json:"version"`
-	PreviousVersion string    `json:"previous_version"`
-	Checksum        string    `json:"checksum"`
-	URI             string    `json:"uri"` // where the artifact files are
-	Seq             int64     `json:"seq"` // the alias history entry of the move
-	Pipeline        string    `json:"pipeline"`
-	Run             string    `json:"run_id"`
-	Time            time.Time `json:"time"`
-}
+// webhookEvent is the JSON body POSTed to a deploy's webhooks: the one
+// every alias move sends (package serving).
+type webhookEvent = serving.Event
 
 // WebhookResult is what a deploy reports about one webhook.
-type WebhookResult struct {
-	URL      string `json:"url"` // without credentials or query
-	Status   int    `json:"status,omitempty"`
-	Attempts int    `json:"attempts"`
-	Error    string `json:"error,omitempty"`
+type WebhookResult = webhook.Result
+
+// sender sends webhooks with the node types' client and backoff.
+func (m *Models) sender(log *slog.Logger) webhook.Sender {
+	return webhook.Sender{HTTP: m.HTTP, Backoff: m.webhookBackoff, Log: log}
 }
 
 // notify POSTs ev to every webhook at once and reports each outcome. A
@@ -54,120 +33,101 @@ type WebhookResult struct {
 // the event names the version and a reload of the same version is a no-op.
 func (m *Models) notify(ctx context.Context, w DeployWith, ev webhookEvent, log *slog.Logger) []WebhookResult {
 	body, _ := json.Marshal(ev)
-	results := make([]WebhookResult, len(w.Webhooks))
-	var wg sync.WaitGroup
-	for i, hook := range w.Webhooks {
-		wg.Go(func() {
-			results[i] = m.post(ctx, dags.PointerTo("webhooks", strconv.Itoa(i)), hook, body, w.WebhookAttempts)
-			if r := results[i]; r.Error != "" {
-				log.Warn("webhook failed; the deploy stands", "url", r.URL, "attempts", r.Attempts, "error", r.Error)
-			} else {
-				log.Info("webhook notified", "url", r.URL, "status", r.Status, "attempts", r.Attempts)
-			}
-		})
-	}
-	wg.Wait()
-	return results
+	return m.send(ctx, "webhooks", w.Webhooks, w.WebhookAttempts, body, log)
 }
 
-// post sends body to hook, retrying transport errors, 5xx and 429 with
-// exponential backoff.
-func (m *Models) post(ctx context.Context, path, hook string, body []byte, attempts int) (res WebhookResult) {
-	// The result shows the URL as written, ${secret.NAME} and all; only
-	// the request gets the values, and errors have them masked.
-	res = WebhookResult{URL: displayURL(hook)}
+// send resolves the spec's ${secret.NAME} references in hooks (the list
+// at path in the node's `with`) on this worker and POSTs body to them.
+// The results show the URLs as written, ${secret.NAME} and all; only the
+// requests get the values, and errors have them masked.
+func (m *Models) send(ctx context.Context, path string, hooks []string, attempts int, body []byte, log *slog.Logger) []WebhookResult {
+	targets := make([]webhook.Target, len(hooks))
+	for i, hook := range hooks {
+		targets[i] = m.target(ctx, dags.PointerTo(path, strconv.Itoa(i)), hook)
+	}
+	return m.sender(log).Send(ctx, targets, attempts, body)
+}
+
+func (m *Models) target(ctx context.Context, path, hook string) webhook.Target {
+	t := webhook.Target{Written: hook}
 	if err := secretInHost(ctx, path, hook); err != nil {
-		res.Error = err.Error()
-		return res
+		t.Err = err
+		return t
 	}
-	hook, secrets, err := m.Env.ResolveString(ctx, path, hook)
+	t.URL, t.Secrets, t.Err = m.Env.ResolveString(ctx, path, hook)
+	return t
+}
+
+// Notifier tells the model's own webhooks (set with `retrain model
+// webhooks`) about the moves the node of in makes: their ${secret.NAME}
+// resolve from this worker's secrets, noted so that the node's outputs
+// and errors mask them.
+func (m *Models) Notifier(ctx context.Context, in nodetype.Input) (serving.Notifier, error) {
+	reg, err := m.registry()
 	if err != nil {
-		res.Error = err.Error()
-		return res
+		return serving.Notifier{}, err
 	}
-	defer func() { res.Error = progenv.MaskString(res.Error, secrets) }()
-	client := m.HTTP
-	if client == nil {
-		client = &http.Client{Timeout: webhookTimeout}
-	}
-	wait := m.webhookBackoff
-	if wait == 0 {
-		wait = defaultWebhookBackoff
-	}
-	for res.Attempts < attempts {
-		res.Attempts++
-		status, err := postOnce(ctx, client, hook, body)
-		res.Status = status
-		switch {
-		case err == nil && status/100 == 2:
-			res.Error = ""
-			return res
-		case err != nil:
-			res.Error = err.Error()
-		default:
-			res.Error = fmt.Sprintf("HTTP %d", status)
-			if status/100 == 4 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout {
-				return res // the request itself is wrong: another try gets the same answer
+	return serving.Notifier{
+		Registry: reg,
+		Sender:   m.sender(m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node)),
+		Secrets: func(name string) (string, error) {
+			v, err := m.Env.Secret(name)
+			if err == nil && v != "" {
+				nodetype.NoteSecrets(ctx, v)
 			}
-		}
-		if res.Attempts == attempts {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			res.Error += "; " + ctx.Err().Error()
-			return res
-		case <-time.After(wait):
-		}
-		wait *= 2
-	}
-	return res
+			return v, err
+		},
+		By: actor(in),
+	}, nil
 }
 
-func postOnce(ctx context.Context, client *http.Client, hook string, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook, bytes.NewReader(body))
+// NotifyMove tells the model's webhooks about mv, a move the node of in
+// made, and records their deliveries, and sent (what the node's own
+// webhooks answered about the same move), in the alias history; it
+// returns them all, sent first. Best effort, as a deploy's webhooks are:
+// the move stands whatever they answer. A move that changed nothing is
+// told to no one.
+func (m *Models) NotifyMove(ctx context.Context, in nodetype.Input, mv models.Move, sent []WebhookResult) []WebhookResult {
+	n, err := m.Notifier(ctx, in)
+	if err != nil || !mv.Changed {
+		return sent
+	}
+	ev, err := serving.EventFor(ctx, n.Registry, mv, in.Pipeline)
 	if err != nil {
-		return 0, err
+		m.logOutcome(in, mv, serving.Outcome{Err: err})
+		return sent
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "retrain-deploy")
-	resp, err := client.Do(req)
-	if ue, ok := errors.AsType[*url.Error](err); ok {
-		err = ue.Err // its message holds the URL, query and all
-	}
+	o := n.Notify(ctx, ev, sent, nil)
+	m.logOutcome(in, mv, o)
+	return o.Deliveries
+}
+
+// notifyModel is notifyMove for a move whose event the node sent to its
+// own webhooks already (sent, to the URLs hooks).
+func (m *Models) notifyModel(ctx context.Context, in nodetype.Input, mv models.Move, ev webhookEvent, sent []WebhookResult, hooks []string) []WebhookResult {
+	n, err := m.Notifier(ctx, in)
 	if err != nil {
-		return 0, err
+		return sent
 	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
-	return resp.StatusCode, nil
+	o := n.Notify(ctx, ev, sent, hooks)
+	m.logOutcome(in, mv, o)
+	return o.Deliveries
 }
 
-func checkWebhook(s string) error {
-	u, err := url.Parse(progenv.Placeholders(s)) // a secret's value is known only on the worker
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("webhook %q is not an http(s) URL", displayURL(s))
+func (m *Models) logOutcome(in nodetype.Input, mv models.Move, o serving.Outcome) {
+	log := m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "model", mv.Model, "alias", mv.Alias, "seq", mv.Seq)
+	if o.Err != nil {
+		log.Warn("the model's webhooks were not told of the move; it stands", "error", o.Err)
 	}
-	return nil
+	if o.RecordErr != nil {
+		log.Warn("webhook deliveries not recorded in the alias history", "error", o.RecordErr)
+	}
 }
 
-// hostRange returns the offsets of the host (and port) of the URL s: the
-// authority after "scheme://", less any user information.
-func hostRange(s string) (from, to int) {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		return 0, 0
-	}
-	from = i + 3
-	to = len(s)
-	if j := strings.IndexAny(s[from:], "/?#"); j >= 0 {
-		to = from + j
-	}
-	if at := strings.LastIndexByte(s[from:to], '@'); at >= 0 {
-		from += at + 1
-	}
-	return from, to
-}
+func checkWebhook(s string) error { return webhook.CheckShape(s) }
+
+// hostRange returns the offsets of the host (and port) of the URL s.
+func hostRange(s string) (from, to int) { return webhook.HostRange(s) }
 
 // secretInHost refuses spans of secret references that lie in the host
 // of hook: checked at validation for the spec's text, and here again for
@@ -184,18 +144,7 @@ func secretInHost(ctx context.Context, path, hook string) error {
 
 // displayURL drops what may be a secret from a webhook URL (user
 // information, the query) before it is logged or recorded in outputs.
-func displayURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(invalid URL)"
-	}
-	u.User = nil
-	if u.RawQuery != "" {
-		u.RawQuery = "..."
-	}
-	u.Fragment = ""
-	return u.String()
-}
+func displayURL(s string) string { return webhook.DisplayURL(s) }
 
 // PostJSON POSTs body as JSON to every hook at once, as a deploy's
 // webhooks are sent (attempts each, retried with backoff, ${secret.NAME}
@@ -203,26 +152,14 @@ func displayURL(s string) string {
 // path names the hooks' list in the node's `with` block ("webhooks").
 func (m *Models) PostJSON(ctx context.Context, path string, hooks []string, attempts int, body any, log *slog.Logger) []WebhookResult {
 	b, err := json.Marshal(body)
-	results := make([]WebhookResult, len(hooks))
 	if err != nil {
+		results := make([]WebhookResult, len(hooks))
 		for i, h := range hooks {
 			results[i] = WebhookResult{URL: displayURL(h), Error: "encode body: " + err.Error()}
 		}
 		return results
 	}
-	var wg sync.WaitGroup
-	for i, hook := range hooks {
-		wg.Go(func() {
-			results[i] = m.post(ctx, dags.PointerTo(path, strconv.Itoa(i)), hook, b, attempts)
-			if r := results[i]; r.Error != "" {
-				log.Warn("webhook failed", "url", r.URL, "attempts", r.Attempts, "error", r.Error)
-			} else {
-				log.Info("webhook notified", "url", r.URL, "status", r.Status, "attempts", r.Attempts)
-			}
-		})
-	}
-	wg.Wait()
-	return results
+	return m.send(ctx, path, hooks, attempts, b, log)
 }
 
 // CheckWebhook refuses, before any run, a webhook that is not an http(s)

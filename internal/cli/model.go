@@ -59,6 +59,8 @@ S3 server under --data-dir.`,
 	}
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
+	var sf servingFlags
+	sf.add(cmd)
 	var alias, reason string
 	aliasFlags := func(c *cobra.Command) {
 		c.Flags().StringVar(&alias, "alias", models.DefaultAlias, "alias")
@@ -219,19 +221,23 @@ S3 server under --data-dir.`,
 				return fmt.Errorf("%w: %s of %s has never been set", models.ErrNotFound, alias, args[0])
 			}
 			w := tabwriter.NewWriter(app.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "SEQ\tTIME\tKIND\tFROM\tTO\tBY\tRUN\tREASON")
+			fmt.Fprintln(w, "SEQ\tTIME\tKIND\tFROM\tTO\tBY\tRUN\tSERVING\tREASON")
 			for _, m := range moves {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Seq, m.Time.Local().Format(time.DateTime), m.Kind,
-					cmp.Or(m.From, "-"), m.To, m.Actor.Name, cmp.Or(m.Actor.Run, "-"), m.Reason)
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Seq, m.Time.Local().Format(time.DateTime), m.Kind,
+					cmp.Or(m.From, "-"), m.To, m.Actor.Name, cmp.Or(m.Actor.Run, "-"), servingColumn(m), m.Reason)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			printDeliveries(app, moves)
+			return nil
 		},
 	}
 	history.Flags().StringVar(&alias, "alias", models.DefaultAlias, "alias")
 
 	promote := &cobra.Command{
 		Use:   "promote NAME VERSION",
-		Short: "Point the alias (production) at VERSION",
+		Short: "Point the alias (production) at VERSION, and tell the model's webhooks (exit status 3 if one was not told: the move stands)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reg, err := registry(cmd)
@@ -242,14 +248,14 @@ S3 server under --data-dir.`,
 			if err != nil {
 				return err
 			}
-			return printMove(app, m, asJSON)
+			return sf.announce(cmd.Context(), app, reg, m, asJSON)
 		},
 	}
 	aliasFlags(promote)
 
 	rollback := &cobra.Command{
 		Use:   "rollback NAME",
-		Short: "Point the alias (production) back at the version it named before its latest move",
+		Short: "Point the alias (production) back at the version it named before its latest move, and tell the model's webhooks (exit status 3 if one was not told)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reg, err := registry(cmd)
@@ -260,12 +266,13 @@ S3 server under --data-dir.`,
 			if err != nil {
 				return err
 			}
-			return printMove(app, m, asJSON)
+			return sf.announce(cmd.Context(), app, reg, m, asJSON)
 		},
 	}
 	aliasFlags(rollback)
 
 	cmd.AddCommand(register, list, show, history, promote, rollback)
+	cmd.AddCommand(newWebhooksCommand(app, registry, &asJSON), newNotifyCommand(app, registry, &sf, &asJSON))
 	return cmd
 }
 

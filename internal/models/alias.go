@@ -32,6 +32,10 @@ type Move struct {
 	// Changed is false when Promote found the alias already at the
 	// version; the Move is then the one that had put it there.
 	Changed bool `json:"-"`
+	// Notifications are the rounds of webhooks told about the move,
+	// oldest first (History fills them in; they are stored apart, see
+	// RecordNotification).
+	Notifications []Notification `json:"notifications,omitempty"`
 }
 
 // Alias is where an alias points: the content of aliases/ALIAS.json.
@@ -319,6 +323,16 @@ func (r *Registry) History(ctx context.Context, name, alias string) ([]Move, err
 			return nil, err
 		}
 		moves = append(moves, m)
+	}
+	if len(moves) == 0 {
+		return moves, nil
+	}
+	notes, err := r.notifications(ctx, name, alias)
+	if err != nil {
+		return nil, err
+	}
+	for i := range moves {
+		moves[i].Notifications = notes[moves[i].Seq]
 	}
 	return moves, nil
 }

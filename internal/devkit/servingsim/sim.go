@@ -10,6 +10,7 @@ package servingsim
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"sync"
@@ -42,8 +43,29 @@ type Split struct {
 	Received      time.Time `json:"received"`
 }
 
+// Move is an alias move as a model's webhooks (and a deploy's) send it.
+type Move struct {
+	Model           string    `json:"model"`
+	Alias           string    `json:"alias"`
+	Version         string    `json:"version"`
+	PreviousVersion string    `json:"previous_version"`
+	Seq             int64     `json:"seq"`
+	Kind            string    `json:"kind"`
+	By              string    `json:"by"`
+	Reason          string    `json:"reason"`
+	Received        time.Time `json:"received"`
+}
+
+// ProductionAlias is the alias whose moves change what the stand-in
+// serves.
+const ProductionAlias = "production"
+
 // Sim is the stand-in.
 type Sim struct {
+	moves []Move
+	// down, when not 0, is the status every webhook call gets.
+	down int
+
 	mu         sync.Mutex
 	versions   map[string]Behaviour
 	production string
@@ -101,14 +123,60 @@ func (s *Sim) Splits() []Split {
 	return append([]Split(nil), s.splits...)
 }
 
-// Handler serves /metrics (for Prometheus) and /webhook (a canary's
-// traffic splits).
+// Moves returns the alias moves webhooks sent, oldest first.
+func (s *Sim) Moves() []Move {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Move(nil), s.moves...)
+}
+
+// Serving returns the version production traffic goes to.
+func (s *Sim) Serving() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.production
+}
+
+// SetDown makes every webhook call answer status (503, say) without
+// looking at it, as a serving system that is down; 0 brings it back.
+func (s *Sim) SetDown(status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = status
+}
+
+// Handler serves /metrics (for Prometheus) and /webhook: a canary's
+// traffic splits, and alias moves (a deploy's or a model's webhooks),
+// of which a move of production switches all traffic to its version.
 func (s *Sim) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /webhook", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		down := s.down
+		s.mu.Unlock()
+		if down != 0 {
+			http.Error(w, "serving is down", down)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var mv Move
+		if err := json.Unmarshal(body, &mv); err == nil && mv.Alias != "" && mv.Version != "" {
+			mv.Received = time.Now()
+			s.mu.Lock()
+			s.moves = append(s.moves, mv)
+			if mv.Alias == ProductionAlias {
+				s.production, s.canary, s.percent = mv.Version, "", 0
+			}
+			s.mu.Unlock()
+			return
+		}
 		var sp Split
-		if err := json.NewDecoder(r.Body).Decode(&sp); err != nil {
+		if err := json.Unmarshal(body, &sp); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
