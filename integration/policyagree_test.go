@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"
@@ -98,6 +100,21 @@ func TestWorkersDisagreeOnPolicy(t *testing.T) {
 				t.Errorf("a warning names %s, which both workers share: %s", same, line)
 			}
 		}
+	}
+
+	// `retrain workers` lists both, and marks the one that differs from
+	// the first listed (a tie: the earliest name, devbox).
+	var out, errOut bytes.Buffer
+	root := cli.NewRoot(&cli.App{Out: &out, Err: &errOut, LogLevel: "warn"}, "retrain")
+	root.SetArgs([]string{"workers", "--task-queue", queue, "--address", server.FrontendAddress(), "--namespace", server.Namespace()})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("retrain workers: %v\n%s", err, errOut.String())
+	}
+	t.Logf("retrain workers:\n%s%s", out.String(), errOut.String())
+	if !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(dev)+` +[0-9a-f]{16} +\d+s ago *$`).MatchString(out.String()) ||
+		!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(hostB)+` +[0-9a-f]{16} +\d+s ago +allow_inline_specs, report_url$`).MatchString(out.String()) ||
+		!strings.Contains(errOut.String(), "warning: 1 of 2 workers on task queue") {
+		t.Errorf("retrain workers said:\n%s%s", out.String(), errOut.String())
 	}
 
 	// Runs go to whichever worker polls first: run until hostB has taken
