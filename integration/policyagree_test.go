@@ -141,3 +141,56 @@ func TestWorkersDisagreeOnPolicy(t *testing.T) {
 	}
 	t.Fatalf("hostB took none of 24 runs' workflow tasks (%d succeeded)", succeeded)
 }
+
+// TestWorkersDisagreeOnCommands: where one worker of a queue allows a
+// program and another does not, a node the stricter one refuses says
+// which worker refused it and which allow it.
+func TestWorkersDisagreeOnCommands(t *testing.T) {
+	t.Parallel()
+	queue := newQueue(t)
+	start := func(host string, allow ...string) (*lockedLog, string) {
+		log := &lockedLog{}
+		cfg := worker.Config{
+			TaskQueue: queue, Pipelines: examples.FS, AllowInlineSpecs: true, AllowCommands: allow,
+			Host: worker.HostConfig{ID: host}, PeerScanInterval: 500 * time.Millisecond,
+		}
+		w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, slog.New(slog.NewTextHandler(log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return log, fmt.Sprintf("%d@%s@retrain", os.Getpid(), host)
+	}
+	_, loose := start("loose", "sh", "cat")
+	strictLog, strict := start("strict", "sh")
+	waitLog(t, strictLog, "strict", "level=WARN", "worker="+loose, "allow_commands (--allow-commands: set (digest ")
+
+	const spec = `name: commands-disagree
+nodes:
+  - {id: read, type: command, with: {argv: [cat, /etc/hostname]}}
+`
+	succeeded := 0
+	for i := 0; i < 24; i++ {
+		res := runSpec(t, queue, spec, nil)
+		if res.Status == runs.StatusSucceeded {
+			succeeded++
+			continue
+		}
+		wantStatus(t, res, runs.StatusFailed)
+		msg := node(t, res, "read").Error
+		for _, want := range []string{
+			"worker " + strict + ` refused: program "cat" is not allowed on this worker`,
+			fmt.Sprintf("other workers on task queue %q run with another allow_commands (%s, last polled", queue, loose),
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("failed node's error lacks %q:\n%s", want, msg)
+			}
+		}
+		t.Logf("run %s (after %d the loose worker ran) failed: %s", res.ID, succeeded, msg)
+		return
+	}
+	t.Fatalf("the strict worker took none of 24 runs' nodes (%d succeeded)", succeeded)
+}
