@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/runs"
 	"github.com/retrain-ml/retrain/worker"
 	"github.com/retrain-ml/retrain/workflows"
@@ -100,6 +102,21 @@ func TestWorkersDisagreeOnPolicy(t *testing.T) {
 		}
 	}
 
+	// `retrain workers` lists both, and marks the one that differs from
+	// the first listed (a tie: the earliest name, devbox).
+	var out, errOut bytes.Buffer
+	root := cli.NewRoot(&cli.App{Out: &out, Err: &errOut, LogLevel: "warn"}, "retrain")
+	root.SetArgs([]string{"workers", "--task-queue", queue, "--address", server.FrontendAddress(), "--namespace", server.Namespace()})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("retrain workers: %v\n%s", err, errOut.String())
+	}
+	t.Logf("retrain workers:\n%s%s", out.String(), errOut.String())
+	if !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(dev)+` +[0-9a-f]{16} +\d+s ago *$`).MatchString(out.String()) ||
+		!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(hostB)+` +[0-9a-f]{16} +\d+s ago +allow_inline_specs, report_url$`).MatchString(out.String()) ||
+		!strings.Contains(errOut.String(), "warning: 1 of 2 workers on task queue") {
+		t.Errorf("retrain workers said:\n%s%s", out.String(), errOut.String())
+	}
+
 	// Runs go to whichever worker polls first: run until hostB has taken
 	// one (each run is about even odds).
 	succeeded := 0
@@ -123,4 +140,57 @@ func TestWorkersDisagreeOnPolicy(t *testing.T) {
 		return
 	}
 	t.Fatalf("hostB took none of 24 runs' workflow tasks (%d succeeded)", succeeded)
+}
+
+// TestWorkersDisagreeOnCommands: where one worker of a queue allows a
+// program and another does not, a node the stricter one refuses says
+// which worker refused it and which allow it.
+func TestWorkersDisagreeOnCommands(t *testing.T) {
+	t.Parallel()
+	queue := newQueue(t)
+	start := func(host string, allow ...string) (*lockedLog, string) {
+		log := &lockedLog{}
+		cfg := worker.Config{
+			TaskQueue: queue, Pipelines: examples.FS, AllowInlineSpecs: true, AllowCommands: allow,
+			Host: worker.HostConfig{ID: host}, PeerScanInterval: 500 * time.Millisecond,
+		}
+		w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, slog.New(slog.NewTextHandler(log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return log, fmt.Sprintf("%d@%s@retrain", os.Getpid(), host)
+	}
+	_, loose := start("loose", "sh", "cat")
+	strictLog, strict := start("strict", "sh")
+	waitLog(t, strictLog, "strict", "level=WARN", "worker="+loose, "allow_commands (--allow-commands: set (digest ")
+
+	const spec = `name: commands-disagree
+nodes:
+  - {id: read, type: command, with: {argv: [cat, /etc/hostname]}}
+`
+	succeeded := 0
+	for i := 0; i < 24; i++ {
+		res := runSpec(t, queue, spec, nil)
+		if res.Status == runs.StatusSucceeded {
+			succeeded++
+			continue
+		}
+		wantStatus(t, res, runs.StatusFailed)
+		msg := node(t, res, "read").Error
+		for _, want := range []string{
+			"worker " + strict + ` refused: program "cat" is not allowed on this worker`,
+			fmt.Sprintf("other workers on task queue %q run with another allow_commands (%s, last polled", queue, loose),
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("failed node's error lacks %q:\n%s", want, msg)
+			}
+		}
+		t.Logf("run %s (after %d the loose worker ran) failed: %s", res.ID, succeeded, msg)
+		return
+	}
+	t.Fatalf("the strict worker took none of 24 runs' nodes (%d succeeded)", succeeded)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/nodetype"
 )
 
 // How workers of one queue learn each other's policy (policy.go).
@@ -279,7 +280,7 @@ func (w *peerWatch) disagreement(field string) string {
 	if field == fieldInline && w.policy[fieldInline] == tokenOff {
 		return fmt.Sprintf("it runs without --allow-inline-specs while other workers on task queue %q accept them (%s)", w.queue, who)
 	}
-	return fmt.Sprintf("other workers on task queue %q run with another %s (%s: %s here)", w.queue, field, who, describeSetBy(field, w.policy[field]))
+	return fmt.Sprintf("other workers on task queue %q run with another %s (%s), this one with %s", w.queue, field, who, describeSetBy(field, w.policy[field]))
 }
 
 func describeSetBy(field, tok string) string {
@@ -323,10 +324,11 @@ func (a *policyNotesActivity) ExecuteActivity(ctx context.Context, in *intercept
 }
 
 // note returns err with the refusing worker and the disagreement, or err
-// itself when it is no policy refusal or nobody disagrees.
+// itself when it is no policy refusal or nobody disagrees. The error keeps
+// its type, cause and the attempt its details record (nodetype.Activity's).
 func (n *policyNotes) note(err error) error {
 	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) || !appErr.NonRetryable() || appErr.HasDetails() || appErr.Type() != errtype.BadInput {
+	if !errors.As(err, &appErr) || !appErr.NonRetryable() || appErr.Type() != errtype.BadInput {
 		return err
 	}
 	msg := appErr.Message()
@@ -334,11 +336,20 @@ func (n *policyNotes) note(err error) error {
 		if !strings.Contains(msg, r.needle) {
 			continue
 		}
-		if clause := n.watch.disagreement(r.field); clause != "" {
-			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("worker %s refused: %s; %s: workers on one queue must share one policy", n.identity, msg, clause), appErr.Type(), nil)
+		clause := n.watch.disagreement(r.field)
+		if clause == "" {
+			return err
 		}
-		return err
+		opts := temporal.ApplicationErrorOptions{NonRetryable: true, Cause: appErr.Unwrap(), Category: appErr.Category()}
+		if appErr.HasDetails() {
+			var fd nodetype.FailureDetails
+			if appErr.Details(&fd) != nil {
+				return err // details of another kind: left as they are
+			}
+			opts.Details = []any{fd}
+		}
+		return temporal.NewApplicationErrorWithOptions(
+			fmt.Sprintf("worker %s refused: %s; %s: workers on one queue must share one policy", n.identity, msg, clause), appErr.Type(), opts)
 	}
 	return err
 }

@@ -175,6 +175,16 @@ func TestPolicyNotes(t *testing.T) {
 			t.Errorf("noted refusal %q lacks %q", appErr.Message(), want)
 		}
 	}
+	// As nodetype.Activity returns it: the attempt in its details, the
+	// refusal as its cause. Both stay.
+	wrapped := temporal.NewApplicationErrorWithOptions(refusal.(*temporal.ApplicationError).Message(), errtype.BadInput,
+		temporal.ApplicationErrorOptions{NonRetryable: true, Cause: refusal, Details: []any{nodetype.FailureDetails{Attempt: 3}}})
+	var noted *temporal.ApplicationError
+	var fd nodetype.FailureDetails
+	if !errors.As(notes.note(wrapped), &noted) || !strings.HasPrefix(noted.Message(), "worker 1@a@retrain refused: program") ||
+		noted.Details(&fd) != nil || fd.Attempt != 3 || !errors.Is(noted, refusal) || !noted.NonRetryable() {
+		t.Errorf("noted activity error: %v (attempt %d)", noted, fd.Attempt)
+	}
 	// Not a policy refusal: unchanged.
 	other := nodetype.Permanent(errtype.BadInput, "argv is empty")
 	if got := notes.note(other); got != other {
