@@ -39,6 +39,10 @@ const (
 	// ConcurrentMove: a rollback found the alias moved by someone else since
 	// the deploy it was to undo, and left it alone.
 	ConcurrentMove = "ConcurrentMove"
+	// Superseded: a move of a model alias was refused because the alias
+	// names a version trained for a later logical date than the one it
+	// would move to (the registry's date rule); `force: true` overrides it.
+	Superseded = "Superseded"
 	// Diverged: the divergence guard stopped training (NaN or infinite
 	// loss, or an embedding norm above the limit). Not retried: the same
 	// data and settings diverge again.

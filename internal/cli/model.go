@@ -60,6 +60,7 @@ S3 server under --data-dir.`,
 	var asJSON bool
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON")
 	var alias, reason string
+	var force bool
 	aliasFlags := func(c *cobra.Command) {
 		c.Flags().StringVar(&alias, "alias", models.DefaultAlias, "alias")
 		c.Flags().StringVar(&reason, "reason", "", "why, recorded in the alias history")
@@ -221,7 +222,7 @@ S3 server under --data-dir.`,
 			w := tabwriter.NewWriter(app.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "SEQ\tTIME\tKIND\tFROM\tTO\tBY\tRUN\tREASON")
 			for _, m := range moves {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Seq, m.Time.Local().Format(time.DateTime), m.Kind,
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Seq, m.Time.Local().Format(time.DateTime), kindOf(m),
 					cmp.Or(m.From, "-"), m.To, m.Actor.Name, cmp.Or(m.Actor.Run, "-"), m.Reason)
 			}
 			return w.Flush()
@@ -238,7 +239,8 @@ S3 server under --data-dir.`,
 			if err != nil {
 				return err
 			}
-			m, err := reg.Promote(cmd.Context(), args[0], alias, args[1], cliActor(), reason)
+			m, err := moveAlias(cmd.Context(), reg, models.MoveRequest{Model: args[0], Alias: alias, To: args[1],
+				Force: force, By: cliActor(), Reason: reason})
 			if err != nil {
 				return err
 			}
@@ -246,6 +248,7 @@ S3 server under --data-dir.`,
 		},
 	}
 	aliasFlags(promote)
+	forceFlag(promote, &force)
 
 	rollback := &cobra.Command{
 		Use:   "rollback NAME",
@@ -256,7 +259,8 @@ S3 server under --data-dir.`,
 			if err != nil {
 				return err
 			}
-			m, err := reg.Rollback(cmd.Context(), args[0], alias, cliActor(), reason)
+			m, err := moveAlias(cmd.Context(), reg, models.MoveRequest{Model: args[0], Alias: alias, Kind: models.KindRollback,
+				Force: force, By: cliActor(), Reason: reason})
 			if err != nil {
 				return err
 			}
@@ -264,6 +268,7 @@ S3 server under --data-dir.`,
 		},
 	}
 	aliasFlags(rollback)
+	forceFlag(rollback, &force)
 
 	cmd.AddCommand(register, list, show, history, promote, rollback)
 	return cmd
@@ -325,7 +330,7 @@ func printMove(app *App, m models.Move, asJSON bool) error {
 		fmt.Fprintf(app.Out, "%s of %s already names %s (move #%d)\n", m.Alias, m.Model, m.To, m.Seq)
 		return nil
 	}
-	fmt.Fprintf(app.Out, "%s of %s: %s -> %s (%s, move #%d)\n", m.Alias, m.Model, cmp.Or(m.From, "(none)"), m.To, m.Kind, m.Seq)
+	fmt.Fprintf(app.Out, "%s of %s: %s -> %s (%s, move #%d)\n", m.Alias, m.Model, cmp.Or(m.From, "(none)"), m.To, kindOf(m), m.Seq)
 	return nil
 }
 
