@@ -76,6 +76,10 @@ type Field struct {
 	Default string
 	// Nested types values inside a FieldAny field (see Nested).
 	Nested []Nested
+	// Literal fields must be written out in the spec: a ${...} (a param,
+	// another node's output) is refused by validation. For switches only
+	// the spec's author may turn on, such as deploy's force.
+	Literal bool
 }
 
 // Registry holds the node types a validator and worker know about.

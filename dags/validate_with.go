@@ -42,6 +42,9 @@ func (v *validator) with(n *Node, onFailure bool) {
 		}
 		f, ok := fields[k]
 		switch {
+		case ok && f.Literal && HasRef(n.With[k]):
+			v.at(pos, "%s: with field %q must be written literally in the spec, not computed from a ${...} (a param, another node's output): only the spec's author may set it", w, k)
+			bad = true
 		case ok:
 			if msg := checkField(f.Type, n.With[k]); msg != "" {
 				v.at(pos, "%s: with field %q %s", w, k, msg)

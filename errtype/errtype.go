@@ -41,6 +41,10 @@ const (
 	// without the promotion's snapshot found other commits on the table
 	// after it, and left the table alone.
 	ConcurrentMove = "ConcurrentMove"
+	// Superseded: a move of a model alias was refused because the alias
+	// names a version trained for a later logical date than the one it
+	// would move to (the registry's date rule); `force: true` overrides it.
+	Superseded = "Superseded"
 	// Diverged: the divergence guard stopped training (NaN or infinite
 	// loss, or an embedding norm above the limit). Not retried: the same
 	// data and settings diverge again.

@@ -74,6 +74,17 @@ var tester = models.Actor{Name: "integration-test"}
 
 func newCanaryEnv(t *testing.T, v2 servingsim.Behaviour) *canaryEnv {
 	t.Helper()
+	return newCanaryEnvDated(t, v2, nil)
+}
+
+// notRegistered, as a version's logical time for newCanaryEnvDated,
+// leaves the version for the canary to register.
+const notRegistered = "(not registered)"
+
+// newCanaryEnvDated is newCanaryEnv with versions trained for the given
+// logical times (version -> RFC 3339; absent: none; notRegistered).
+func newCanaryEnvDated(t *testing.T, v2 servingsim.Behaviour, logical map[string]string) *canaryEnv {
+	t.Helper()
 	if _, err := promtest.Binary(); err != nil {
 		t.Skip(err)
 	}
@@ -81,11 +92,14 @@ func newCanaryEnv(t *testing.T, v2 servingsim.Behaviour) *canaryEnv {
 	e.reg = models.New(e.srv.Open(t, ""))
 	ctx := t.Context()
 	for _, v := range []string{"v1", "v2", "v3"} {
+		if logical[v] == notRegistered {
+			continue
+		}
 		a, err := models.DirArtifacts(modelDir(t, "weights of "+v))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.reg.Register(ctx, "ctr", a, v, models.Meta{}); err != nil {
+		if _, err := e.reg.Register(ctx, "ctr", a, v, models.Meta{LogicalTime: logical[v]}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -21,6 +21,9 @@ import (
 //	  - default: the value when the key is absent, as a JSON literal (bare
 //	    text for a string field); DecodeWith applies it;
 //	  - required:"true": the key must be present;
+//	  - literal:"true": the value must be written in the spec, not
+//	    computed from a ${...}: validation refuses a reference (deploy's
+//	    force: only the spec's author may turn it on);
 //	  - type: overrides the field type derived from the Go type, for a
 //	    string holding a duration (type:"duration") or a value of several
 //	    shapes (type:"any");
@@ -50,7 +53,8 @@ func schemaOf(t reflect.Type) ([]dags.Field, error) {
 		if !ok {
 			continue
 		}
-		f := dags.Field{Name: name, Doc: sf.Tag.Get("doc"), Required: sf.Tag.Get("required") == "true"}
+		f := dags.Field{Name: name, Doc: sf.Tag.Get("doc"), Required: sf.Tag.Get("required") == "true",
+			Literal: sf.Tag.Get("literal") == "true"}
 		if ov, ok := sf.Tag.Lookup("type"); ok {
 			f.Type = dags.FieldType(ov)
 			if !fieldTypes[f.Type] {

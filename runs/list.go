@@ -381,10 +381,12 @@ func Verdict(res *Result) string {
 // what a run deployed (activities/models).
 const (
 	deployType        = "deploy"
+	canaryType        = "canary"
 	rollbackModelType = "rollback_model"
 )
 
-// Deployed says what a run's deploy nodes put behind their aliases:
+// Deployed says what a run's deploy and canary nodes put behind their
+// aliases (a canary's production alias when it promoted):
 // "ctr@v3", or "ctr@v3 (rolled back)" when an on_failure rollback_model
 // moved the alias back; several deploys are joined with ", ". A deploy
 // that found the alias already there moved nothing and is left out.
@@ -397,7 +399,7 @@ func Deployed(res *Result) string {
 	}
 	var parts []string
 	for _, n := range res.Nodes {
-		if n.Type != deployType || n.Status != NodeSucceeded {
+		if n.Type != deployType && n.Type != canaryType || n.Status != NodeSucceeded {
 			continue
 		}
 		ref, _ := n.Outputs["ref"].(string)
@@ -408,6 +410,9 @@ func Deployed(res *Result) string {
 		}
 		if moved, _ := n.Outputs["moved"].(bool); !moved || ref == "" {
 			continue
+		}
+		if forced, _ := n.Outputs["forced"].(bool); forced {
+			ref += " (forced)"
 		}
 		if rolledBack[n.ID] {
 			ref += " (rolled back)"

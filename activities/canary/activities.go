@@ -41,6 +41,19 @@ type Plan struct {
 	// CanaryPrevious is what the canary alias named before.
 	CanaryPrevious string `json:"canary_previous"`
 	Webhooks       int    `json:"webhooks"`
+	// Force is the node's force: the promotion may move production to
+	// an older logical date.
+	Force bool `json:"force,omitempty"`
+	// The candidate version's checksum, files and logical date.
+	Checksum    string `json:"checksum,omitempty"`
+	URI         string `json:"uri,omitempty"`
+	LogicalDate string `json:"logical_date,omitempty"`
+	// SupersededBy is set when the canary did not start: production names
+	// a version (of SupersededDate) trained for a later logical date than
+	// the candidate. Nothing moved and no traffic was sent.
+	SupersededBy   string `json:"superseded_by,omitempty"`
+	SupersededDate string `json:"superseded_date,omitempty"`
+	Superseded     string `json:"superseded,omitempty"` // why, in a sentence
 }
 
 // Split is one traffic split the serving system is told about.
@@ -119,6 +132,11 @@ type Decided struct {
 	// was left alone.
 	CanaryLeft string `json:"canary_left,omitempty"`
 	Seq        int64  `json:"seq"`
+	// Forced: the promotion moved production to an older date by force.
+	Forced bool `json:"forced,omitempty"`
+	// ProductionCheck says, when the promotion was refused, whether
+	// production now names a version of a later date (Superseded).
+	ProductionCheck
 }
 
 func (a *Activities) log(in nodetype.Input) *slog.Logger {
@@ -179,7 +197,10 @@ func (a *Activities) Start(ctx context.Context, in nodetype.Input) (Plan, error)
 	if a.Models == nil {
 		return Plan{}, nodetype.Permanent(errtype.NoObjectStore, "the canary needs the model registry: this worker has no object store")
 	}
-	v, err := a.Models.Candidate(ctx, in, models.DeployWith{Model: w.Model, Dir: w.Dir, Version: w.Version, Metrics: w.Metrics})
+	// Registered exactly as deploy registers (data snapshots, labels,
+	// logical time), before anything else: a superseded canary keeps its
+	// version, as a superseded deploy does.
+	v, err := a.Models.Candidate(ctx, in, w.CandidateWith)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -197,12 +218,30 @@ func (a *Activities) Start(ctx context.Context, in nodetype.Input) (Plan, error)
 	if prod.Version == v.Version {
 		return Plan{}, nodetype.Permanent(errtype.BadInput, "%s is already %s's %s version: nothing to canary", v.Ref(), w.Model, w.ProductionAlias)
 	}
+	plan := Plan{
+		Spec: spec, Model: w.Model, Version: v.Version, Alias: w.Alias, ProductionAlias: w.ProductionAlias,
+		Production: prod.Version, Webhooks: len(w.Webhooks), Force: w.Force,
+		Checksum: v.Checksum, URI: reg.URI(v).String(), LogicalDate: v.LogicalDate(),
+	}
+	// The promotion this canary may end in must be one the registry's
+	// rule allows: a candidate of an older date than production's does
+	// not start, and sends no traffic.
+	err = reg.CheckMove(ctx, plan.promotion(models.Actor(in), ""))
+	if sup, ok := errors.AsType[*regmodels.Superseded](err); ok {
+		plan.SupersededBy, plan.SupersededDate, plan.Superseded = sup.By.Version, sup.By.LogicalDate(), sup.Error()
+		a.log(in).Info("canary not started: superseded", "model", w.Model, "version", v.Version, "logical_date", v.LogicalDate(),
+			"production", prod.Version, "production_date", sup.By.LogicalDate())
+		return plan, nil
+	}
+	if err != nil {
+		return Plan{}, models.RegistryError(err)
+	}
 	reason := w.Reason
 	if reason == "" {
 		reason = fmt.Sprintf("canary by node %s of pipeline %s", in.Node, in.Pipeline)
 	}
 	by := models.Actor(in)
-	mv, err := reg.Promote(ctx, w.Model, w.Alias, v.Version, by, reason)
+	mv, err := reg.Move(ctx, regmodels.MoveRequest{Model: w.Model, Alias: w.Alias, To: v.Version, Canary: true, By: by, Reason: reason})
 	if err != nil {
 		return Plan{}, models.RegistryError(err)
 	}
@@ -212,10 +251,8 @@ func (a *Activities) Start(ctx context.Context, in nodetype.Input) (Plan, error)
 		previous = v.Version // it named the candidate already, before this canary
 	}
 	a.log(in).Info("canary started", "model", w.Model, "version", v.Version, "production", prod.Version, "alias", w.Alias, "previous", previous)
-	return Plan{
-		Spec: spec, Model: w.Model, Version: v.Version, Alias: w.Alias, ProductionAlias: w.ProductionAlias,
-		Production: prod.Version, CanaryPrevious: previous, Webhooks: len(w.Webhooks),
-	}, nil
+	plan.CanaryPrevious = previous
+	return plan, nil
 }
 
 // splitEvent is the JSON body a traffic split is POSTed as.
@@ -310,15 +347,18 @@ func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
 	log, by, p := a.log(s.In), models.Actor(s.In), s.Plan
 	var d Decided
 	if s.Promote {
-		mv, err := reg.PromoteIf(ctx, p.Model, p.ProductionAlias, p.Production, p.Version, by, s.Reason)
+		mv, err := reg.Move(ctx, p.promotion(by, s.Reason))
 		switch {
-		case errors.Is(err, regmodels.ErrConcurrentMove):
+		case errors.Is(err, regmodels.ErrConcurrentMove), errors.Is(err, regmodels.ErrSuperseded):
 			d.Refused = err.Error()
 			log.Warn("canary not promoted: production moved meanwhile", "error", err)
+			if d.ProductionCheck, err = a.production(ctx, reg, s); err != nil {
+				return Decided{}, err
+			}
 		case err != nil:
 			return Decided{}, models.RegistryError(err)
 		default:
-			d.Seq = mv.Seq
+			d.Seq, d.Forced = mv.Seq, mv.Changed && mv.Forced
 			log.Info("canary promoted", "version", p.Version, "from", p.Production, "seq", mv.Seq)
 			d.Results = a.Models.NotifyMove(ctx, s.In, mv, a.notify(ctx, s, p.Version, p.Version))
 			return d, nil
@@ -331,13 +371,20 @@ func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
 	if d.Refused != "" {
 		reason = "rolled back: " + d.Refused
 	}
+	if d.Superseded != "" {
+		reason = "rolled back: " + d.Superseded
+	}
 	prod := p.Production
 	if cur, err := reg.Resolve(ctx, p.Model+"@"+p.ProductionAlias); err == nil {
 		prod = cur.Version
 	} else if !errors.Is(err, regmodels.ErrNotFound) {
 		return Decided{}, models.RegistryError(err)
 	}
-	mv, err := reg.Revert(ctx, p.Model, p.Alias, p.Version, prod, by, reason)
+	// The canary alias names whatever is under test and goes back to
+	// production's version, whatever its date (Canary: not ordered); only
+	// while it still names this canary's candidate.
+	mv, err := reg.Move(ctx, regmodels.MoveRequest{Model: p.Model, Alias: p.Alias, Kind: regmodels.KindRollback, To: prod,
+		IfFrom: true, From: p.Version, Canary: true, By: by, Reason: reason})
 	switch {
 	case errors.Is(err, regmodels.ErrConcurrentMove):
 		d.CanaryLeft = err.Error()

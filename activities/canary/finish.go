@@ -42,11 +42,17 @@ func (r *run) finish(ctx workflow.Context, started time.Time, decision, reason s
 		r.out.Decision = Refused
 		r.out.Reason = "production moved while the canary baked, so it was not promoted and the canary was rolled back: " + d.Refused
 	}
+	if d.Superseded != "" {
+		r.out.Decision, r.out.Reason = Superseded, d.Superseded
+		r.out.SupersededBy, r.out.SupersededDate = d.SupersededBy, d.SupersededDate
+	}
+	r.candidateOutputs()
 	if d.CanaryLeft != "" {
 		r.out.Reason += "; " + d.CanaryLeft
 	}
 	r.series(ctx)
 	r.out.Moved = promote && d.Refused == "" && err == nil
+	r.out.Forced, r.out.Seq = r.out.Moved && d.Forced, d.Seq
 	r.out.Breach = r.breach
 	r.out.Webhooks, r.out.WebhooksFailed = r.hooks, r.failed
 	r.out.Summary = r.summary()
@@ -65,7 +71,9 @@ func (r *run) finish(ctx workflow.Context, started time.Time, decision, reason s
 			errtype.CanaryRolledBack, nil, outputs)
 	}
 	switch {
-	case d.Refused != "":
+	case r.out.Decision == Superseded:
+		// Rolled back, and rightly not promoted: a newer version serves.
+	case d.Refused != "" || decision == Refused:
 		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(r.out.Summary, errtype.ConcurrentMove, nil, outputs)
 	case !promote:
 		return nodetype.Result{}, temporal.NewNonRetryableApplicationError(r.out.Summary, errtype.CanaryRolledBack, nil, outputs)
@@ -84,6 +92,8 @@ func (r *run) summary() string {
 		return fmt.Sprintf("%s %s: %s → %s after %d steps (%s)", p.Model, p.ProductionAlias, p.Production, p.Version, len(r.out.Steps), by)
 	case Refused:
 		return fmt.Sprintf("canary %s of %s not promoted: %s", p.Version, p.Model, r.out.Reason)
+	case Superseded:
+		return r.supersededSummary()
 	case Rejected:
 		return fmt.Sprintf("canary %s of %s rolled back: %s; %s stays at %s", p.Version, p.Model, r.out.Reason, p.ProductionAlias, p.Production)
 	}

@@ -32,6 +32,9 @@ const (
 	EvaluateActivity = "CanaryEvaluate"
 	DecideActivity   = "CanaryDecide"
 	SeriesActivity   = "CanarySeries"
+	// ProductionActivity checks at each step that production still names
+	// what the canary started against.
+	ProductionActivity = "CanaryProduction"
 
 	// ApproveName and RejectName are the update and signal a human's
 	// decision goes by (the update answers; the signal is for tools that
@@ -52,44 +55,62 @@ const (
 	Approved   = "approved"    // a human promoted it before the bake ended
 	Rejected   = "rejected"    // a human rolled it back
 	Refused    = "refused"     // production moved meanwhile: not promoted, rolled back
+	// Superseded: production names a version trained for a later logical
+	// date than the candidate: at the start (no traffic was sent), or
+	// since a newer version was deployed while the canary baked (rolled
+	// back). The candidate is registered; the node succeeds, as a
+	// superseded deploy does.
+	Superseded = "superseded"
 )
 
 // With is a canary node's `with` block.
 type With struct {
-	Model           string         `json:"model" required:"true" doc:"model name"`
-	Dir             string         `json:"dir" doc:"folder of the candidate's files (a train node's model_uri), registered as deploy does unless already a version"`
-	Version         string         `json:"version" doc:"version to register dir as, or without dir the registered version to canary"`
-	Metrics         map[string]any `json:"metrics" nested:"*:number" doc:"offline metrics recorded with a new version"`
-	Alias           string         `json:"alias" default:"canary" doc:"the alias that names the version serving the canary's share"`
-	ProductionAlias string         `json:"production_alias" default:"production" doc:"the alias promoted when the canary passes"`
-	Steps           any            `json:"steps" required:"true" type:"any" nested:"*.percent:number,*.bake:string" doc:"traffic steps [{percent, bake}], percents increasing, the last 100; each bake is a durable timer during which the checks run"`
-	Checks          any            `json:"checks" required:"true" type:"any" nested:"*.name:string,*.query:string,*.direction:string,*.min:number,*.max:number,*.min_absolute_change:number,*.min_relative_change:number,*.count_query:string,*.min_count:number,*.min_samples:number,*.on_no_data:string" doc:"checks on live metrics [{name, query, one of min/max/min_absolute_change/min_relative_change, direction, count_query, min_count, min_samples, on_no_data}]; the query's $${version} and $${alias} select a version's series; a change threshold compares with the same query for production (the gate's rules)"`
-	Interval        string         `json:"interval" type:"duration" default:"30s" doc:"how often the checks run during a bake"`
-	PrometheusURL   string         `json:"prometheus_url" required:"true" doc:"http(s) URL of the Prometheus server the checks query (/api/v1/query)"`
-	Webhooks        []string       `json:"webhooks" doc:"URLs to POST each traffic split to ({model, production, canary, canary_percent}); they may hold ${secret.NAME} (not in the host)"`
-	WebhookAttempts int            `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
-	Reason          string         `json:"reason" doc:"why, recorded in the alias history"`
+	// The candidate, registered exactly as deploy registers it.
+	models.CandidateWith
+	Alias           string   `json:"alias" default:"canary" doc:"the alias that names the version serving the canary's share"`
+	ProductionAlias string   `json:"production_alias" default:"production" doc:"the alias promoted when the canary passes"`
+	Steps           any      `json:"steps" required:"true" type:"any" nested:"*.percent:number,*.bake:string" doc:"traffic steps [{percent, bake}], percents increasing, the last 100; each bake is a durable timer during which the checks run"`
+	Checks          any      `json:"checks" required:"true" type:"any" nested:"*.name:string,*.query:string,*.direction:string,*.min:number,*.max:number,*.min_absolute_change:number,*.min_relative_change:number,*.count_query:string,*.min_count:number,*.min_samples:number,*.on_no_data:string" doc:"checks on live metrics [{name, query, one of min/max/min_absolute_change/min_relative_change, direction, count_query, min_count, min_samples, on_no_data}]; the query's $${version} and $${alias} select a version's series; a change threshold compares with the same query for production (the gate's rules)"`
+	Interval        string   `json:"interval" type:"duration" default:"30s" doc:"how often the checks run during a bake"`
+	PrometheusURL   string   `json:"prometheus_url" required:"true" doc:"http(s) URL of the Prometheus server the checks query (/api/v1/query)"`
+	Webhooks        []string `json:"webhooks" doc:"URLs to POST each traffic split to ({model, production, canary, canary_percent}); they may hold ${secret.NAME} (not in the host)"`
+	WebhookAttempts int      `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
+	Reason          string   `json:"reason" doc:"why, recorded in the alias history"`
+	Force           bool     `json:"force" literal:"true" doc:"canary and promote even a candidate trained for an older logical date than production's (by default such a canary registers its version, sends no traffic and ends superseded, as deploy does); written literally (true), never from a ${...}; the promotion is recorded as forced"`
 }
 
 // Outputs are a canary node's outputs (also on the error of a canary that
 // rolled back, where the run's result shows them).
 type Outputs struct {
-	Decision        string        `json:"decision"`   // promoted, rolled_back, approved, rejected, refused
-	DecidedBy       string        `json:"decided_by"` // "checks", or the person who approved or rejected
-	Reason          string        `json:"reason"`
-	Model           string        `json:"model"`
-	Version         string        `json:"version"`
-	Ref             string        `json:"ref"`
-	Alias           string        `json:"alias"`
-	ProductionAlias string        `json:"production_alias"`
-	PreviousVersion string        `json:"previous_version"` // production before the canary: what a compensation moves back to
-	Moved           bool          `json:"moved"`            // production moved to version
-	Steps           []StepRecord  `json:"steps"`
-	Series          []Series      `json:"series"`
-	Breach          *BreachRecord `json:"breach"`
-	Webhooks        int           `json:"webhooks"` // calls made (one per split per webhook)
-	WebhooksFailed  int           `json:"webhooks_failed"`
-	Summary         string        `json:"summary"`
+	Decision        string `json:"decision"`   // promoted, rolled_back, approved, rejected, refused, superseded
+	DecidedBy       string `json:"decided_by"` // "checks", or the person who approved or rejected
+	Reason          string `json:"reason"`
+	Model           string `json:"model"`
+	Version         string `json:"version"`
+	Ref             string `json:"ref"`
+	Alias           string `json:"alias"`
+	ProductionAlias string `json:"production_alias"`
+	PreviousVersion string `json:"previous_version"` // production before the canary: what a compensation moves back to
+	Moved           bool   `json:"moved"`            // production moved to version
+	// Forced: the promotion moved production to a version of an older
+	// logical date by force (recorded so in the alias history).
+	Forced bool `json:"forced"`
+	// Seq is the production alias's history entry of the promotion.
+	Seq      int64  `json:"seq"`
+	Checksum string `json:"checksum"`
+	URI      string `json:"uri"` // where the artifact files are
+	// LogicalDate is the date of the data the version was trained for.
+	LogicalDate string `json:"logical_date"`
+	// SupersededBy and SupersededDate name the version of a later logical
+	// date production names, when the canary ended superseded.
+	SupersededBy   string        `json:"superseded_by"`
+	SupersededDate string        `json:"superseded_date"`
+	Steps          []StepRecord  `json:"steps"`
+	Series         []Series      `json:"series"`
+	Breach         *BreachRecord `json:"breach"`
+	Webhooks       int           `json:"webhooks"` // calls made (one per split per webhook)
+	WebhooksFailed int           `json:"webhooks_failed"`
+	Summary        string        `json:"summary"`
 }
 
 // StepRecord is one traffic step as it went.
@@ -196,14 +217,18 @@ func Type(a *Activities) nodetype.Type {
 			"without data fails the check unless on_no_data: ignore, and min_count/min_samples must be met before it can pass. " +
 			"Every check passing at the last step promotes the candidate to production (compare-and-swap: refused if production moved " +
 			"meanwhile); a breach moves the canary alias back, says 0% and fails the node (error type CanaryRolledBack), so the run's " +
-			"on_failure compensations run. `retrain approve RUN` promotes now, `retrain reject RUN --reason ...` rolls back now.",
+			"on_failure compensations run. `retrain approve RUN` promotes now, `retrain reject RUN --reason ...` rolls back now. " +
+			"Production never moves back in date: a candidate trained for an older logical date than production's is registered and " +
+			"sends no traffic, and a canary whose production is replaced by a newer version while it bakes rolls back at the next step; " +
+			"both end superseded (the node succeeds, as a superseded deploy does) unless force: true.",
 		Check: checkCanary,
 	}, Workflow, Canary, map[string]any{
-		StartActivity:    a.Start,
-		TrafficActivity:  a.Traffic,
-		EvaluateActivity: a.Evaluate,
-		DecideActivity:   a.Decide,
-		SeriesActivity:   a.Series,
+		StartActivity:      a.Start,
+		TrafficActivity:    a.Traffic,
+		EvaluateActivity:   a.Evaluate,
+		DecideActivity:     a.Decide,
+		SeriesActivity:     a.Series,
+		ProductionActivity: a.Production,
 	})
 }
 

@@ -71,6 +71,9 @@ func Canary(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 		ProductionAlias: p.ProductionAlias, PreviousVersion: p.Production, Steps: []StepRecord{}, Series: r.newSeries(),
 	}
 	r.state.Steps, r.state.Version = len(p.Spec.Steps), p.Version
+	if p.SupersededBy != "" {
+		return r.notStarted(ctx, started) // registered; no traffic sent
+	}
 
 	decision, reason := r.walk(ctx)
 	return r.finish(ctx, started, decision, reason)
@@ -133,6 +136,9 @@ func (r *run) walk(ctx workflow.Context) (string, string) {
 	for i, step := range spec.Steps {
 		if d, why, done := r.humanDecision(); done {
 			return d, why
+		}
+		if d, why := r.checkProduction(ctx, i); d != "" {
+			return d, why // production moved: no more traffic to the candidate
 		}
 		r.stepRec = &StepRecord{Percent: step.Percent, Bake: step.Bake.String(), Started: workflow.Now(ctx), Outcome: "not_baked", Checks: []CheckRecord{}}
 		r.state.Phase, r.state.Step, r.state.Percent = "baking", i+1, step.Percent

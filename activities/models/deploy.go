@@ -25,19 +25,28 @@ import (
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
+// CandidateWith is the part of a deploy's or a canary's `with` block that
+// names the candidate and what its version records. Both node types
+// embed it and register through [Models.Candidate], so a version records
+// the same whichever of them put it in production (its data_snapshots
+// keep its training data through table maintenance).
+type CandidateWith struct {
+	Model         string            `json:"model" required:"true" doc:"model name"`
+	Dir           string            `json:"dir" doc:"folder of the candidate's artifact files, local or s3:// in the object store (a train node's model_uri), registered unless the same files are already a version"`
+	Version       string            `json:"version" doc:"version name to register the files as (default: the next vN), or, without dir, the registered version to deploy"`
+	Metrics       map[string]any    `json:"metrics" nested:"*:number" doc:"map of metric name to number, recorded with a new version"`
+	DataSnapshots []string          `json:"data_snapshots" doc:"ids of the training data (checkpoint or table snapshots), recorded with a new version; table maintenance keeps the snapshots versions record"`
+	Labels        map[string]string `json:"labels" doc:"labels recorded with a new version"`
+}
+
 // DeployWith is a deploy node's `with` block.
 type DeployWith struct {
-	Model           string            `json:"model" required:"true" doc:"model name"`
-	Dir             string            `json:"dir" doc:"folder of the candidate's artifact files, local or s3:// in the object store (a train node's model_uri), registered unless the same files are already a version"`
-	Version         string            `json:"version" doc:"version name to register the files as (default: the next vN), or, without dir, the registered version to deploy"`
-	Alias           string            `json:"alias" default:"production" doc:"alias to move"` // models.DefaultAlias
-	Metrics         map[string]any    `json:"metrics" nested:"*:number" doc:"map of metric name to number, recorded with a new version"`
-	DataSnapshots   []string          `json:"data_snapshots" doc:"ids of the training data (checkpoint or table snapshots), recorded with a new version"`
-	Labels          map[string]string `json:"labels" doc:"labels recorded with a new version"`
-	Reason          string            `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that deployed)"`
-	Webhooks        []string          `json:"webhooks" doc:"URLs to POST the new alias to (JSON) after the move; they may hold ${secret.NAME} (not in the host), resolved on the worker"`
-	WebhookAttempts int               `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
-	Force           bool              `json:"force" doc:"move the alias even when it names a version trained for a later logical date (by default a backfill's older date registers its version and leaves the alias)"`
+	CandidateWith
+	Alias           string   `json:"alias" default:"production" doc:"alias to move"` // models.DefaultAlias
+	Reason          string   `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that deployed)"`
+	Webhooks        []string `json:"webhooks" doc:"URLs to POST the new alias to (JSON) after the move; they may hold ${secret.NAME} (not in the host), resolved on the worker"`
+	WebhookAttempts int      `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
+	Force           bool     `json:"force" literal:"true" doc:"move the alias even when it names a version trained for a later logical date (by default a backfill's older date registers its version and leaves the alias); written literally (true), never from a ${...}; the move is recorded as forced"`
 }
 
 // DeployOutputs are a deploy node's outputs.
@@ -51,9 +60,12 @@ type DeployOutputs struct {
 	// what a compensation moves it back to.
 	PreviousVersion string `json:"previous_version"`
 	Moved           bool   `json:"moved"`
-	Seq             int64  `json:"seq"` // the alias history entry of the move
-	Checksum        string `json:"checksum"`
-	URI             string `json:"uri"` // where the artifact files are
+	// Forced is set when force moved the alias to a version of an older
+	// logical date than the one it named (recorded so in the history).
+	Forced   bool   `json:"forced"`
+	Seq      int64  `json:"seq"` // the alias history entry of the move
+	Checksum string `json:"checksum"`
+	URI      string `json:"uri"` // where the artifact files are
 	// LogicalDate is the date of the data the version was trained for
 	// (its run's logical date), as the registry records it.
 	LogicalDate string `json:"logical_date"`
@@ -77,6 +89,9 @@ func (o DeployOutputs) summary() string {
 	}
 	if !o.Moved {
 		s = fmt.Sprintf("%s %s already at %s", o.Model, o.Alias, o.Version)
+	}
+	if o.Forced {
+		s += " (forced: " + o.Version + " is of an older date)"
 	}
 	if o.WebhooksFailed > 0 {
 		s += fmt.Sprintf("; %d of %d webhooks failed", o.WebhooksFailed, len(o.Webhooks))
@@ -150,7 +165,7 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 	}
 	log := m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "model", w.Model)
 
-	v, err := m.candidate(ctx, in, w, metrics, log)
+	v, err := m.candidate(ctx, in, w.CandidateWith, metrics, log)
 	if err != nil {
 		return DeployOutputs{}, err
 	}
@@ -168,11 +183,7 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 		return DeployOutputs{}, modelsError(err)
 	}
 	if !done {
-		promote := reg.PromoteUnlessNewer
-		if w.Force {
-			promote = reg.Promote
-		}
-		move, err = promote(ctx, w.Model, w.Alias, v.Version, by, reason)
+		move, err = reg.Move(ctx, models.MoveRequest{Model: w.Model, Alias: w.Alias, To: v.Version, Force: w.Force, By: by, Reason: reason})
 		if sup, ok := errors.AsType[*models.Superseded](err); ok {
 			return m.superseded(v, w, sup, reg, log), nil
 		}
@@ -193,7 +204,7 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 
 	out := DeployOutputs{
 		Model: w.Model, Alias: w.Alias, Version: v.Version, Ref: v.Ref(), PreviousVersion: previous,
-		Moved: moved, Seq: move.Seq, Checksum: v.Checksum, URI: reg.URI(v).String(), LogicalDate: v.LogicalDate(),
+		Moved: moved, Forced: moved && move.Forced, Seq: move.Seq, Checksum: v.Checksum, URI: reg.URI(v).String(), LogicalDate: v.LogicalDate(),
 	}
 	ev := webhookEvent{
 		Model: w.Model, Alias: w.Alias, Version: v.Version, PreviousVersion: previous, Checksum: v.Checksum,
@@ -216,11 +227,12 @@ func (m *Models) Deploy(ctx context.Context, in nodetype.Input, w DeployWith) (D
 	return out, nil
 }
 
-// Candidate is the version a deploy-like node (the canary) acts on: the
-// files of w.Dir registered as a version of w.Model (or found, if the
-// same files already are one), or the registered w.Version. Bad input
-// fails as BadInput.
-func (m *Models) Candidate(ctx context.Context, in nodetype.Input, w DeployWith) (models.Version, error) {
+// Candidate is the version a deploy or canary node acts on: the files of
+// w.Dir registered as a version of w.Model with its metrics, data
+// snapshots, labels and the run's logical time (or found, if the same
+// files already are one), or the registered w.Version. Bad input fails as
+// BadInput.
+func (m *Models) Candidate(ctx context.Context, in nodetype.Input, w CandidateWith) (models.Version, error) {
 	metrics, err := metricValues(w.Metrics)
 	if err != nil {
 		return models.Version{}, nodetype.Permanent(errtype.BadInput, "%v", err)
@@ -228,7 +240,7 @@ func (m *Models) Candidate(ctx context.Context, in nodetype.Input, w DeployWith)
 	return m.candidate(ctx, in, w, metrics, m.Logger.With("pipeline", in.Pipeline, "run", in.RunID, "node", in.Node, "model", w.Model))
 }
 
-func (m *Models) candidate(ctx context.Context, in nodetype.Input, w DeployWith, metrics map[string]float64, log *slog.Logger) (models.Version, error) {
+func (m *Models) candidate(ctx context.Context, in nodetype.Input, w CandidateWith, metrics map[string]float64, log *slog.Logger) (models.Version, error) {
 	reg, err := m.registry()
 	if err != nil {
 		return models.Version{}, err

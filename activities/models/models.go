@@ -82,6 +82,8 @@ func modelsError(err error) error {
 		return nodetype.Permanent(errtype.BadInput, "%v", err)
 	case errors.Is(err, models.ErrConcurrentMove):
 		return nodetype.Permanent(errtype.ConcurrentMove, "%v", err)
+	case errors.Is(err, models.ErrSuperseded):
+		return nodetype.Permanent(errtype.Superseded, "%v", err)
 	}
 	return err
 }

@@ -18,6 +18,7 @@ type RollbackModelWith struct {
 	To     string `json:"to" doc:"version to move back to, e.g. ${nodes.deploy.outputs.previous_version}"`
 	From   string `json:"from" doc:"version being undone, e.g. ${nodes.deploy.outputs.version}; the alias is left alone if it names another"`
 	Reason string `json:"reason" doc:"why, recorded in the alias history (default: the node and pipeline that rolled back)"`
+	Force  bool   `json:"force" literal:"true" doc:"move back even to a version trained for an older logical date than the one the alias names (undoing this run's own move needs no force); written literally (true), never from a ${...}; the move is recorded as forced"`
 }
 
 // RollbackModelOutputs are a rollback_model node's outputs.
@@ -27,6 +28,7 @@ type RollbackModelOutputs struct {
 	From    string `json:"from"` // what the alias named before; to when nothing moved
 	To      string `json:"to"`
 	Changed bool   `json:"changed"`
+	Forced  bool   `json:"forced"` // moved to an older date by force
 	Seq     int64  `json:"seq"`
 	// Webhooks are the model's webhooks (`retrain model webhooks`) told
 	// of the move; a failed one does not undo it.
@@ -83,12 +85,12 @@ func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input, w Rollbac
 	if reason == "" {
 		reason = fmt.Sprintf("rollback by node %s of pipeline %s", in.Node, in.Pipeline)
 	}
-	var mv models.Move
-	if hasTo {
-		mv, err = reg.Revert(ctx, w.Model, w.Alias, w.From, w.To, actor(in), reason)
-	} else {
-		mv, err = reg.Rollback(ctx, w.Model, w.Alias, actor(in), reason)
-	}
+	// With from, only while the alias still names it: a later move by
+	// someone else is not undone. Without to, the latest move is undone.
+	mv, err := reg.Move(ctx, models.MoveRequest{
+		Model: w.Model, Alias: w.Alias, Kind: models.KindRollback, To: w.To, IfFrom: hasFrom && w.From != "", From: w.From,
+		Force: w.Force, By: actor(in), Reason: reason,
+	})
 	if err != nil {
 		return RollbackModelOutputs{}, modelsError(err)
 	}
@@ -98,7 +100,7 @@ func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input, w Rollbac
 	if !mv.Changed {
 		from = mv.To // nothing moved: the alias already named the target
 	}
-	out := RollbackModelOutputs{Model: w.Model, Alias: w.Alias, From: from, To: mv.To, Changed: mv.Changed, Seq: mv.Seq}
+	out := RollbackModelOutputs{Model: w.Model, Alias: w.Alias, From: from, To: mv.To, Changed: mv.Changed, Forced: mv.Changed && mv.Forced, Seq: mv.Seq}
 	out.Webhooks = m.NotifyMove(ctx, in, mv, nil)
 	if out.Webhooks == nil {
 		out.Webhooks = []WebhookResult{}
@@ -109,6 +111,9 @@ func (m *Models) RollbackModel(ctx context.Context, in nodetype.Input, w Rollbac
 		}
 	}
 	out.Summary = fmt.Sprintf("%s %s: %s → %s (rolled back)", w.Model, w.Alias, cmpOr(from, "none"), mv.To)
+	if out.Forced {
+		out.Summary = fmt.Sprintf("%s %s: %s → %s (rolled back by force to an older date)", w.Model, w.Alias, from, mv.To)
+	}
 	if !mv.Changed {
 		out.Summary = fmt.Sprintf("%s %s already at %s", w.Model, w.Alias, mv.To)
 	}

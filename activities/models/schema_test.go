@@ -20,15 +20,15 @@ func TestSchema(t *testing.T) {
 		required        []string
 	}{
 		DeployName: {
-			fields: []string{"model", "dir", "version", "alias", "metrics", "data_snapshots", "labels", "reason", "webhooks", "webhook_attempts", "force"},
-			outputs: []string{"model", "alias", "version", "ref", "previous_version", "moved", "seq", "checksum", "uri",
+			fields: []string{"model", "dir", "version", "metrics", "data_snapshots", "labels", "alias", "reason", "webhooks", "webhook_attempts", "force"},
+			outputs: []string{"model", "alias", "version", "ref", "previous_version", "moved", "forced", "seq", "checksum", "uri",
 				"logical_date", "superseded_by", "superseded_date", "webhooks_ok", "webhooks_failed", "webhooks", "summary"},
 			defaults: map[string]string{"alias": models.DefaultAlias, "webhook_attempts": "3"},
 			required: []string{"model"},
 		},
 		RollbackModelName: {
-			fields:   []string{"model", "alias", "to", "from", "reason"},
-			outputs:  []string{"model", "alias", "from", "to", "changed", "seq", "webhooks", "webhooks_failed", "summary"},
+			fields:   []string{"model", "alias", "to", "from", "reason", "force"},
+			outputs:  []string{"model", "alias", "from", "to", "changed", "forced", "seq", "webhooks", "webhooks_failed", "summary"},
 			defaults: map[string]string{"alias": models.DefaultAlias},
 			required: []string{"model"},
 		},

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/retrain-ml/retrain/activities/internal/nodetest"
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/models"
 )
 
@@ -85,7 +87,29 @@ func TestBackfillNeverMovesProductionBackwards(t *testing.T) {
 	// force: the node says to deploy the older date all the same.
 	old.With["force"] = true
 	old.RunID = "run-forced"
-	if o, err := runDeploy(ctx, m, old); err != nil || !o.Moved || o.SupersededBy != "" || o.PreviousVersion != cur.Version {
-		t.Fatalf("forced: %+v, %v", o, err)
+	forced, err := runDeploy(ctx, m, old)
+	if err != nil || !forced.Moved || !forced.Forced || forced.SupersededBy != "" || forced.PreviousVersion != cur.Version {
+		t.Fatalf("forced: %+v, %v", forced, err)
+	}
+	if h, _ := reg.History(ctx, "ctr", models.DefaultAlias); !h[len(h)-1].Forced || h[len(h)-1].Actor.Run != "run-forced" {
+		t.Errorf("forced deploy recorded %+v", h[len(h)-1])
+	}
+
+	// Compensations: the forced deploy moved production to the older
+	// date; its run undoing that move (to a newer date) needs nothing.
+	rb, err = runRollback(ctx, m, deployInput("run-forced", "undo", map[string]any{"model": "ctr", "from": forced.Version, "to": forced.PreviousVersion}))
+	if err != nil || !rb.Changed || rb.Forced {
+		t.Fatalf("own undo: %+v, %v", rb, err)
+	}
+	// Now production is the newest again: a run's compensation moving it to
+	// the older version (which that run did not replace) is refused.
+	_, err = runRollback(ctx, m, deployInput("run-other", "undo", map[string]any{"model": "ctr", "to": forced.Version}))
+	if nodetest.ErrType(err) != errtype.Superseded {
+		t.Fatalf("a compensation to an older date without force: %v, want a Superseded error", err)
+	}
+	// With force: true it moves, recorded as forced.
+	rb, err = runRollback(ctx, m, deployInput("run-other", "undo", map[string]any{"model": "ctr", "to": forced.Version, "force": true}))
+	if err != nil || !rb.Changed || !rb.Forced {
+		t.Fatalf("forced compensation: %+v, %v", rb, err)
 	}
 }

@@ -62,6 +62,7 @@ S3 server under --data-dir.`,
 	var sf servingFlags
 	sf.add(cmd)
 	var alias, reason string
+	var force bool
 	aliasFlags := func(c *cobra.Command) {
 		c.Flags().StringVar(&alias, "alias", models.DefaultAlias, "alias")
 		c.Flags().StringVar(&reason, "reason", "", "why, recorded in the alias history")
@@ -223,7 +224,7 @@ S3 server under --data-dir.`,
 			w := tabwriter.NewWriter(app.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "SEQ\tTIME\tKIND\tFROM\tTO\tBY\tRUN\tSERVING\tREASON")
 			for _, m := range moves {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Seq, m.Time.Local().Format(time.DateTime), m.Kind,
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Seq, m.Time.Local().Format(time.DateTime), kindOf(m),
 					cmp.Or(m.From, "-"), m.To, m.Actor.Name, cmp.Or(m.Actor.Run, "-"), servingColumn(m), m.Reason)
 			}
 			if err := w.Flush(); err != nil {
@@ -244,7 +245,8 @@ S3 server under --data-dir.`,
 			if err != nil {
 				return err
 			}
-			m, err := reg.Promote(cmd.Context(), args[0], alias, args[1], cliActor(), reason)
+			m, err := moveAlias(cmd.Context(), reg, models.MoveRequest{Model: args[0], Alias: alias, To: args[1],
+				Force: force, By: cliActor(), Reason: reason})
 			if err != nil {
 				return err
 			}
@@ -252,6 +254,7 @@ S3 server under --data-dir.`,
 		},
 	}
 	aliasFlags(promote)
+	forceFlag(promote, &force)
 
 	rollback := &cobra.Command{
 		Use:   "rollback NAME",
@@ -262,7 +265,8 @@ S3 server under --data-dir.`,
 			if err != nil {
 				return err
 			}
-			m, err := reg.Rollback(cmd.Context(), args[0], alias, cliActor(), reason)
+			m, err := moveAlias(cmd.Context(), reg, models.MoveRequest{Model: args[0], Alias: alias, Kind: models.KindRollback,
+				Force: force, By: cliActor(), Reason: reason})
 			if err != nil {
 				return err
 			}
@@ -270,6 +274,7 @@ S3 server under --data-dir.`,
 		},
 	}
 	aliasFlags(rollback)
+	forceFlag(rollback, &force)
 
 	cmd.AddCommand(register, list, show, history, promote, rollback)
 	cmd.AddCommand(newWebhooksCommand(app, registry, &asJSON), newNotifyCommand(app, registry, &sf, &asJSON))
@@ -332,7 +337,7 @@ func printMove(app *App, m models.Move, asJSON bool) error {
 		fmt.Fprintf(app.Out, "%s of %s already names %s (move #%d)\n", m.Alias, m.Model, m.To, m.Seq)
 		return nil
 	}
-	fmt.Fprintf(app.Out, "%s of %s: %s -> %s (%s, move #%d)\n", m.Alias, m.Model, cmp.Or(m.From, "(none)"), m.To, m.Kind, m.Seq)
+	fmt.Fprintf(app.Out, "%s of %s: %s -> %s (%s, move #%d)\n", m.Alias, m.Model, cmp.Or(m.From, "(none)"), m.To, kindOf(m), m.Seq)
 	return nil
 }
 

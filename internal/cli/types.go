@@ -89,15 +89,20 @@ func writeTypesMarkdown(w io.Writer, types []dags.NodeType) error {
 	return nil
 }
 
-// fieldNote is "required", "default X" or "".
+// fieldNote is "required", "default X" or "", with "literal" for a
+// field no ${...} may set.
 func fieldNote(f dags.Field) string {
+	var s string
 	switch {
 	case f.Required:
-		return "required"
+		s = "required"
 	case f.Default != "":
-		return "default " + f.Default
+		s = "default " + f.Default
 	}
-	return ""
+	if f.Literal {
+		s = strings.TrimPrefix(s+", literal", ", ")
+	}
+	return s
 }
 
 func outputsText(t dags.NodeType) string {

@@ -25,11 +25,15 @@ type Move struct {
 	Alias  string    `json:"alias"`
 	From   string    `json:"from,omitempty"` // empty for the first move
 	To     string    `json:"to"`
-	Kind   string    `json:"kind"` // "promote" or "rollback"
+	Kind   string    `json:"kind"` // KindPromote or KindRollback
 	Actor  Actor     `json:"actor"`
 	Reason string    `json:"reason,omitempty"`
 	Time   time.Time `json:"time"`
-	// Changed is false when Promote found the alias already at the
+	// Forced is set on a move to a version trained for an older logical
+	// date than the one the alias named, made by force (a spec's literal
+	// `force: true`, the CLI's --force); Actor and Reason say who and why.
+	Forced bool `json:"forced,omitempty"`
+	// Changed is false when the move found the alias already at the
 	// version; the Move is then the one that had put it there.
 	Changed bool `json:"-"`
 	// Notifications are the rounds of webhooks told about the move,
@@ -54,7 +58,7 @@ type aliasState struct {
 }
 
 const (
-	// maxMoveAttempts bounds how often a Promote retries after losing the
+	// maxMoveAttempts bounds how often a move retries after losing the
 	// race for a sequence number to a concurrent move.
 	maxMoveAttempts = 64
 	// maxSettleRounds bounds the pending moves a read applies; there is at
@@ -62,115 +66,17 @@ const (
 	maxSettleRounds = 16
 )
 
-// Promote points alias of model name at version, which must be complete.
-// Promoting to the version the alias already names succeeds without a new
-// history entry (Move.Changed is false). Concurrent Promotes are applied one
-// after the other, each exactly once.
-func (r *Registry) Promote(ctx context.Context, name, alias, version string, by Actor, reason string) (Move, error) {
-	if err := validateAlias(name, alias); err != nil {
-		return Move{}, err
-	}
-	if _, err := r.Get(ctx, name, version); err != nil {
-		return Move{}, fmt.Errorf("models: promote %s@%s to %s: %w", name, version, alias, err)
-	}
-	return r.move(ctx, name, alias, "promote", by, reason, true, func(aliasState) (string, error) {
-		return version, nil
-	})
-}
-
-// Rollback points alias back at the version it named before its latest
-// move, as a new move: rolling back twice returns to where it started. If
-// the alias moves while Rollback decides, Rollback fails with
-// [ErrConcurrentMove] rather than roll back a move it has not seen.
-func (r *Registry) Rollback(ctx context.Context, name, alias string, by Actor, reason string) (Move, error) {
-	if err := validateAlias(name, alias); err != nil {
-		return Move{}, err
-	}
-	return r.move(ctx, name, alias, "rollback", by, reason, false, func(cur aliasState) (string, error) {
-		if cur.etag == "" {
-			return "", fmt.Errorf("%w: alias %s of %s is not set", ErrNotFound, alias, name)
-		}
-		last, err := r.readMove(ctx, name, alias, cur.Seq)
-		if err != nil {
-			return "", err
-		}
-		if last.From == "" {
-			return "", fmt.Errorf("%w: %s of %s has only ever pointed at %s", ErrNoPrevious, alias, name, last.To)
-		}
-		return last.From, nil
-	})
-}
-
-// Revert undoes one particular move: it points alias back at version to,
-// as a "rollback" move, provided the alias still names from, the version
-// that move set. This is what compensates a deploy: unlike [Rollback],
-// which undoes whatever move came last, Revert never undoes a later move
-// by someone else. If the alias already names to, Revert succeeds without
-// a new history entry (so a retried Revert is harmless); if it names
-// another version, it fails with [ErrConcurrentMove] and changes nothing.
-// An empty from reverts whatever the alias names.
-func (r *Registry) Revert(ctx context.Context, name, alias, from, to string, by Actor, reason string) (Move, error) {
-	if err := validateAlias(name, alias); err != nil {
-		return Move{}, err
-	}
-	if _, err := r.Get(ctx, name, to); err != nil {
-		return Move{}, fmt.Errorf("models: revert %s of %s to %s: %w", alias, name, to, err)
-	}
-	// Losing the race for the next history entry is retried: the
-	// condition is checked again against the alias as the winner left it.
-	return r.move(ctx, name, alias, "rollback", by, reason, true, func(cur aliasState) (string, error) {
-		if cur.etag == "" {
-			return "", fmt.Errorf("%w: alias %s of %s is not set", ErrNotFound, alias, name)
-		}
-		if cur.Version != to && from != "" && cur.Version != from {
-			return "", fmt.Errorf("%w: %s of %s names %s (move #%d), not %s: a later move is not undone",
-				ErrConcurrentMove, alias, name, cur.Version, cur.Seq, from)
-		}
-		return to, nil
-	})
-}
-
-// PromoteIf points alias at version by compare-and-swap on what it
-// names: only while it still names from ("" for an alias never set), so
-// a promotion decided against one production version never overwrites
-// another that someone deployed meanwhile. If the alias already names
-// version, PromoteIf succeeds without a new history entry (a retry is
-// harmless); if it names anything else, it fails with [ErrConcurrentMove]
-// and changes nothing.
-func (r *Registry) PromoteIf(ctx context.Context, name, alias, from, version string, by Actor, reason string) (Move, error) {
-	if err := validateAlias(name, alias); err != nil {
-		return Move{}, err
-	}
-	if _, err := r.Get(ctx, name, version); err != nil {
-		return Move{}, fmt.Errorf("models: promote %s@%s to %s: %w", name, version, alias, err)
-	}
-	return r.move(ctx, name, alias, "promote", by, reason, true, func(cur aliasState) (string, error) {
-		if cur.Version != version && cur.Version != from {
-			return "", fmt.Errorf("%w: %s of %s names %s (move #%d), not %s as when the promotion was decided",
-				ErrConcurrentMove, alias, name, cmpOrNone(cur.Version), cur.Seq, cmpOrNone(from))
-		}
-		return version, nil
-	})
-}
-
-func cmpOrNone(v string) string {
-	if v == "" {
-		return "no version"
-	}
-	return v
-}
-
-// move records and applies one move of alias to the version decide picks
-// from the alias's current state.
-func (r *Registry) move(ctx context.Context, name, alias, kind string, by Actor, reason string, retry bool,
-	decide func(aliasState) (string, error)) (Move, error) {
+// move records and applies one move of an alias, to the version decide
+// picks for req from the alias's current state.
+func (r *Registry) move(ctx context.Context, req MoveRequest, retry bool) (Move, error) {
+	name, alias, kind, by, reason := req.Model, req.Alias, req.Kind, req.By, req.Reason
 	log := r.log.With("model", name, "alias", alias)
 	for attempt := range maxMoveAttempts {
 		cur, err := r.settle(ctx, name, alias)
 		if err != nil {
 			return Move{}, err
 		}
-		to, err := decide(cur)
+		to, forced, err := r.decide(ctx, req, cur)
 		if err != nil {
 			return Move{}, err
 		}
@@ -184,7 +90,7 @@ func (r *Registry) move(ctx context.Context, name, alias, kind string, by Actor,
 		}
 		m := Move{
 			Seq: cur.Seq + 1, Model: name, Alias: alias, From: cur.Version, To: to,
-			Kind: kind, Actor: by, Reason: reason, Time: r.now().UTC(),
+			Kind: kind, Actor: by, Reason: reason, Time: r.now().UTC(), Forced: forced,
 		}
 		body, err := json.MarshalIndent(m, "", "  ")
 		if err != nil {
@@ -215,7 +121,7 @@ func (r *Registry) move(ctx context.Context, name, alias, kind string, by Actor,
 		}
 		m.Changed = true
 		log.InfoContext(ctx, "models: alias moved", "seq", m.Seq, "from", m.From, "to", m.To, "kind", kind,
-			"actor", by.Name, "run", by.Run, "reason", reason)
+			"actor", by.Name, "run", by.Run, "reason", reason, "forced", forced)
 		return m, nil
 	}
 	return Move{}, fmt.Errorf("models: move %s of %s: still contended after %d attempts", alias, name, maxMoveAttempts)

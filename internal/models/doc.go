@@ -30,10 +30,14 @@
 //
 // # Aliases
 //
-// An alias such as "production" is moved by [Registry.Promote] and
-// [Registry.Rollback]. Every move is first recorded as history entry N+1,
-// created with If-None-Match, where N is the sequence number of the move
-// the alias currently reflects; then the alias object is replaced by
+// An alias such as "production" is moved by [Registry.Move], the one
+// code path for every move (deploy, canary, compensations, the CLI's
+// promote and rollback), which applies one rule: an alias never moves to
+// a version trained for an older logical time than the one it names,
+// unless the move is forced (the history then records it as forced) or a
+// run undoes its own move. Every move is first recorded as history entry
+// N+1, created with If-None-Match, where N is the sequence number of the
+// move the alias currently reflects; then the alias object is replaced by
 // compare-and-swap on its ETag. Claiming the sequence number serializes
 // moves: of concurrent movers exactly one records entry N+1, the others
 // retry after it. An entry whose mover crashed before the swap is applied

@@ -264,7 +264,7 @@ func TestPromoteRollbackHistory(t *testing.T) {
 	ctx := t.Context()
 	register(t, reg, "fraud", 2)
 
-	if _, err := reg.Rollback(ctx, "fraud", "production", bot, "nothing to roll back"); !errors.Is(err, models.ErrNotFound) {
+	if _, err := reg.Move(ctx, models.MoveRequest{Model: "fraud", Alias: "production", Kind: models.KindRollback, By: bot, Reason: "nothing to roll back"}); !errors.Is(err, models.ErrNotFound) {
 		t.Errorf("Rollback of an unset alias = %v, want ErrNotFound", err)
 	}
 	before := time.Now()
@@ -272,7 +272,7 @@ func TestPromoteRollbackHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := reg.Rollback(ctx, "fraud", "production", bot, "nothing before v1"); !errors.Is(err, models.ErrNoPrevious) {
+	if _, err := reg.Move(ctx, models.MoveRequest{Model: "fraud", Alias: "production", Kind: models.KindRollback, By: bot, Reason: "nothing before v1"}); !errors.Is(err, models.ErrNoPrevious) {
 		t.Errorf("Rollback after one move = %v, want ErrNoPrevious", err)
 	}
 	m2, err := reg.Promote(ctx, "fraud", "production", "v2", bot, "better auc")
@@ -284,7 +284,7 @@ func TestPromoteRollbackHistory(t *testing.T) {
 	if err != nil || noop.Changed || noop.Seq != m2.Seq {
 		t.Errorf("repeated Promote = %+v, %v; want the unchanged move #%d", noop, err, m2.Seq)
 	}
-	m3, err := reg.Rollback(ctx, "fraud", "production", models.Actor{Name: "oncall"}, "latency regression")
+	m3, err := reg.Move(ctx, models.MoveRequest{Model: "fraud", Alias: "production", Kind: models.KindRollback, By: models.Actor{Name: "oncall"}, Reason: "latency regression"})
 	if err != nil {
 		t.Fatal(err)
 	}

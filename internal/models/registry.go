@@ -16,12 +16,13 @@ var (
 	// ErrVersionExists: the version exists (or is being registered) with
 	// different artifacts.
 	ErrVersionExists = errors.New("models: version exists with different artifacts")
-	// ErrConcurrentMove: the alias moved while a rollback was deciding its
-	// target; look at the history and try again.
+	// ErrConcurrentMove: the alias moved while a move was being decided
+	// (a compare-and-swap found another version, or an undo of the latest
+	// move lost a race); look at the history and try again.
 	ErrConcurrentMove = errors.New("models: alias moved concurrently")
 	// ErrSuperseded: the alias names a version trained for a later logical
-	// time than the one PromoteUnlessNewer was asked to promote (see
-	// [Superseded]).
+	// time than the one a move would point it at (see [Superseded] and
+	// [Registry.Move]).
 	ErrSuperseded = errors.New("models: superseded by a newer version")
 	// ErrNoPrevious: the alias has no earlier version to roll back to.
 	ErrNoPrevious = errors.New("models: no previous version")

@@ -51,8 +51,8 @@ type Meta struct {
 	// trained for: its run's ${run.logical_time}. A backfill deploys the
 	// versions of several dates in whatever order they finish; this is
 	// what keeps an older date from replacing a newer one
-	// ([Registry.PromoteUnlessNewer]). Empty for versions registered
-	// without one.
+	// ([Registry.Move]). Empty for versions registered without one: such
+	// versions are not ordered.
 	LogicalTime string `json:"logical_time,omitempty"`
 }
 

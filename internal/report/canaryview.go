@@ -104,9 +104,17 @@ func canaryDeploy(n runs.NodeState) (deployView, bool) {
 		return deployView{}, false
 	}
 	if o.Moved {
-		return deployView{Deployed: true, Text: "Deployed " + o.Model + " " + o.Version + " by canary",
+		d := deployView{Deployed: true, Text: "Deployed " + o.Model + " " + o.Version + " by canary",
 			Detail:  fmt.Sprintf("%s: %s → %s after %d steps (%s)", o.ProductionAlias, o.PreviousVersion, o.Version, len(o.Steps), strings.ReplaceAll(o.Decision, "_", " ")),
-			Command: "retrain model show " + o.Ref}, true
+			URI:     o.URI,
+			Command: "retrain model show " + o.Ref}
+		if o.Forced {
+			d.Detail += "; forced to an older date"
+		}
+		return d, true
+	}
+	if o.Decision == canarynode.Superseded {
+		return deployView{Text: "Not deployed: superseded", Detail: o.Summary, Command: "retrain model show " + o.Ref}, true
 	}
 	return deployView{Text: "Canary " + strings.ReplaceAll(o.Decision, "_", " "),
 		Detail: fmt.Sprintf("%s stays at %s: %s", o.ProductionAlias, o.PreviousVersion, o.Reason)}, true
