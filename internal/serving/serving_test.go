@@ -132,7 +132,7 @@ func TestAfterMove(t *testing.T) {
 
 	// A sender that knows no secrets says so and sends nothing there.
 	n.Secrets = nil
-	mv, err = reg.Rollback(ctx, "ctr", "production", by, "")
+	mv, err = reg.Move(ctx, models.MoveRequest{Model: "ctr", Alias: "production", Kind: models.KindRollback, By: by, Force: true, Reason: "back"})
 	if err != nil {
 		t.Fatal(err)
 	}
