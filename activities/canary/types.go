@@ -235,6 +235,8 @@ func Type(a *Activities) nodetype.Type {
 			"meanwhile); a breach moves the canary alias back, says 0% and fails the node (error type CanaryRolledBack), so the run's " +
 			"on_failure compensations run. `retrain approve RUN` promotes now, `retrain reject RUN --reason ...` rolls back now.",
 		Check: checkCanary,
+		// A terminated run cancels its canary, which rolls back.
+		CancelOnClose: true,
 	}, Workflow, Canary, map[string]any{
 		StartActivity:    a.Start,
 		TrafficActivity:  a.Traffic,
