@@ -229,8 +229,11 @@ func Type(a *Activities) nodetype.Type {
 		Doc: "Deploy a candidate on live traffic: move a canary alias to it (compare-and-swap), tell the serving system each " +
 			"traffic step by webhook ({model, production, canary, canary_percent}), and during each step's bake (a durable timer) " +
 			"evaluate checks every interval against Prometheus: a PromQL query per check, its $${version} the canary's or production's, " +
-			"with one threshold (max/min, or min_relative_change/min_absolute_change against production: the gate's rules); a query " +
-			"without data fails the check unless on_no_data: ignore, and min_count/min_samples must be met before it can pass. " +
+			"with one threshold (max/min, or min_relative_change/min_absolute_change against production: the gate's rules). " +
+			"failure_limit (default 2) consecutive breached evaluations roll back; no data is a breach unless on_no_data: ignore, " +
+			"except in a step's warmup and first min_samples evaluations, where it is inconclusive; a step without min_samples passing " +
+			"evaluations pauses for retrain approve/reject and rolls back after inconclusive_timeout. The canary keeps a deadline inside " +
+			"the node's timeout and rolls back (0% to serving) when cancelled, out of time or when its run is terminated. " +
 			"Every check passing at the last step promotes the candidate to production (compare-and-swap: refused if production moved " +
 			"meanwhile); a breach moves the canary alias back, says 0% and fails the node (error type CanaryRolledBack), so the run's " +
 			"on_failure compensations run. `retrain approve RUN` promotes now, `retrain reject RUN --reason ...` rolls back now.",
