@@ -1,6 +1,7 @@
 package canary
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,41 @@ func TestPrometheusHeaderResolved(t *testing.T) {
 	}
 	if _, _, err := a.prometheusHeader(t.Context(), nodetype.Input{Node: "canary", With: with, Secrets: []dags.SecretRef{}}); err == nil || !strings.Contains(err.Error(), "no ${secret.NAME} written in the spec") {
 		t.Errorf("a token from a param: %v", err)
+	}
+}
+
+// TestCanaryCancelledOnClose: a canary node's plan asks that a closing
+// run cancel it (so it rolls back) rather than terminate it, and the
+// recorded plan keeps that.
+func TestCanaryCancelledOnClose(t *testing.T) {
+	spec := `name: c
+nodes:
+  - id: canary
+    type: canary
+    with:
+      model: ctr
+      version: v2
+      prometheus_url: http://prometheus:9090
+      steps: [{percent: 10, bake: 1m}, {percent: 100}]
+      checks: [{name: e, query: q, max: 1}]
+`
+	s, err := dags.Parse("c.yaml", []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := dags.Compile(s, nodetest.Registry(t, Type(&Activities{})), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back dags.Plan
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Nodes[0].CancelOnClose || !back.Nodes[0].CancelOnClose {
+		t.Fatalf("cancel_on_close %v, after a round trip %v", p.Nodes[0].CancelOnClose, back.Nodes[0].CancelOnClose)
 	}
 }
