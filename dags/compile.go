@@ -261,17 +261,18 @@ func normalizeJSON(v any) (any, error) {
 func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 	t, _ := reg.Lookup(n.Type)
 	pn := PlanNode{
-		ID:          n.ID,
-		Type:        n.Type,
-		Kind:        t.Kind,
-		Target:      t.Target,
-		When:        n.When,
-		Retry:       s.retryPolicy(n),
-		Timeout:     firstDuration(n.Timeout, s.Defaults.Timeout, DefaultTimeout),
-		Heartbeat:   firstDuration(n.Heartbeat, s.Defaults.Heartbeat, DefaultHeartbeat),
-		Queue:       t.Queue,
-		Compensates: n.Compensates,
-		Fields:      t.FieldTypes(),
+		ID:            n.ID,
+		Type:          n.Type,
+		Kind:          t.Kind,
+		Target:        t.Target,
+		When:          n.When,
+		Retry:         s.retryPolicy(n),
+		Timeout:       firstDuration(n.Timeout, s.Defaults.Timeout, DefaultTimeout),
+		Heartbeat:     firstDuration(n.Heartbeat, s.Defaults.Heartbeat, DefaultHeartbeat),
+		Queue:         t.Queue,
+		Compensates:   n.Compensates,
+		Fields:        t.FieldTypes(),
+		CancelOnClose: t.CancelOnClose,
 	}
 	if len(n.Needs) > 0 {
 		pn.Needs = append([]string{}, n.Needs...)

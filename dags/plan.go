@@ -47,6 +47,10 @@ type PlanNode struct {
 	// Hosts says how the node spreads over hosts (NodeType.Hosts); nil
 	// for types that do not, and in plans recorded before it existed.
 	Hosts *Hosts `json:"hosts,omitempty"`
+	// CancelOnClose is the node type's (NodeType.CancelOnClose); false in
+	// plans recorded before it existed, whose children were terminated
+	// with their run.
+	CancelOnClose bool `json:"cancel_on_close,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

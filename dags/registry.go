@@ -41,6 +41,11 @@ type NodeType struct {
 	// workflow Hosts.Workflow (one group of work per host, started and
 	// stopped together) instead of as Kind says.
 	Hosts *Hosts
+	// CancelOnClose: a node of this (workflow) type is cancelled, not
+	// terminated, when its run closes while it runs (the run terminated
+	// or timed out), so it can undo what it holds: a canary sets traffic
+	// back to production.
+	CancelOnClose bool
 }
 
 // Hosts is how a node type spreads over hosts (NodeType.Hosts).

@@ -1,6 +1,7 @@
 package dags
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -82,7 +83,13 @@ func (v *validator) with(n *Node, onFailure bool) {
 			with = map[string]any{}
 		}
 		if err := t.Check(with); err != nil {
-			v.at(blockPos, "%s: %v", w, err)
+			for _, e := range checkErrors(err) {
+				pos := blockPos
+				if fe, ok := errors.AsType[*FieldError](e); ok && n.WithKeyPos[fe.Field] != (Pos{}) {
+					pos = n.WithKeyPos[fe.Field]
+				}
+				v.at(pos, "%s: %v", w, e)
+			}
 		}
 	}
 }
@@ -147,4 +154,39 @@ func checkField(ft FieldType, v any) string {
 		}
 	}
 	return ""
+}
+
+// FieldError is an error in one `with` field that a node type's Check
+// found: validation reports it at that field's line rather than the
+// block's.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// AtField marks err as an error in the `with` field named field (nil
+// stays nil).
+func AtField(field string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &FieldError{Field: field, Err: err}
+}
+
+// checkErrors are the errors a Check returned, errors.Join's one by one.
+func checkErrors(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		if e != nil {
+			out = append(out, checkErrors(e)...)
+		}
+	}
+	return out
 }

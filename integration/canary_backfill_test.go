@@ -18,7 +18,7 @@ func olderCanarySpec(force string) string {
 	return s
 }
 
-func (e *canaryEnv) startSpec(t *testing.T, spec, logicalDate string) string {
+func (e *canaryEnv) startDated(t *testing.T, spec, logicalDate string) string {
 	t.Helper()
 	run, err := runs.Start(t.Context(), tclient, runs.Request{Spec: []byte(spec), SpecFile: "canary-it.yaml",
 		Params: e.params("3s"), TaskQueue: e.queue, LogicalDate: logicalDate})
@@ -59,7 +59,7 @@ func TestCanaryBackfillOlderDate(t *testing.T) {
 		if _, err := e.reg.Promote(t.Context(), "ctr", "production", "v3", tester, "nightly of 2026-11-28"); err != nil {
 			t.Fatal(err)
 		}
-		id := e.startSpec(t, olderCanarySpec(""), "2026-11-26")
+		id := e.startDated(t, olderCanarySpec(""), "2026-11-26")
 		res := wait(t, id)
 		wantStatus(t, res, runs.StatusSucceeded)
 		decision, steps, out := canaryOutputs(t, res)
@@ -82,7 +82,7 @@ func TestCanaryBackfillOlderDate(t *testing.T) {
 		if _, err := e.reg.Promote(t.Context(), "ctr", "production", "v3", tester, "nightly of 2026-11-28"); err != nil {
 			t.Fatal(err)
 		}
-		id := e.startSpec(t, olderCanarySpec("      force: true\n"), "2026-11-26")
+		id := e.startDated(t, olderCanarySpec("      force: true\n"), "2026-11-26")
 		res := wait(t, id)
 		wantStatus(t, res, runs.StatusSucceeded)
 		decision, _, out := canaryOutputs(t, res)
@@ -125,7 +125,7 @@ func TestCanaryKeepsTrainingSnapshot(t *testing.T) {
 	startStoreWorker(t, e.queue, e.srv)
 	spec := strings.Replace(canarySpec, "      version: v2\n", "      version: v2\n      dir: "+modelDir(t, "weights of v2")+
 		"\n      data_snapshots: [\"ml.training@"+strconv.FormatInt(trained, 10)+"\"]\n", 1)
-	id := e.startSpec(t, spec, "")
+	id := e.startDated(t, spec, "")
 	res := wait(t, id)
 	wantStatus(t, res, runs.StatusSucceeded)
 	if decision, _, out := canaryOutputs(t, res); decision != "promoted" || out["moved"] != true {

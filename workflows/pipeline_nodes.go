@@ -3,6 +3,8 @@ package workflows
 import (
 	"fmt"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -109,6 +111,12 @@ func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node d
 			// User metadata: the UI names the child by its node, not its type.
 			StaticSummary: id,
 			StaticDetails: fmt.Sprintf("node %s (%s) of run %s", id, node.Type, runID),
+		}
+		if node.CancelOnClose {
+			// Terminating the run (or its timing out) cancels the child
+			// rather than killing it, so it can undo what it holds (a
+			// canary's traffic). Plans recorded before have no flag.
+			opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL
 		}
 		if workflow.GetVersion(ctx, childRetryChange, workflow.DefaultVersion, 1) >= 1 {
 			// The child's own retryable failures are retried (childretry.go).

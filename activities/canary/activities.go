@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/retrain-ml/retrain/activities/models"
+	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/canary"
 	regmodels "github.com/retrain-ml/retrain/internal/models"
@@ -95,7 +96,11 @@ const maxRangePoints = 200
 func (a *Activities) Series(ctx context.Context, s StepInput) ([]RangeSeries, error) {
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
-	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP}
+	header, secrets, err := a.prometheusHeader(ctx, s.In)
+	if err != nil {
+		return nil, err
+	}
+	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header}
 	end := time.Now()
 	from := s.From
 	if from.IsZero() || !from.Before(end) {
@@ -110,7 +115,7 @@ func (a *Activities) Series(ctx context.Context, s StepInput) ([]RangeSeries, er
 			out[i].Production, err = p.QueryRange(ctx, canary.QueryFor(c.Query, s.Plan.Production, s.Plan.ProductionAlias), from, end, step)
 		}
 		if err != nil {
-			out[i] = RangeSeries{Error: err.Error()}
+			out[i] = RangeSeries{Error: progenv.MaskString(err.Error(), secrets)}
 		}
 	}
 	return out, nil
@@ -155,7 +160,9 @@ func decode(in nodetype.Input) (With, canary.Spec, error) {
 	if err := checkCanary(in.With); err != nil {
 		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
-	spec, err := canary.ParseSpec(in.With["steps"], in.With["checks"], w.Interval, w.PrometheusURL)
+	spec, err := canary.ParseSpec(in.With["steps"], in.With["checks"], canary.Settings{
+		Interval: w.Interval, PrometheusURL: w.PrometheusURL, Warmup: w.Warmup, FailureLimit: w.FailureLimit, InconclusiveTimeout: w.InconclusiveTimeout,
+	})
 	if err != nil {
 		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
@@ -174,9 +181,10 @@ func decode(in nodetype.Input) (With, canary.Spec, error) {
 		for _, s := range spec.Steps {
 			total += s.Bake
 		}
-		if total+time.Minute > o.Timeout {
+		if reserve := DecisionReserve(o.Timeout); total+reserve+startReserve > o.Timeout {
 			return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput,
-				"the steps bake for %s in all, which with a minute to decide does not fit the node's timeout %s: give the canary node a longer timeout", total, o.Timeout)
+				"the steps bake for %s in all, which with %s to start and %s to decide does not fit the node's timeout %s: give the canary node a longer timeout",
+				total, startReserve, reserve, o.Timeout)
 		}
 	}
 	if w.Alias == w.ProductionAlias {
@@ -268,9 +276,36 @@ type splitEvent struct {
 }
 
 // Traffic tells the webhooks a split. A failed webhook is reported, not
-// retried further: the canary goes on, as a deploy does.
+// retried further: the canary goes on, as a deploy does. It heartbeats
+// while the webhooks answer slowly or are retried, and stops trying
+// before its own timeout, so that it reports rather than times out.
 func (a *Activities) Traffic(ctx context.Context, s StepInput) (WebhookCalls, error) {
+	ctx, stop := keepAlive(ctx)
+	defer stop()
+	ctx, cancel := beforeDeadline(ctx)
+	defer cancel()
 	return WebhookCalls{Results: a.notify(ctx, s, s.Plan.Production, s.Plan.Version)}, nil
+}
+
+// keepAlive heartbeats while an activity runs (nodetype.StartKeepAlive);
+// called outside one, it does nothing.
+func keepAlive(ctx context.Context) (context.Context, func()) {
+	if !activity.IsActivity(ctx) {
+		return ctx, func() {}
+	}
+	return nodetype.StartKeepAlive(ctx)
+}
+
+// beforeDeadline ends ctx a little before the activity's own deadline
+// (its start-to-close timeout), so that webhooks cut short are reported
+// by a completed activity instead of lost with a timed-out one.
+func beforeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	margin := min(2*time.Second, time.Until(dl)/4)
+	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
 func (a *Activities) notify(ctx context.Context, s StepInput, production, canaryVersion string) []models.WebhookResult {
@@ -293,23 +328,27 @@ func (a *Activities) notify(ctx context.Context, s StepInput, production, canary
 func (a *Activities) Evaluate(ctx context.Context, s StepInput) ([]canary.Sample, error) {
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
-	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP}
+	header, secrets, err := a.prometheusHeader(ctx, s.In)
+	if err != nil {
+		return nil, err
+	}
+	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header}
 	now := time.Now()
 	out := make([]canary.Sample, len(s.Plan.Spec.Checks))
 	for i, c := range s.Plan.Spec.Checks {
 		smp := canary.Sample{Time: now.UTC()}
 		var err error
 		if smp.Canary, err = a.query(ctx, p, canary.QueryFor(c.Query, s.Plan.Version, s.Plan.Alias), now); err != nil {
-			return nil, checkError(c, err)
+			return nil, checkError(c, err, secrets)
 		}
 		if c.Relative() {
 			if smp.Production, err = a.query(ctx, p, canary.QueryFor(c.Query, s.Plan.Production, s.Plan.ProductionAlias), now); err != nil {
-				return nil, checkError(c, err)
+				return nil, checkError(c, err, secrets)
 			}
 		}
 		if c.CountQuery != "" {
 			if smp.Count, err = a.query(ctx, p, canary.QueryFor(c.CountQuery, s.Plan.Version, s.Plan.Alias), now); err != nil {
-				return nil, checkError(c, err)
+				return nil, checkError(c, err, secrets)
 			}
 		}
 		out[i] = smp
@@ -327,11 +366,14 @@ func (a *Activities) query(ctx context.Context, p canary.Prometheus, q string, a
 	return v, nil
 }
 
-func checkError(c canary.Check, err error) error {
-	if qe, ok := errors.AsType[*canary.QueryError](err); ok {
-		return nodetype.Permanent(errtype.BadInput, "check %s: %v", c.Name, qe)
+// checkError names the check whose query failed, with the credentials'
+// secrets masked (a proxy may echo a header back).
+func checkError(c canary.Check, err error, secrets []string) error {
+	msg := progenv.MaskString(fmt.Sprintf("check %s: %v", c.Name, err), secrets)
+	if _, ok := errors.AsType[*canary.QueryError](err); ok {
+		return nodetype.Permanent(errtype.BadInput, "%s", msg)
 	}
-	return fmt.Errorf("check %s: %w", c.Name, err)
+	return errors.New(msg)
 }
 
 // Decide promotes (production to the candidate, by compare-and-swap from
@@ -340,6 +382,10 @@ func checkError(c canary.Check, err error) error {
 // A promotion that finds production moved rolls back instead and says
 // so in Refused.
 func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
+	ctx, stop := keepAlive(ctx)
+	defer stop()
+	ctx, cancel := beforeDeadline(ctx)
+	defer cancel()
 	reg, err := a.Models.Registry()
 	if err != nil {
 		return Decided{}, err

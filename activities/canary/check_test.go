@@ -1,10 +1,15 @@
 package canary
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/retrain-ml/retrain/activities/internal/nodetest"
+	"github.com/retrain-ml/retrain/activities/models"
+	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -64,5 +69,110 @@ func TestBakesMustFitTheTimeout(t *testing.T) {
 	in.Options.Timeout = time.Hour
 	if _, _, err := decode(in); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestToleranceValidatedAtTheirLines: failure_limit below 1, a warmup
+// longer than a step's bake and a Prometheus credential without a secret
+// reference are refused at validation, at the field's line of the file.
+func TestToleranceValidatedAtTheirLines(t *testing.T) {
+	const head = `name: c
+nodes:
+  - id: canary
+    type: canary
+    with:
+      model: ctr
+      version: v2
+      prometheus_url: http://prometheus:9090
+      steps: [{percent: 10, bake: 1m}, {percent: 100}]
+      checks: [{name: e, query: q, max: 1}]
+`
+	for _, tc := range []struct {
+		name, extra, want string
+	}{
+		{"ok", "      failure_limit: 3\n      warmup: 20s\n      prometheus_bearer_token: ${secret.PROM_TOKEN}\n      prometheus_headers: {X-Scope-OrgID: team-a, X-Api-Key: \"${secret.PROM_KEY}\"}\n", ""},
+		{"failure_limit 0", "      failure_limit: 0\n", "c.yaml:11:7: node \"canary\" (type canary): failure_limit: want a whole number from 1"},
+		{"check failure_limit 0", "", ""},
+		{"warmup past the bake", "      warmup: 2m\n", "c.yaml:11:7: node \"canary\" (type canary): steps[0].warmup: 2m0s is longer than the step's bake 1m0s"},
+		{"step warmup past the bake", "", ""},
+		{"token in the clear", "      prometheus_bearer_token: abc123\n", "c.yaml:11:7: node \"canary\" (type canary): prometheus_bearer_token must hold a ${secret.NAME}"},
+		{"token from a param", "      prometheus_bearer_token: ${params.tok}\n", "c.yaml:11:7: node \"canary\" (type canary): prometheus_bearer_token must hold a ${secret.NAME}"},
+		{"auth header in the clear", "      warmup: 10s\n      prometheus_headers: {Authorization: Bearer abc}\n", "c.yaml:12:7: node \"canary\" (type canary): prometheus_headers: Authorization carries credentials"},
+		{"basic auth password in the clear", "      prometheus_basic_auth: {username: u, password: p}\n", "c.yaml:11:7: node \"canary\" (type canary): prometheus_basic_auth: password must hold"},
+	} {
+		spec := head + tc.extra
+		switch tc.name {
+		case "check failure_limit 0":
+			spec = strings.Replace(head, "max: 1}]", "max: 1, failure_limit: 0}]", 1)
+			tc.want = "c.yaml:10:7: node \"canary\" (type canary): checks[0]: failure_limit: want a whole number from 1"
+		case "step warmup past the bake":
+			spec = strings.Replace(head, "bake: 1m}", "bake: 1m, warmup: 90s}", 1)
+			tc.want = "c.yaml:9:7: node \"canary\" (type canary): steps[0].warmup: 1m30s is longer"
+		}
+		s, err := dags.Parse("c.yaml", []byte(spec))
+		if err == nil {
+			_, err = dags.Compile(s, nodetest.Registry(t, Type(&Activities{})), nil)
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v\nwant an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestPrometheusHeaderResolved: credentials resolve from the worker's
+// secrets where the spec wrote ${secret.NAME}; a param's text that looks
+// like one is refused, not sent.
+func TestPrometheusHeaderResolved(t *testing.T) {
+	t.Setenv(progenv.SecretEnvPrefix+"PROM_TOKEN", "tok-123")
+	with := validWith()
+	with["prometheus_bearer_token"] = "${secret.PROM_TOKEN}"
+	with["prometheus_headers"] = map[string]any{"X-Scope-OrgID": "team-a"}
+	a := &Activities{Models: &models.Models{}}
+	spans := []dags.SecretRef{{Path: "/prometheus_bearer_token", Spans: []dags.SecretSpan{{Name: "PROM_TOKEN", Start: 0}}}}
+	h, secrets, err := a.prometheusHeader(t.Context(), nodetype.Input{Node: "canary", With: with, Secrets: spans})
+	if err != nil || h.Get("Authorization") != "Bearer tok-123" || h.Get("X-Scope-OrgID") != "team-a" || len(secrets) != 1 || secrets[0] != "tok-123" {
+		t.Fatalf("header %v, secrets %v, %v", h, secrets, err)
+	}
+	if _, _, err := a.prometheusHeader(t.Context(), nodetype.Input{Node: "canary", With: with, Secrets: []dags.SecretRef{}}); err == nil || !strings.Contains(err.Error(), "no ${secret.NAME} written in the spec") {
+		t.Errorf("a token from a param: %v", err)
+	}
+}
+
+// TestCanaryCancelledOnClose: a canary node's plan asks that a closing
+// run cancel it (so it rolls back) rather than terminate it, and the
+// recorded plan keeps that.
+func TestCanaryCancelledOnClose(t *testing.T) {
+	spec := `name: c
+nodes:
+  - id: canary
+    type: canary
+    with:
+      model: ctr
+      version: v2
+      prometheus_url: http://prometheus:9090
+      steps: [{percent: 10, bake: 1m}, {percent: 100}]
+      checks: [{name: e, query: q, max: 1}]
+`
+	s, err := dags.Parse("c.yaml", []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := dags.Compile(s, nodetest.Registry(t, Type(&Activities{})), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back dags.Plan
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Nodes[0].CancelOnClose || !back.Nodes[0].CancelOnClose {
+		t.Fatalf("cancel_on_close %v, after a round trip %v", p.Nodes[0].CancelOnClose, back.Nodes[0].CancelOnClose)
 	}
 }

@@ -31,6 +31,7 @@ func (r *run) finish(ctx workflow.Context, started time.Time, decision, reason s
 	// on a context the cancellation does not reach. A registry it cannot
 	// reach is retried under the node's policy.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	dctx = r.decideOptions(dctx)
 	var d Decided
 	err := workflow.ExecuteActivity(dctx, DecideActivity, in).Get(dctx, &d)
 	r.countHooks(d.Results)
@@ -115,8 +116,17 @@ func (r *run) series(ctx workflow.Context) {
 	if len(r.out.Steps) == 0 {
 		return
 	}
+	timeout := time.Minute
+	if r.clock.set() {
+		// The decision is made; the report's series must not outlast the
+		// run, whose timeout would hide it.
+		timeout = min(timeout, r.clock.runEnd.Add(-2*time.Second).Sub(workflow.Now(ctx)))
+		if timeout < 3*time.Second {
+			return
+		}
+	}
 	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
+		StartToCloseTimeout: timeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 2},
 	})
 	var rs []RangeSeries
 	in := StepInput{In: r.in, Plan: r.plan, From: r.out.Steps[0].Started}
@@ -152,18 +162,25 @@ func (r *run) newSeries() []Series {
 
 // addPoint records a sample of check k at step i, thinning the series
 // when it is full.
-func (r *run) addPoint(k, i int, s canary.Sample) {
+func (r *run) addPoint(k, i int, s canary.Sample, status canary.Status) {
 	ser := &r.out.Series[k]
 	if len(ser.Points) >= maxPoints {
 		var pts []canary.Sample
 		var steps []int
+		var outs []string
 		for j := 0; j < len(ser.Points); j += 2 {
 			pts, steps = append(pts, ser.Points[j]), append(steps, ser.Steps[j])
+			if j < len(ser.Outcomes) {
+				outs = append(outs, ser.Outcomes[j])
+			}
 		}
-		ser.Points, ser.Steps = pts, steps
+		ser.Points, ser.Steps, ser.Outcomes = pts, steps, outs
 	}
 	ser.Points = append(ser.Points, s)
 	ser.Steps = append(ser.Steps, i)
+	if r.tolerant {
+		ser.Outcomes = append(ser.Outcomes, string(status))
+	}
 }
 
 // showDetails is what the Web UI shows on the canary's page while it

@@ -27,7 +27,7 @@ type supersedeEnv struct {
 
 func runSupersede(t *testing.T, edit func(*Plan), check ProductionCheck, fromCheck int, decided Decided) *supersedeEnv {
 	t.Helper()
-	checks, err := canary.ParseChecks([]any{map[string]any{"name": "errors", "query": "q", "max": 0.5}})
+	checks, err := canary.ParseChecks([]any{map[string]any{"name": "errors", "query": "q", "max": 0.5}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

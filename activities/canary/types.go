@@ -67,16 +67,22 @@ const (
 type With struct {
 	// The candidate, registered exactly as deploy registers it.
 	models.CandidateWith
-	Alias           string   `json:"alias" default:"canary" doc:"the alias that names the version serving the canary's share"`
-	ProductionAlias string   `json:"production_alias" default:"production" doc:"the alias promoted when the canary passes"`
-	Steps           any      `json:"steps" required:"true" type:"any" nested:"*.percent:number,*.bake:string" doc:"traffic steps [{percent, bake}], percents increasing, the last 100; each bake is a durable timer during which the checks run"`
-	Checks          any      `json:"checks" required:"true" type:"any" nested:"*.name:string,*.query:string,*.direction:string,*.min:number,*.max:number,*.min_absolute_change:number,*.min_relative_change:number,*.count_query:string,*.min_count:number,*.min_samples:number,*.on_no_data:string" doc:"checks on live metrics [{name, query, one of min/max/min_absolute_change/min_relative_change, direction, count_query, min_count, min_samples, on_no_data}]; the query's $${version} and $${alias} select a version's series; a change threshold compares with the same query for production (the gate's rules)"`
-	Interval        string   `json:"interval" type:"duration" default:"30s" doc:"how often the checks run during a bake"`
-	PrometheusURL   string   `json:"prometheus_url" required:"true" doc:"http(s) URL of the Prometheus server the checks query (/api/v1/query)"`
-	Webhooks        []string `json:"webhooks" doc:"URLs to POST each traffic split to ({model, production, canary, canary_percent}); they may hold ${secret.NAME} (not in the host)"`
-	WebhookAttempts int      `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
-	Reason          string   `json:"reason" doc:"why, recorded in the alias history"`
-	Force           bool     `json:"force" literal:"true" doc:"canary and promote even a candidate trained for an older logical date than production's (by default such a canary registers its version, sends no traffic and ends superseded, as deploy does); written literally (true), never from a ${...}; the promotion is recorded as forced"`
+	Alias                 string            `json:"alias" default:"canary" doc:"the alias that names the version serving the canary's share"`
+	ProductionAlias       string            `json:"production_alias" default:"production" doc:"the alias promoted when the canary passes"`
+	Steps                 any               `json:"steps" required:"true" type:"any" nested:"*.percent:number,*.bake:string,*.warmup:string" doc:"traffic steps [{percent, bake, warmup}], percents increasing, the last 100; each bake is a durable timer during which the checks run; a step's warmup overrides the node's"`
+	Checks                any               `json:"checks" required:"true" type:"any" nested:"*.name:string,*.query:string,*.direction:string,*.min:number,*.max:number,*.min_absolute_change:number,*.min_relative_change:number,*.count_query:string,*.min_count:number,*.min_samples:number,*.on_no_data:string,*.failure_limit:number" doc:"checks on live metrics [{name, query, one of min/max/min_absolute_change/min_relative_change, direction, count_query, min_count, min_samples, on_no_data, failure_limit}]; the query's $${version} and $${alias} select a version's series; a change threshold compares with the same query for production (the gate's rules); no data in a step's warmup or first min_samples evaluations is inconclusive"`
+	Interval              string            `json:"interval" type:"duration" default:"30s" doc:"how often the checks run during a bake"`
+	Warmup                string            `json:"warmup" type:"duration" doc:"each step's warmup unless it sets its own: evaluations in a step's first warmup that find no data are inconclusive, not breaches; at most the step's bake"`
+	FailureLimit          int               `json:"failure_limit" default:"2" doc:"consecutive breached evaluations of a check (no data past the warmup counts) that roll the canary back; a check's own failure_limit overrides it; 1 rolls back at the first"`
+	InconclusiveTimeout   string            `json:"inconclusive_timeout" type:"duration" default:"1h" doc:"how long an inconclusive step (a check without min_samples passing evaluations when its bake ended) waits for retrain approve or reject; then the canary rolls back. Capped by the node's timeout"`
+	PrometheusURL         string            `json:"prometheus_url" required:"true" doc:"http(s) URL of the Prometheus server the checks query (/api/v1/query)"`
+	PrometheusBearerToken string            `json:"prometheus_bearer_token" doc:"bearer token sent to Prometheus (Authorization: Bearer ...): a ${secret.NAME}, resolved on the worker and masked"`
+	PrometheusBasicAuth   map[string]string `json:"prometheus_basic_auth" doc:"{username, password} sent to Prometheus as basic auth; the password a ${secret.NAME}"`
+	PrometheusHeaders     map[string]string `json:"prometheus_headers" doc:"extra headers sent to Prometheus (a tenant, a proxy's key); a header that authenticates (Authorization, Cookie, or a name with auth, token, key, secret or password) must hold a ${secret.NAME}"`
+	Webhooks              []string          `json:"webhooks" doc:"URLs to POST each traffic split to ({model, production, canary, canary_percent}); they may hold ${secret.NAME} (not in the host)"`
+	WebhookAttempts       int               `json:"webhook_attempts" default:"3" doc:"attempts per webhook"`
+	Reason                string            `json:"reason" doc:"why, recorded in the alias history"`
+	Force                 bool              `json:"force" literal:"true" doc:"canary and promote even a candidate trained for an older logical date than production's (by default such a canary registers its version, sends no traffic and ends superseded, as deploy does); written literally (true), never from a ${...}; the promotion is recorded as forced"`
 }
 
 // Outputs are a canary node's outputs (also on the error of a canary that
@@ -119,8 +125,9 @@ type StepRecord struct {
 	Bake    string        `json:"bake"`
 	Started time.Time     `json:"started"`
 	Ended   time.Time     `json:"ended"`
-	Outcome string        `json:"outcome"` // passed, breached, approved, rejected; promotion (the last step, unbaked); not_baked
+	Outcome string        `json:"outcome"` // passed, breached, approved, rejected, inconclusive, out_of_time; promotion (the last step, unbaked); not_baked
 	Checks  []CheckRecord `json:"checks"`  // each check's verdict when the step ended
+	Warmup  string        `json:"warmup,omitempty"`
 }
 
 // CheckRecord is a check's values and verdict at decision time.
@@ -131,8 +138,14 @@ type CheckRecord struct {
 	Canary     *float64 `json:"canary"`
 	Production *float64 `json:"production"`
 	Count      *float64 `json:"count"`
-	Samples    int      `json:"samples"`
+	Samples    int      `json:"samples"` // evaluations counted in the step
 	Passed     int      `json:"passed"`
+	Breaches   int      `json:"breaches"`
+	// Inconclusive evaluations: no data in the warmup or the first
+	// min_samples, too few events, or no data under on_no_data: ignore.
+	Inconclusive int `json:"inconclusive"`
+	Streak       int `json:"streak"` // consecutive breached evaluations when the step ended
+	FailureLimit int `json:"failure_limit,omitempty"`
 }
 
 // Series is one check's samples over the whole canary, for the report.
@@ -148,6 +161,9 @@ type Series struct {
 	Direction       string          `json:"direction,omitempty"`
 	Points          []canary.Sample `json:"points"`
 	Steps           []int           `json:"steps"` // the step (0-based) of each point
+	// Outcomes are how each point was counted: pass, breach or waiting
+	// (inconclusive).
+	Outcomes []string `json:"outcomes,omitempty"`
 	// Range is the check's series as Prometheus has it over the whole
 	// canary (query_range), between and before the evaluations.
 	Range RangeSeries `json:"range"`
@@ -163,10 +179,15 @@ type BreachRecord struct {
 	Production      *float64 `json:"production"`
 	Query           string   `json:"query"`
 	ProductionQuery string   `json:"production_query,omitempty"`
+	// Evaluations are the times of the consecutive breached evaluations
+	// that reached FailureLimit: what the rollback counted.
+	Evaluations  []time.Time `json:"evaluations,omitempty"`
+	FailureLimit int         `json:"failure_limit,omitempty"`
 }
 
 // checkCanary refuses, before any run, a block no run could use; values
-// holding ${...} are checked when the node runs.
+// holding ${...} are checked when the node runs. Each error names its
+// field, so validation reports it at that field's line.
 func checkCanary(with map[string]any) error {
 	_, dir := with["dir"]
 	_, version := with["version"]
@@ -178,28 +199,44 @@ func checkCanary(with map[string]any) error {
 	}
 	var errs []error
 	if v, ok := with["steps"]; ok && !dags.HasRef(v) {
-		_, err := canary.ParseSteps(v)
-		errs = append(errs, err)
+		_, err := canary.ParseSteps(v, 0)
+		errs = append(errs, dags.AtField("steps", err))
+		if w, ok := with["warmup"].(string); ok && err == nil && !dags.HasRef(w) {
+			if d, derr := dags.ParseDuration(w); derr == nil {
+				_, err := canary.ParseSteps(v, d)
+				errs = append(errs, dags.AtField("warmup", err))
+			}
+		}
 	}
 	if v, ok := with["checks"]; ok && !dags.HasRef(v) {
-		_, err := canary.ParseChecks(v)
-		errs = append(errs, err)
+		_, err := canary.ParseChecks(v, 0)
+		errs = append(errs, dags.AtField("checks", err))
+	}
+	if v, ok := with["failure_limit"]; ok && !dags.HasRef(v) {
+		_, err := canary.ParseFailureLimit(v)
+		errs = append(errs, dags.AtField("failure_limit", err))
+	}
+	if s, ok := with["inconclusive_timeout"].(string); ok && !dags.HasRef(s) {
+		if d, err := dags.ParseDuration(s); err == nil && d <= 0 {
+			errs = append(errs, dags.AtField("inconclusive_timeout", errors.New("inconclusive_timeout: want a duration above 0")))
+		}
 	}
 	if s, ok := with["prometheus_url"].(string); ok && !dags.HasRef(s) {
-		errs = append(errs, canary.CheckPrometheusURL(s))
+		errs = append(errs, dags.AtField("prometheus_url", canary.CheckPrometheusURL(s)))
 	}
+	errs = append(errs, checkAuth(with)...)
 	if a, ok := with["alias"].(string); ok {
 		if p, ok := with["production_alias"].(string); ok && a == p || !ok && a == "production" {
-			errs = append(errs, fmt.Errorf("alias %q is the production alias: the canary needs an alias of its own", a))
+			errs = append(errs, dags.AtField("alias", fmt.Errorf("alias %q is the production alias: the canary needs an alias of its own", a)))
 		}
 	}
 	if n, ok := with["webhook_attempts"].(float64); ok && n < 1 {
-		errs = append(errs, fmt.Errorf("webhook_attempts must be at least 1, got %v", n))
+		errs = append(errs, dags.AtField("webhook_attempts", fmt.Errorf("webhook_attempts must be at least 1, got %v", n)))
 	}
 	if hooks, ok := with["webhooks"].([]any); ok {
 		for _, h := range hooks {
 			if s, ok := h.(string); ok {
-				errs = append(errs, models.CheckWebhook(s))
+				errs = append(errs, dags.AtField("webhooks", models.CheckWebhook(s)))
 			}
 		}
 	}
@@ -213,8 +250,11 @@ func Type(a *Activities) nodetype.Type {
 		Doc: "Deploy a candidate on live traffic: move a canary alias to it (compare-and-swap), tell the serving system each " +
 			"traffic step by webhook ({model, production, canary, canary_percent}), and during each step's bake (a durable timer) " +
 			"evaluate checks every interval against Prometheus: a PromQL query per check, its $${version} the canary's or production's, " +
-			"with one threshold (max/min, or min_relative_change/min_absolute_change against production: the gate's rules); a query " +
-			"without data fails the check unless on_no_data: ignore, and min_count/min_samples must be met before it can pass. " +
+			"with one threshold (max/min, or min_relative_change/min_absolute_change against production: the gate's rules). " +
+			"failure_limit (default 2) consecutive breached evaluations roll back; no data is a breach unless on_no_data: ignore, " +
+			"except in a step's warmup and first min_samples evaluations, where it is inconclusive; a step without min_samples passing " +
+			"evaluations pauses for retrain approve/reject and rolls back after inconclusive_timeout. The canary keeps a deadline inside " +
+			"the node's timeout and rolls back (0% to serving) when cancelled, out of time or when its run is terminated. " +
 			"Every check passing at the last step promotes the candidate to production (compare-and-swap: refused if production moved " +
 			"meanwhile); a breach moves the canary alias back, says 0% and fails the node (error type CanaryRolledBack), so the run's " +
 			"on_failure compensations run. `retrain approve RUN` promotes now, `retrain reject RUN --reason ...` rolls back now. " +
@@ -222,6 +262,8 @@ func Type(a *Activities) nodetype.Type {
 			"sends no traffic, and a canary whose production is replaced by a newer version while it bakes rolls back at the next step; " +
 			"both end superseded (the node succeeds, as a superseded deploy does) unless force: true.",
 		Check: checkCanary,
+		// A terminated run cancels its canary, which rolls back.
+		CancelOnClose: true,
 	}, Workflow, Canary, map[string]any{
 		StartActivity:      a.Start,
 		TrafficActivity:    a.Traffic,

@@ -2,6 +2,8 @@ package canary
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,88 +11,336 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/canary"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
-// fakeCanary runs the Canary workflow on Temporal's test environment
-// (timers skip ahead) with activities that say what it asked for: a
-// healthy canary of an hour at 10%, then 100%.
-func fakeCanary(t *testing.T, during func(env *testsuite.TestWorkflowEnvironment)) (*testsuite.TestWorkflowEnvironment, *[]StepInput) {
+// fake is a canary on Temporal's test environment (timers skip ahead)
+// whose activities say what it asked for.
+type fake struct {
+	steps  []canary.Step
+	checks []any
+	set    canary.Settings
+	// value is the check's value at an evaluation, by how long after the
+	// first split it ran; nil is no data; an error fails the evaluation.
+	value   func(since time.Duration) (*float64, error)
+	timeout time.Duration // the node's (the run timeout); 0: none
+	during  func(env *testsuite.TestWorkflowEnvironment)
+
+	env     *testsuite.TestWorkflowEnvironment
+	decided []StepInput
+	splits  []float64
+	evals   int
+}
+
+func num(v float64) *float64 { return &v }
+
+func (f *fake) run(t *testing.T) (nodetype.Result, error) {
 	t.Helper()
-	checks, err := canary.ParseChecks([]any{map[string]any{"name": "errors", "query": "q", "max": 0.5}})
+	if f.steps == nil {
+		f.steps = []canary.Step{{Percent: 10, Bake: time.Hour}, {Percent: 100}}
+	}
+	if f.checks == nil {
+		f.checks = []any{map[string]any{"name": "errors", "query": "q", "max": 0.5}}
+	}
+	if f.set.Interval == "" {
+		f.set.Interval = "1m"
+	}
+	f.set.PrometheusURL = "http://prometheus:9090"
+	var steps []any
+	for _, s := range f.steps {
+		m := map[string]any{"percent": s.Percent}
+		if s.Bake > 0 {
+			m["bake"] = s.Bake.String()
+		}
+		if s.Warmup > 0 {
+			m["warmup"] = s.Warmup.String()
+		}
+		steps = append(steps, m)
+	}
+	spec, err := canary.ParseSpec(steps, f.checks, f.set)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := Plan{Spec: canary.Spec{Steps: []canary.Step{{Percent: 10, Bake: time.Hour}, {Percent: 100}}, Checks: checks,
-		Interval: time.Minute, PrometheusURL: "http://prometheus:9090"}, Model: "ctr", Version: "v2", Alias: "canary",
-		ProductionAlias: "production", Production: "v1"}
+	if f.value == nil {
+		f.value = func(time.Duration) (*float64, error) { return num(0.1), nil }
+	}
+	plan := Plan{Spec: spec, Model: "ctr", Version: "v2", Alias: "canary", ProductionAlias: "production", Production: "v1"}
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	f.env = env
 	env.RegisterWorkflowWithOptions(Canary, workflow.RegisterOptions{Name: Workflow})
 	reg := func(name string, fn any) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	var first time.Time
 	reg(StartActivity, func(context.Context, nodetype.Input) (Plan, error) { return plan, nil })
-	reg(TrafficActivity, func(context.Context, StepInput) (WebhookCalls, error) { return WebhookCalls{}, nil })
-	reg(EvaluateActivity, func(context.Context, StepInput) ([]canary.Sample, error) {
-		v := 0.1
-		return []canary.Sample{{Time: time.Now(), Canary: &v}}, nil
+	reg(TrafficActivity, func(_ context.Context, s StepInput) (WebhookCalls, error) {
+		if first.IsZero() {
+			first = env.Now()
+		}
+		f.splits = append(f.splits, s.Split.Percent)
+		return WebhookCalls{}, nil
 	})
-	var decided []StepInput
+	reg(EvaluateActivity, func(context.Context, StepInput) ([]canary.Sample, error) {
+		f.evals++
+		v, err := f.value(env.Now().Sub(first))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]canary.Sample, len(spec.Checks))
+		for i := range out {
+			out[i] = canary.Sample{Time: env.Now(), Canary: v}
+		}
+		return out, nil
+	})
 	reg(DecideActivity, func(_ context.Context, s StepInput) (Decided, error) {
-		decided = append(decided, s)
+		f.decided = append(f.decided, s)
 		return Decided{}, nil
 	})
 	reg(SeriesActivity, func(context.Context, StepInput) ([]RangeSeries, error) { return nil, nil })
-	during(env)
-	env.ExecuteWorkflow(Workflow, nodetype.Input{Pipeline: "p", RunID: "r", Node: "canary", Type: Name})
-	return env, &decided
+	if f.during != nil {
+		f.during(env)
+	}
+	in := nodetype.Input{Pipeline: "p", RunID: "r", Node: "canary", Type: Name}
+	if f.timeout > 0 {
+		env.SetWorkflowRunTimeout(f.timeout)
+		in.Options = &nodetype.Options{Timeout: f.timeout, Heartbeat: 30 * time.Second, Retry: dags.RetryPolicy{MaxAttempts: 1}}
+	}
+	env.ExecuteWorkflow(Workflow, in)
+	if err := env.GetWorkflowError(); err != nil {
+		return nodetype.Result{}, err
+	}
+	var res nodetype.Result
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res, nil
+}
+
+// outputs are a canary's outputs, from its result or its error's details.
+func outputs(t *testing.T, res nodetype.Result, err error) map[string]any {
+	t.Helper()
+	if err == nil {
+		return res.Outputs
+	}
+	var out map[string]any
+	var ae interface{ Details(...any) error }
+	if !errors.As(err, &ae) || ae.Details(&out) != nil {
+		t.Fatalf("error without outputs: %v", err)
+	}
+	return out
+}
+
+func (f *fake) wantDecision(t *testing.T, res nodetype.Result, err error, decision string, promote bool) map[string]any {
+	t.Helper()
+	out := outputs(t, res, err)
+	if out["decision"] != decision || len(f.decided) != 1 || f.decided[0].Promote != promote {
+		t.Fatalf("decision %v (reason %v), decided %+v; want %s once, promote %v", out["decision"], out["reason"], f.decided, decision, promote)
+	}
+	return out
 }
 
 // TestCanaryApprovalSignal: an approval by signal 5 minutes into an hour's
 // bake promotes at once, once.
 func TestCanaryApprovalSignal(t *testing.T) {
-	env, decided := fakeCanary(t, func(env *testsuite.TestWorkflowEnvironment) {
+	f := &fake{during: func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(ApproveName, Approval{By: "alice", Reason: "looks fine"}) }, 5*time.Minute)
-	})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var res nodetype.Result
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	if len(*decided) != 1 || !(*decided)[0].Promote || res.Outputs["decision"] != Approved || res.Outputs["decided_by"] != "alice" {
-		t.Fatalf("decided %+v, outputs %v", *decided, res.Outputs)
+	}}
+	res, err := f.run(t)
+	out := f.wantDecision(t, res, err, Approved, true)
+	if out["decided_by"] != "alice" {
+		t.Fatalf("outputs %v", out)
 	}
 }
 
 // TestCanaryCancelledRollsBack: a run cancelled mid-bake rolls the
-// canary back rather than leave it serving its share.
+// canary back (0% to the candidate) rather than leave it serving its share.
 func TestCanaryCancelledRollsBack(t *testing.T) {
-	env, decided := fakeCanary(t, func(env *testsuite.TestWorkflowEnvironment) {
+	f := &fake{timeout: 2 * time.Hour, during: func(env *testsuite.TestWorkflowEnvironment) {
 		env.RegisterDelayedCallback(env.CancelWorkflow, 10*time.Minute)
-	})
-	if env.GetWorkflowError() == nil {
+	}}
+	_, err := f.run(t)
+	if err == nil {
 		t.Fatal("a cancelled canary succeeded")
 	}
-	if len(*decided) != 1 || (*decided)[0].Promote {
-		t.Fatalf("decided %+v, want one rollback", *decided)
+	if len(f.decided) != 1 || f.decided[0].Promote || f.decided[0].Split.Percent != 0 {
+		t.Fatalf("decided %+v, want one rollback to 0%%", f.decided)
 	}
 }
 
 // TestCanaryHealthyPromotedOnce: an hour's bake checked every minute
-// promotes once at the end.
+// promotes once at the end, and says what it counted.
 func TestCanaryHealthyPromotedOnce(t *testing.T) {
-	env, decided := fakeCanary(t, func(*testsuite.TestWorkflowEnvironment) {})
-	var res nodetype.Result
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	steps, _ := res.Outputs["steps"].([]any)
-	if len(*decided) != 1 || !(*decided)[0].Promote || res.Outputs["decision"] != Promoted || len(steps) != 2 {
-		t.Fatalf("decided %+v, outputs %v", *decided, res.Outputs)
+	f := &fake{}
+	res, err := f.run(t)
+	out := f.wantDecision(t, res, err, Promoted, true)
+	steps, _ := out["steps"].([]any)
+	if len(steps) != 2 {
+		t.Fatalf("steps %v", steps)
 	}
 	if c := steps[0].(map[string]any)["checks"].([]any)[0].(map[string]any); c["samples"] != 60.0 {
 		t.Errorf("step 1 checked %v times, want 60 (an hour every minute)", c["samples"])
+	}
+	if r, _ := out["reason"].(string); !strings.Contains(r, "errors: 60 evaluations, 60 passed, 0 breached, 0 inconclusive") {
+		t.Errorf("reason %q does not say what it counted", r)
+	}
+}
+
+// TestCanarySeriesLate: the canary's series appears 10 s after the split;
+// checked every 2 s with a warmup of 12 s, the canary is promoted, its
+// first evaluations counted inconclusive.
+func TestCanarySeriesLate(t *testing.T) {
+	late := func(since time.Duration) (*float64, error) {
+		if since < 10*time.Second {
+			return nil, nil
+		}
+		return num(0.1), nil
+	}
+	f := &fake{steps: []canary.Step{{Percent: 10, Bake: 30 * time.Second}, {Percent: 100}}, set: canary.Settings{Interval: "2s", Warmup: "12s"}, value: late}
+	res, err := f.run(t)
+	out := f.wantDecision(t, res, err, Promoted, true)
+	c := out["steps"].([]any)[0].(map[string]any)["checks"].([]any)[0].(map[string]any)
+	if c["inconclusive"] != 4.0 || c["breaches"] != 0.0 || c["passed"] != 11.0 {
+		t.Errorf("step 1's check %v: want 4 inconclusive (2-8 s), 11 passed, no breach", c)
+	}
+	// Without the warmup, no data past the first min_samples evaluation
+	// breaches, twice in a row: rolled back.
+	g := &fake{steps: f.steps, set: canary.Settings{Interval: "2s"}, value: late}
+	res, err = g.run(t)
+	out = g.wantDecision(t, res, err, RolledBack, false)
+	b := out["breach"].(map[string]any)
+	if r, _ := b["reason"].(string); !strings.Contains(r, "2 consecutive breached evaluations of failure_limit 2") || !strings.Contains(r, "no data for the canary") || len(b["evaluations"].([]any)) != 2 {
+		t.Errorf("breach %v", b)
+	}
+}
+
+// TestCanaryFailureLimit: under failure_limit 2, one breached evaluation
+// among passes is tolerated (promoted); two in a row roll back, and the
+// breach names the two evaluations it counted.
+func TestCanaryFailureLimit(t *testing.T) {
+	steps := []canary.Step{{Percent: 10, Bake: 20 * time.Second}, {Percent: 100}}
+	set := canary.Settings{Interval: "2s", FailureLimit: 2}
+	spike := func(bad ...time.Duration) func(time.Duration) (*float64, error) {
+		return func(since time.Duration) (*float64, error) {
+			for _, b := range bad {
+				if since == b {
+					return num(0.9), nil
+				}
+			}
+			return num(0.1), nil
+		}
+	}
+	one := &fake{steps: steps, set: set, value: spike(6 * time.Second)}
+	res, err := one.run(t)
+	out := one.wantDecision(t, res, err, Promoted, true)
+	c := out["steps"].([]any)[0].(map[string]any)["checks"].([]any)[0].(map[string]any)
+	if c["breaches"] != 1.0 || c["passed"] != 9.0 {
+		t.Errorf("one breach: check %v", c)
+	}
+	two := &fake{steps: steps, set: set, value: spike(6*time.Second, 8*time.Second)}
+	res, err = two.run(t)
+	out = two.wantDecision(t, res, err, RolledBack, false)
+	b := out["breach"].(map[string]any)
+	evs, _ := b["evaluations"].([]any)
+	if b["failure_limit"] != 2.0 || len(evs) != 2 || !strings.Contains(b["reason"].(string), "above max 0.5") {
+		t.Errorf("breach %v", b)
+	}
+	if two.evals != 4 {
+		t.Errorf("%d evaluations, want 4 (rolled back at the second breach, 8 s in)", two.evals)
+	}
+	// failure_limit 1 rolls back at the first breach.
+	strict := &fake{steps: steps, set: canary.Settings{Interval: "2s", FailureLimit: 1}, value: spike(6 * time.Second)}
+	res, err = strict.run(t)
+	strict.wantDecision(t, res, err, RolledBack, false)
+}
+
+// TestCanaryEvaluationErrorsCount: a Prometheus that fails once is
+// tolerated like one breach; one that stays down rolls back.
+func TestCanaryEvaluationErrorsCount(t *testing.T) {
+	steps := []canary.Step{{Percent: 10, Bake: 10 * time.Second}, {Percent: 100}}
+	down := func(from, to time.Duration) func(time.Duration) (*float64, error) {
+		return func(since time.Duration) (*float64, error) {
+			if since >= from && since < to {
+				return nil, errors.New("connection refused")
+			}
+			return num(0.1), nil
+		}
+	}
+	once := &fake{steps: steps, set: canary.Settings{Interval: "2s"}, value: down(4*time.Second, 5*time.Second), timeout: time.Hour}
+	res, err := once.run(t)
+	once.wantDecision(t, res, err, Promoted, true)
+	gone := &fake{steps: steps, set: canary.Settings{Interval: "2s"}, value: down(4*time.Second, time.Hour), timeout: time.Hour}
+	res, err = gone.run(t)
+	out := gone.wantDecision(t, res, err, RolledBack, false)
+	if r, _ := out["reason"].(string); !strings.Contains(r, "could not be evaluated") || !strings.Contains(r, "connection refused") {
+		t.Errorf("reason %q", r)
+	}
+}
+
+// TestCanaryInconclusive: a step whose check never has enough data
+// pauses; approve promotes, reject rolls back, and nobody within
+// inconclusive_timeout rolls back.
+func TestCanaryInconclusive(t *testing.T) {
+	checks := []any{map[string]any{"name": "errors", "query": "q", "max": 0.5, "on_no_data": "ignore"}}
+	steps := []canary.Step{{Percent: 10, Bake: 10 * time.Minute}, {Percent: 50, Bake: 10 * time.Minute}, {Percent: 100}}
+	none := func(time.Duration) (*float64, error) { return nil, nil }
+	set := canary.Settings{InconclusiveTimeout: "30m"}
+	nobody := &fake{steps: steps, checks: checks, set: set, value: none}
+	res, err := nobody.run(t)
+	out := nobody.wantDecision(t, res, err, RolledBack, false)
+	if r, _ := out["reason"].(string); !strings.Contains(r, "step 1 (10% of traffic) was inconclusive") || !strings.Contains(r, "inconclusive_timeout 30m") {
+		t.Errorf("reason %q", r)
+	}
+	if s := out["steps"].([]any); len(s) != 1 || s[0].(map[string]any)["outcome"] != "inconclusive" {
+		t.Errorf("steps %v", s)
+	}
+	for _, tc := range []struct {
+		signal, decision string
+		promote          bool
+	}{{ApproveName, Approved, true}, {RejectName, Rejected, false}} {
+		f := &fake{steps: steps, checks: checks, set: set, value: none}
+		f.during = func(env *testsuite.TestWorkflowEnvironment) {
+			env.RegisterDelayedCallback(func() {
+				var st State
+				v, err := env.QueryWorkflow(StateQuery)
+				if err == nil {
+					err = v.Get(&st)
+				}
+				if err != nil || st.Phase != "paused" {
+					t.Errorf("15 min in: phase %q (%v), want paused", st.Phase, err)
+				}
+				env.SignalWorkflow(tc.signal, Approval{By: "carol", Reason: "dashboards say so"})
+			}, 15*time.Minute)
+		}
+		res, err := f.run(t)
+		f.wantDecision(t, res, err, tc.decision, tc.promote)
+	}
+}
+
+// TestCanaryDeadline: a canary whose node timeout its steps cannot fit
+// (slow steps pushed it) rolls back before the timeout, so that serving
+// hears 0%; one whose inconclusive pause would outlast the deadline
+// rolls back at the deadline.
+func TestCanaryDeadline(t *testing.T) {
+	steps := []canary.Step{{Percent: 10, Bake: 40 * time.Minute}, {Percent: 50, Bake: 40 * time.Minute}, {Percent: 100}}
+	// 80 min of bakes in 82 min: the deadline is 82 less 5 = 77 min, so
+	// step 2 (40 to 80 min) cannot end by it.
+	f := &fake{steps: steps, timeout: 82 * time.Minute}
+	res, err := f.run(t)
+	out := f.wantDecision(t, res, err, RolledBack, false)
+	if r, _ := out["reason"].(string); !strings.Contains(r, "out of time at step 2") || !strings.Contains(r, "less 5m0s kept to decide") {
+		t.Errorf("reason %q", r)
+	}
+	if f.decided[0].Split.Percent != 0 || len(f.splits) != 1 {
+		t.Errorf("splits %v then %v, want 10%% then the rollback's 0%%", f.splits, f.decided[0].Split)
+	}
+	checks := []any{map[string]any{"name": "errors", "query": "q", "max": 0.5, "on_no_data": "ignore"}}
+	// A pause of an hour from 40 min in, with a deadline at 85 min.
+	g := &fake{steps: steps[:1:1], checks: checks, timeout: 90 * time.Minute, value: func(time.Duration) (*float64, error) { return nil, nil }}
+	g.steps = append(g.steps, canary.Step{Percent: 100})
+	res, err = g.run(t)
+	out = g.wantDecision(t, res, err, RolledBack, false)
+	if r, _ := out["reason"].(string); !strings.Contains(r, "was inconclusive") || !strings.Contains(r, "its deadline") {
+		t.Errorf("reason %q", r)
 	}
 }

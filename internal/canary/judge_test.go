@@ -11,7 +11,7 @@ func f(v float64) *float64 { return &v }
 func check(t *testing.T, m map[string]any) Check {
 	t.Helper()
 	m["name"], m["query"] = "c", "q"
-	cs, err := ParseChecks([]any{m})
+	cs, err := ParseChecks([]any{m}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,10 @@ import (
 type Prometheus struct {
 	URL  string       // http(s)://host:port[/prefix]
 	HTTP *http.Client // nil: a client with a 10 s timeout
+	// Header is sent with every request: authentication (a bearer token,
+	// basic auth) and what a proxy in front of Prometheus wants (a
+	// tenant). Never logged or recorded.
+	Header http.Header
 }
 
 // QueryError is a query Prometheus refused (a bad query, 400 or 422):
@@ -91,6 +95,9 @@ func (p Prometheus) post(ctx context.Context, path, q string, form url.Values, d
 	if err != nil {
 		return fmt.Errorf("prometheus query: %w", err)
 	}
+	for k, vs := range p.Header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	client := p.HTTP
 	if client == nil {
@@ -113,6 +120,9 @@ func (p Prometheus) post(ctx context.Context, path, q string, form url.Values, d
 	}
 	var r apiResponse
 	if err := json.Unmarshal(body, &r); err != nil {
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			return fmt.Errorf("prometheus query %q: HTTP %d: the server refused the credentials (prometheus_bearer_token, prometheus_basic_auth, prometheus_headers)", q, resp.StatusCode)
+		}
 		return fmt.Errorf("prometheus query %q: HTTP %d, not the Prometheus API's JSON: %w", q, resp.StatusCode, err)
 	}
 	if r.Status != "success" {

@@ -55,3 +55,26 @@ func TestPrometheusAnswers(t *testing.T) {
 		t.Errorf("down is retryable: %v", err)
 	}
 }
+
+// TestPrometheusHeaders: the headers go with every request; a server
+// that refuses them is named as refusing the credentials.
+func TestPrometheusHeaders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" || r.Header.Get("X-Scope-OrgID") != "team-a" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}`))
+	}))
+	defer srv.Close()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer s3cret")
+	h.Set("X-Scope-OrgID", "team-a")
+	if v, err := (Prometheus{URL: srv.URL, Header: h}).Query(t.Context(), "up", time.Now()); err != nil || v == nil || *v != 1 {
+		t.Errorf("with the token: %v, %v", v, err)
+	}
+	_, err := Prometheus{URL: srv.URL}.Query(t.Context(), "up", time.Now())
+	if err == nil || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "refused the credentials") {
+		t.Errorf("without: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package canary
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -41,11 +42,28 @@ const (
 // does not say.
 const DefaultInterval = 30 * time.Second
 
+// DefaultFailureLimit is how many consecutive breached evaluations of a
+// check roll the canary back when neither the check nor the node says.
+// Argo Rollouts fails an analysis at its first failed measurement
+// (failureLimit 0) but tolerates 4 errors or empty results in a row
+// (consecutiveErrorLimit); Flagger rolls back after `threshold` failed
+// checks, 5 to 10 in its examples at one-minute intervals. 2 tolerates
+// the one noisy sample that live metrics produce while rolling back a
+// real regression one interval after it shows; missing data at a step's
+// start is excused by warmup and min_samples, not by a higher limit.
+const DefaultFailureLimit = 2
+
+// DefaultInconclusiveTimeout is how long an inconclusive step waits for
+// a person's approval or rejection before the canary is rolled back.
+const DefaultInconclusiveTimeout = time.Hour
+
 // Step is one traffic step: the canary's share of traffic, and how long
-// it bakes there (0: not at all, the checks are not run).
+// it bakes there (0: not at all, the checks are not run). During its
+// first Warmup a query without data is inconclusive, not a breach.
 type Step struct {
 	Percent float64       `json:"percent"`
 	Bake    time.Duration `json:"bake"`
+	Warmup  time.Duration `json:"warmup,omitempty"`
 }
 
 // Check is one check on live metrics.
@@ -64,7 +82,13 @@ type Check struct {
 	// the check can pass at its end.
 	MinSamples int    `json:"min_samples"`
 	OnNoData   string `json:"on_no_data"`
+	// FailureLimit is how many consecutive breached evaluations roll the
+	// canary back; 0 (a plan recorded before it existed) is 1.
+	FailureLimit int `json:"failure_limit,omitempty"`
 }
+
+// Limit is the check's failure limit, at least 1.
+func (c Check) Limit() int { return max(c.FailureLimit, 1) }
 
 // Relative reports whether the check compares with production.
 func (c Check) Relative() bool {
@@ -103,17 +127,23 @@ type Spec struct {
 	Checks        []Check       `json:"checks"`
 	Interval      time.Duration `json:"interval"`
 	PrometheusURL string        `json:"prometheus_url"`
+	// InconclusiveTimeout is how long an inconclusive step waits for a
+	// person before the canary rolls back; 0 (a plan recorded before it
+	// existed): an inconclusive step fails, as it did then.
+	InconclusiveTimeout time.Duration `json:"inconclusive_timeout,omitempty"`
 }
 
 // checkKeys are the keys of a check other than its threshold's.
-var checkKeys = []string{"name", "query", "count_query", "min_count", "min_samples", "on_no_data"}
+var checkKeys = []string{"name", "query", "count_query", "min_count", "min_samples", "on_no_data", "failure_limit"}
 
 // thresholdKeys are the gate's threshold keys; a check sets exactly one.
 var thresholdKeys = []string{"min", "max", "min_absolute_change", "min_relative_change"}
 
-// ParseSteps reads a canary's steps: a list of {percent, bake}, percents
-// increasing in (0, 100], the last one 100.
-func ParseSteps(v any) ([]Step, error) {
+// ParseSteps reads a canary's steps: a list of {percent, bake, warmup},
+// percents increasing in (0, 100], the last one 100. warmup is the
+// node's, for steps that do not set their own; no baked step's warmup
+// may be longer than its bake.
+func ParseSteps(v any, warmup time.Duration) ([]Step, error) {
 	list, ok := v.([]any)
 	if !ok || len(list) == 0 {
 		return nil, fmt.Errorf("steps: want a list of {percent, bake} ending at percent 100, got %s", describe(v))
@@ -128,8 +158,8 @@ func ParseSteps(v any) ([]Step, error) {
 			return nil, fmt.Errorf("steps[%d]: want {percent, bake}, got %s", i, describe(item))
 		}
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if k != "percent" && k != "bake" {
-				return nil, fmt.Errorf("steps[%d]: unknown key %q (want percent, bake)", i, k)
+			if k != "percent" && k != "bake" && k != "warmup" {
+				return nil, fmt.Errorf("steps[%d]: unknown key %q (want percent, bake, warmup)", i, k)
 			}
 		}
 		p, err := number.Figure(m["percent"])
@@ -155,6 +185,15 @@ func ParseSteps(v any) ([]Step, error) {
 				return nil, fmt.Errorf("steps[%d].bake: %s is negative", i, text)
 			}
 		}
+		s.Warmup = warmup
+		if w, ok := m["warmup"]; ok && w != nil {
+			if s.Warmup, err = parseDuration(w, fmt.Sprintf("steps[%d].warmup", i)); err != nil {
+				return nil, err
+			}
+		}
+		if s.Bake > 0 && s.Warmup > s.Bake {
+			return nil, fmt.Errorf("steps[%d].warmup: %s is longer than the step's bake %s: the step would end before its checks count", i, s.Warmup, s.Bake)
+		}
 		steps = append(steps, s)
 	}
 	if last := steps[len(steps)-1]; last.Percent != 100 {
@@ -167,8 +206,9 @@ func ParseSteps(v any) ([]Step, error) {
 }
 
 // ParseChecks reads a canary's checks: a list of {name, query, one
-// threshold, ...}.
-func ParseChecks(v any) ([]Check, error) {
+// threshold, ...}. failureLimit is the node's, for checks that do not set
+// their own (0: DefaultFailureLimit).
+func ParseChecks(v any, failureLimit int) ([]Check, error) {
 	list, ok := v.([]any)
 	if !ok || len(list) == 0 {
 		return nil, fmt.Errorf("checks: want a list of {name, query, one of %s}, got %s", strings.Join(thresholdKeys, "/"), describe(v))
@@ -182,6 +222,9 @@ func ParseChecks(v any) ([]Check, error) {
 		c, err := parseCheck(item)
 		if err != nil {
 			return nil, fmt.Errorf("checks[%d]: %w", i, err)
+		}
+		if c.FailureLimit == 0 {
+			c.FailureLimit = cmp.Or(failureLimit, DefaultFailureLimit)
 		}
 		if seen[c.Name] {
 			return nil, fmt.Errorf("checks[%d].name: %q is taken by another check", i, c.Name)
@@ -229,6 +272,11 @@ func parseCheck(item any) (Check, error) {
 		}
 		c.MinSamples = int(f)
 	}
+	if v, ok := m["failure_limit"]; ok {
+		if c.FailureLimit, err = ParseFailureLimit(v); err != nil {
+			return Check{}, err
+		}
+	}
 	if v, ok := m["on_no_data"]; ok {
 		if s, _ := v.(string); s != NoDataFail && s != NoDataIgnore {
 			return Check{}, fmt.Errorf("on_no_data: want %s or %s, got %s", NoDataFail, NoDataIgnore, describe(v))
@@ -268,28 +316,81 @@ func CheckPrometheusURL(s string) error {
 	return nil
 }
 
-// ParseSpec reads a whole spec; interval "" is DefaultInterval.
-func ParseSpec(steps, checks any, interval, prometheusURL string) (Spec, error) {
-	s := Spec{Interval: DefaultInterval, PrometheusURL: prometheusURL}
+// ParseFailureLimit reads a failure_limit: a whole number >= 1.
+func ParseFailureLimit(v any) (int, error) {
+	f, err := number.Figure(v)
+	if err != nil || v == nil || f < 1 || f != float64(int(f)) || f > 1000 {
+		return 0, fmt.Errorf("failure_limit: want a whole number from 1 (the first breached evaluation rolls back) to 1000, got %s", describe(v))
+	}
+	return int(f), nil
+}
+
+// Settings are a spec's node-wide settings; "" and 0 are the defaults.
+type Settings struct {
+	Interval            string
+	PrometheusURL       string
+	Warmup              string // each step's, unless it sets its own
+	FailureLimit        int    // each check's, unless it sets its own
+	InconclusiveTimeout string
+}
+
+// ParseSpec reads a whole spec.
+func ParseSpec(steps, checks any, set Settings) (Spec, error) {
+	s := Spec{Interval: DefaultInterval, PrometheusURL: set.PrometheusURL, InconclusiveTimeout: DefaultInconclusiveTimeout}
 	var err error
-	if s.Steps, err = ParseSteps(steps); err != nil {
+	var warmup time.Duration
+	if set.Warmup != "" {
+		if warmup, err = parseDuration(set.Warmup, "warmup"); err != nil {
+			return Spec{}, err
+		}
+	}
+	if set.FailureLimit != 0 {
+		if _, err := ParseFailureLimit(float64(set.FailureLimit)); err != nil {
+			return Spec{}, err
+		}
+	}
+	if s.Steps, err = ParseSteps(steps, warmup); err != nil {
 		return Spec{}, err
 	}
-	if s.Checks, err = ParseChecks(checks); err != nil {
+	if s.Checks, err = ParseChecks(checks, set.FailureLimit); err != nil {
 		return Spec{}, err
 	}
-	if interval != "" {
-		if s.Interval, err = dags.ParseDuration(interval); err != nil {
+	if set.Interval != "" {
+		if s.Interval, err = dags.ParseDuration(set.Interval); err != nil {
 			return Spec{}, fmt.Errorf("interval: %w", err)
 		}
 		if s.Interval < time.Second {
-			return Spec{}, fmt.Errorf("interval: %s is under 1s", interval)
+			return Spec{}, fmt.Errorf("interval: %s is under 1s", set.Interval)
 		}
 	}
-	if err := CheckPrometheusURL(prometheusURL); err != nil {
+	if set.InconclusiveTimeout != "" {
+		if s.InconclusiveTimeout, err = parseDuration(set.InconclusiveTimeout, "inconclusive_timeout"); err != nil {
+			return Spec{}, err
+		}
+		if s.InconclusiveTimeout <= 0 {
+			return Spec{}, errors.New("inconclusive_timeout: want a duration above 0 (an inconclusive step waits that long for a person, then rolls back)")
+		}
+	}
+	if err := CheckPrometheusURL(set.PrometheusURL); err != nil {
 		return Spec{}, err
 	}
 	return s, nil
+}
+
+// parseDuration reads a non-negative duration such as "30s" at what.
+func parseDuration(v any, what string) (time.Duration, error) {
+	text, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("%s: want a duration such as 30s, got %s", what, describe(v))
+	}
+	d, err := dags.ParseDuration(text)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s: %s is negative", what, text)
+	}
+	return d, nil
 }
 
 func stringField(m map[string]any, key string, required bool) (string, error) {

@@ -27,12 +27,12 @@ func TestParseStepsRefusesBadSteps(t *testing.T) {
 		{[]any{map[string]any{"percent": 5.0, "weight": 3.0}}, `unknown key "weight"`},
 		{nil, "want a list"},
 	} {
-		_, err := ParseSteps(tc.steps)
+		_, err := ParseSteps(tc.steps, 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseSteps(%v) = %v, want an error with %q", tc.steps, err, tc.want)
 		}
 	}
-	steps, err := ParseSteps([]any{step(5.0, "30m"), step(25.0, "1h"), step(100.0, "")})
+	steps, err := ParseSteps([]any{step(5.0, "30m"), step(25.0, "1h"), step(100.0, "")}, 0)
 	if err != nil || len(steps) != 3 || steps[1].Bake != time.Hour || steps[2].Percent != 100 || steps[2].Bake != 0 {
 		t.Fatalf("ParseSteps = %+v, %v", steps, err)
 	}
@@ -41,7 +41,7 @@ func TestParseStepsRefusesBadSteps(t *testing.T) {
 func TestParseChecks(t *testing.T) {
 	ok := map[string]any{"name": "ctr", "query": `sum(rate(clicks_total{version="${version}"}[5m]))`,
 		"direction": "higher_is_better", "min_relative_change": -0.02, "count_query": "x", "min_count": 1000.0, "min_samples": 3.0}
-	checks, err := ParseChecks([]any{ok})
+	checks, err := ParseChecks([]any{ok}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +62,12 @@ func TestParseChecks(t *testing.T) {
 		{map[string]any{"name": "a", "query": "q", "max": 1.0, "min_samples": 0.0}, "min_samples"},
 		{map[string]any{"name": "a", "query": "q", "absolute": 1.0}, `unknown key "absolute"`},
 	} {
-		_, err := ParseChecks([]any{tc.check})
+		_, err := ParseChecks([]any{tc.check}, 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseChecks(%v) = %v, want an error with %q", tc.check, err, tc.want)
 		}
 	}
-	if _, err := ParseChecks([]any{ok, ok}); err == nil || !strings.Contains(err.Error(), "taken") {
+	if _, err := ParseChecks([]any{ok, ok}, 0); err == nil || !strings.Contains(err.Error(), "taken") {
 		t.Errorf("two checks of one name: %v", err)
 	}
 }
@@ -76,15 +76,15 @@ func TestParseSpecURL(t *testing.T) {
 	steps := []any{map[string]any{"percent": 100.0, "bake": "1m"}}
 	checks := []any{map[string]any{"name": "a", "query": "q", "max": 1.0}}
 	for _, u := range []string{"", "prometheus:9090", "ftp://x", "http://user:pw@x:9090"} {
-		if _, err := ParseSpec(steps, checks, "", u); err == nil || !strings.Contains(err.Error(), "prometheus_url") {
+		if _, err := ParseSpec(steps, checks, Settings{PrometheusURL: u}); err == nil || !strings.Contains(err.Error(), "prometheus_url") {
 			t.Errorf("prometheus_url %q: %v", u, err)
 		}
 	}
-	s, err := ParseSpec(steps, checks, "", "http://localhost:9090")
+	s, err := ParseSpec(steps, checks, Settings{PrometheusURL: "http://localhost:9090"})
 	if err != nil || s.Interval != DefaultInterval {
 		t.Fatalf("ParseSpec = %+v, %v", s, err)
 	}
-	if _, err := ParseSpec(steps, checks, "100ms", "http://localhost:9090"); err == nil {
+	if _, err := ParseSpec(steps, checks, Settings{Interval: "100ms", PrometheusURL: "http://localhost:9090"}); err == nil {
 		t.Error("an interval under 1s was accepted")
 	}
 }

@@ -72,10 +72,16 @@ func canaryRows(n runs.NodeState) (canaryView, bool) {
 	for i, s := range o.Steps {
 		row := canaryStepRow{N: i + 1, Percent: fmt.Sprintf("%g%%", s.Percent), Bake: s.Bake, Outcome: strings.ReplaceAll(s.Outcome, "_", " "),
 			Started: fmt.Sprintf("+%s", s.Started.Sub(t0).Round(time.Second)), Took: s.Ended.Sub(s.Started).Round(100 * time.Millisecond).String()}
-		row.Breached = s.Outcome == "breached" || s.Outcome == canarynode.Rejected
+		row.Breached = s.Outcome == "breached" || s.Outcome == canarynode.Rejected || s.Outcome == "out_of_time" || s.Outcome == "inconclusive"
 		for _, c := range s.Checks {
+			samples := fmt.Sprintf("%d/%d", c.Passed, c.Samples)
+			if c.FailureLimit > 0 {
+				// What the decision counted: breaches against the limit,
+				// and evaluations that could not say (no data yet).
+				samples += fmt.Sprintf(" (%d breached, failure_limit %d; %d inconclusive)", c.Breaches, c.FailureLimit, c.Inconclusive)
+			}
 			row.Checks = append(row.Checks, canaryCheckCell{Name: c.Name, Status: c.Status, Canary: fmtPtr(c.Canary), Production: fmtPtr(c.Production),
-				Samples: fmt.Sprintf("%d/%d", c.Passed, c.Samples), Reason: c.Reason})
+				Samples: samples, Reason: c.Reason})
 		}
 		v.Steps = append(v.Steps, row)
 	}

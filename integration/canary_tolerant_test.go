@@ -1,0 +1,249 @@
+package integration
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// tolerantSpec is canarySpec with extra `with` lines and a node timeout
+// ("" keeps the default).
+func tolerantSpec(extra, timeout string) string {
+	s := strings.Replace(canarySpec, "      interval: 2s\n", "      interval: 2s\n"+extra, 1)
+	if timeout != "" {
+		s = strings.Replace(s, "    heartbeat: 2s\n", "    heartbeat: 2s\n    timeout: "+timeout+"\n", 1)
+	}
+	return s
+}
+
+func (e *canaryEnv) startSpec(t *testing.T, spec string, params map[string]any) string {
+	t.Helper()
+	run, err := runs.Start(t.Context(), tclient, runs.Request{Spec: []byte(spec), SpecFile: "canary-it.yaml", Params: params, TaskQueue: e.queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run.ID
+}
+
+// promProxy stands in front of the env's Prometheus: it may demand a
+// bearer token, answer slowly, and rewrite chosen evaluations of the
+// canary's p99 query (counted from 1) to a breaching value, so that
+// which evaluations breach is known exactly.
+type promProxy struct {
+	token    string
+	delay    time.Duration
+	breachAt map[int]bool
+
+	mu      sync.Mutex
+	p99     int // evaluations of the canary's p99 query
+	refused int
+	queried int
+}
+
+func (e *canaryEnv) proxy(t *testing.T, p *promProxy) string {
+	t.Helper()
+	target, _ := url.Parse(e.prom.URL)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.token != "" && r.Header.Get("Authorization") != "Bearer "+p.token {
+			p.mu.Lock()
+			p.refused++
+			p.mu.Unlock()
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		time.Sleep(p.delay)
+		if r.URL.Path == "/api/v1/query" {
+			if err := r.ParseForm(); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			q := r.PostForm.Get("query")
+			p.mu.Lock()
+			p.queried++
+			if strings.HasPrefix(q, "histogram_quantile") && strings.Contains(q, `version="v2"`) {
+				p.p99++
+				if p.breachAt[p.p99] {
+					r.PostForm.Set("query", "vector(0.9)") // p99 900 ms: over max 0.25
+				}
+			}
+			p.mu.Unlock()
+			body := r.PostForm.Encode()
+			r.Body = http.NoBody
+			r2 := r.Clone(r.Context())
+			r2.Body = bodyOf(body)
+			r2.ContentLength = int64(len(body))
+			rp.ServeHTTP(w, r2)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestCanarySeriesAppearsLate: the canary's series appear 10 s after the
+// split (the serving system exports them only then); with interval 2s
+// and warmup 16s the first evaluations are inconclusive, not breaches,
+// and the canary is promoted.
+func TestCanarySeriesAppearsLate(t *testing.T) {
+	hidden := healthy
+	hidden.Label = "v2-not-yet"
+	e := newCanaryEnv(t, hidden)
+	startStoreWorker(t, e.queue, e.srv)
+	id := e.startSpec(t, tolerantSpec("      warmup: 16s\n", ""), e.params("24s"))
+	var split time.Time
+	waitFor(t, time.Minute, func() bool {
+		for _, s := range e.sim.Splits() {
+			if s.CanaryPercent == 10 {
+				split = s.Received
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(time.Until(split.Add(10 * time.Second)))
+	e.sim.Set("v2", healthy) // its series appear now
+	t.Logf("split to 10%% at %s; v2's series exported from %s (+10s)", split.Format(time.TimeOnly), time.Now().Format(time.TimeOnly))
+	res := wait(t, id)
+	decision, steps, out := canaryOutputs(t, res)
+	logSteps(t, steps)
+	t.Logf("decision %s: %v", decision, out["reason"])
+	wantStatus(t, res, runs.StatusSucceeded)
+	if decision != "promoted" {
+		t.Fatalf("decision %q", decision)
+	}
+	c := steps[0].(map[string]any)["checks"].([]any)[0].(map[string]any)
+	if c["inconclusive"].(float64) < 3 || c["breaches"] != 0.0 {
+		t.Errorf("step 1's ctr check %v: want the first evaluations inconclusive, none breached", c)
+	}
+	e.wantMoves(t, []string{"promote:->v1", "promote:v1->v2"}, []string{"promote:->v2"}, []string{"v1/v2@10", "v1/v2@50", "v2/v2@100"})
+}
+
+// TestCanaryFailureLimit: under failure_limit 2, one breached evaluation
+// of p99 among passes is tolerated and the canary promoted; two in a row
+// roll it back, the breach naming the two evaluations.
+func TestCanaryFailureLimit(t *testing.T) {
+	t.Run("one breach", func(t *testing.T) {
+		e := newCanaryEnv(t, healthy)
+		startStoreWorker(t, e.queue, e.srv)
+		p := &promProxy{breachAt: map[int]bool{2: true}}
+		params := e.params("8s")
+		params["prom"] = e.proxy(t, p)
+		res := wait(t, e.startSpec(t, tolerantSpec("      failure_limit: 2\n", ""), params))
+		decision, steps, out := canaryOutputs(t, res)
+		logSteps(t, steps)
+		t.Logf("decision %s: %v", decision, out["reason"])
+		wantStatus(t, res, runs.StatusSucceeded)
+		c := steps[0].(map[string]any)["checks"].([]any)[1].(map[string]any)
+		if decision != "promoted" || c["breaches"] != 1.0 {
+			t.Fatalf("decision %q, step 1's p99 %v", decision, c)
+		}
+	})
+	t.Run("two in a row", func(t *testing.T) {
+		e := newCanaryEnv(t, healthy)
+		startStoreWorker(t, e.queue, e.srv)
+		p := &promProxy{breachAt: map[int]bool{2: true, 3: true}}
+		params := e.params("8s")
+		params["prom"] = e.proxy(t, p)
+		res := wait(t, e.startSpec(t, tolerantSpec("      failure_limit: 2\n", ""), params))
+		decision, steps, out := canaryOutputs(t, res)
+		logSteps(t, steps)
+		wantStatus(t, res, runs.StatusFailed)
+		b, _ := out["breach"].(map[string]any)
+		t.Logf("decision %s, breach %v", decision, b)
+		evs, _ := b["evaluations"].([]any)
+		if decision != "rolled_back" || b["check"] != "p99_latency" || len(evs) != 2 || !strings.Contains(b["reason"].(string), "2 consecutive breached evaluations of failure_limit 2") {
+			t.Fatalf("decision %q, breach %v", decision, b)
+		}
+		e.wantMoves(t, []string{"promote:->v1"}, []string{"promote:->v2", "rollback:v2->v1"}, []string{"v1/v2@10", "v1/v1@0"})
+	})
+}
+
+// TestCanaryPrometheusBearerToken: a Prometheus behind a proxy that
+// demands a bearer token is queried with the worker's secret; the token
+// is in no output.
+func TestCanaryPrometheusBearerToken(t *testing.T) {
+	const token = "prom-token-5f3a"
+	t.Setenv(progenv.SecretEnvPrefix+"PROM_TOKEN", token)
+	e := newCanaryEnv(t, healthy)
+	startStoreWorker(t, e.queue, e.srv)
+	p := &promProxy{token: token}
+	params := e.params("6s")
+	params["prom"] = e.proxy(t, p)
+	res := wait(t, e.startSpec(t, tolerantSpec("      prometheus_bearer_token: ${secret.PROM_TOKEN}\n", ""), params))
+	decision, steps, out := canaryOutputs(t, res)
+	logSteps(t, steps)
+	wantStatus(t, res, runs.StatusSucceeded)
+	p.mu.Lock()
+	queried, refused := p.queried, p.refused
+	p.mu.Unlock()
+	t.Logf("decision %s; the proxy answered %d queries with the token, refused %d", decision, queried, refused)
+	if decision != "promoted" || queried == 0 || refused != 0 {
+		t.Fatalf("decision %q, %d queries answered, %d refused", decision, queried, refused)
+	}
+	if b, _ := jsonOf(out); strings.Contains(b, token) {
+		t.Error("the token is in the canary's outputs")
+	}
+}
+
+// TestCanarySlowServingNeverPartial: a webhook that answers in 4 s and a
+// Prometheus that answers in 3 s, with bakes (2 x 30 s) that leave one
+// minute of the node's 2m timeout: the canary ends decided, promoted or
+// rolled back with 0% sent, never at a partial split.
+func TestCanarySlowServingNeverPartial(t *testing.T) {
+	e := newCanaryEnv(t, healthy)
+	startStoreWorker(t, e.queue, e.srv)
+	slowHook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(4 * time.Second)
+		e.sim.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(slowHook.Close)
+	params := e.params("30s")
+	params["prom"] = e.proxy(t, &promProxy{delay: 3 * time.Second})
+	params["hook"] = slowHook.URL + "/webhook"
+	start := time.Now()
+	res := wait(t, e.startSpec(t, tolerantSpec("", "2m"), params))
+	took := time.Since(start)
+	decision, steps, out := canaryOutputs(t, res)
+	logSteps(t, steps)
+	splits := e.splits()
+	t.Logf("after %s: run %s, decision %s: %v; webhook splits %v", took.Round(time.Second), res.Status, decision, out["reason"], splits)
+	if len(splits) == 0 {
+		t.Fatal("the webhook heard nothing")
+	}
+	last := e.sim.Splits()[len(splits)-1]
+	switch decision {
+	case "promoted":
+		if last.CanaryPercent != 100 {
+			t.Errorf("promoted, but serving's last word is %v%%", last.CanaryPercent)
+		}
+	case "rolled_back":
+		if last.CanaryPercent != 0 || last.Canary != "v1" {
+			t.Errorf("rolled back, but serving's last word is %+v", last)
+		}
+		e.wantMoves(t, []string{"promote:->v1"}, []string{"promote:->v2", "rollback:v2->v1"}, nil)
+	default:
+		t.Errorf("decision %q (run %s)", decision, res.Status)
+	}
+	if took > 2*time.Minute+10*time.Second {
+		t.Errorf("took %s, past the node's timeout", took)
+	}
+}
+
+func bodyOf(s string) io.ReadCloser { return io.NopCloser(strings.NewReader(s)) }
+
+func jsonOf(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
