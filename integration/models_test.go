@@ -197,7 +197,10 @@ func TestCLIModelRollback(t *testing.T) {
 		return out.String(), nil
 	}
 
-	out, err := retrain("model", "rollback", "ctr", "--reason", "bad canary")
+	// v1 may be trained for an earlier logical time than v2 (each run's
+	// is its start time, to the second): an operator's rollback to an
+	// older version needs --force (TestModelMoveForce covers the refusal).
+	out, err := retrain("model", "rollback", "ctr", "--force", "--reason", "bad canary")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func (a *Activities) production(ctx context.Context, reg *regmodels.Registry, s 
 	err = reg.CheckMove(ctx, req)
 	if sup, ok := errors.AsType[*regmodels.Superseded](err); ok {
 		c.SupersededBy, c.SupersededDate = sup.By.Version, sup.By.LogicalDate()
-		c.Superseded = fmt.Sprintf("%s moved from %s to %s, trained for %s, while the canary baked: %s, trained for %s, is of an earlier date and is not promoted",
+		c.Superseded = fmt.Sprintf("%s moved from %s to %s, trained for %s, while the canary baked: %s, trained for %s, is of an earlier logical time and is not promoted",
 			p.ProductionAlias, p.Production, sup.By.Version, sup.By.LogicalDate(), p.Version, p.LogicalDate)
 		a.log(s.In).Info("canary superseded", "production", cur.Version, "production_date", sup.By.LogicalDate(), "version", p.Version)
 		return c, nil

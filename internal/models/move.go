@@ -57,8 +57,19 @@ type Superseded struct {
 }
 
 func (e *Superseded) Error() string {
-	return fmt.Sprintf("%s of %s names %s, trained for %s: %s, trained for %s, is of an earlier date and does not replace it unless forced",
-		e.Alias, e.Model, e.By.Version, e.By.LogicalDate(), e.Version.Version, e.Version.LogicalDate())
+	theirs, ours := TrainedFor(e.By.Meta, e.Version.Meta)
+	return fmt.Sprintf("%s of %s names %s, trained for %s: %s, trained for %s, is of an earlier logical time and does not replace it unless forced",
+		e.Alias, e.Model, e.By.Version, theirs, e.Version.Version, ours)
+}
+
+// TrainedFor says when two versions were trained for, as dates, or as
+// full logical times where the dates are the same (two runs of one day:
+// dates alone would read as equal while one is earlier).
+func TrainedFor(a, b Meta) (string, string) {
+	if a.LogicalDate() != b.LogicalDate() {
+		return a.LogicalDate(), b.LogicalDate()
+	}
+	return a.LogicalTime, b.LogicalTime
 }
 
 func (e *Superseded) Unwrap() error { return ErrSuperseded }
