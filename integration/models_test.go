@@ -330,11 +330,12 @@ func TestBadStorageFailsBeforeAnyWrite(t *testing.T) {
 // checkpoint with every row. The run then fails downstream; rerunning it
 // (same run id) reuses the checkpoint without running its command again.
 func TestCheckpointNodeKilledAndResumed(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	st := srv.Open(t, "")
 	// Child workers take their store from the environment, as
 	// retrain-worker does.
-	setChildStoreEnv(t, srv)
+	env := childStoreEnv(srv)
 
 	queue := newQueue(t)
 	dir := t.TempDir()
@@ -386,7 +387,7 @@ nodes:
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	first := startChildWorker(t, queue)
+	first := startChildWorker(t, queue, env...)
 	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), TaskQueue: queue})
 	if err != nil {
 		t.Fatal(err)
@@ -396,7 +397,7 @@ nodes:
 		t.Fatal(err)
 	}
 	_ = first.Wait()
-	startChildWorker(t, queue)
+	startChildWorker(t, queue, env...)
 
 	res, err := runs.Wait(ctx, tclient, run.ID, nil)
 	if err != nil {

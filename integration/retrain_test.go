@@ -253,10 +253,10 @@ func TestCTRRetrainScenarios(t *testing.T) {
 // resumes from the last checkpoint (not step 0) and the run ends with
 // exactly one new model version.
 func TestTrainResumesAfterWorkerKilled(t *testing.T) {
+	t.Parallel()
 	e := newRetrainEnv(t, false)
 	// Child workers take their store and lake from the environment.
-	setChildStoreEnv(t, e.srv)
-	t.Setenv(childLakeEnv, e.lakeCfg.DataDir)
+	env := append(childStoreEnv(e.srv), childLakeEnv+"="+e.lakeCfg.DataDir)
 
 	const spec = `
 name: killtrain
@@ -282,7 +282,7 @@ nodes:
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	first := startChildWorker(t, e.queue)
+	first := startChildWorker(t, e.queue, env...)
 	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), TaskQueue: e.queue})
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ nodes:
 	}
 	_ = first.Wait()
 	killedAt := saved()
-	startChildWorker(t, e.queue)
+	startChildWorker(t, e.queue, env...)
 
 	res, err := runs.Wait(ctx, tclient, run.ID, nil)
 	if err != nil {
@@ -334,6 +334,7 @@ nodes:
 // human is forced through with `retrain approve --force --reason`; the
 // gate records who and why, and the deploy step after it runs.
 func TestGateForcedByApprove(t *testing.T) {
+	t.Parallel()
 	queue := newQueue(t)
 	startWorker(t, queue)
 	const spec = `
