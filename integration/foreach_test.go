@@ -16,6 +16,7 @@ import (
 // a static fan-out of 1,000 noop nodes. -short runs 1,000 instances; the
 // full test 10,000 (Temporal's limits: 51,200 events, 50 MB a history).
 func TestForeachScale(t *testing.T) {
+	t.Parallel()
 	queue := newQueue(t)
 	startWorker(t, queue)
 	// The long form's 10,000 instances are 40 chunk workflows; the short

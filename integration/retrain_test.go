@@ -170,6 +170,7 @@ func (e *retrainEnv) bayesAUC(t *testing.T, splitURI string) float64 {
 // fails the gate and leaves production and the training table exactly as
 // they were.
 func TestCTRRetrainScenarios(t *testing.T) {
+	t.Parallel()
 	e := newRetrainEnv(t, true)
 
 	t.Run("first run deploys v1", func(t *testing.T) {
