@@ -17,7 +17,6 @@ import (
 // canary goes on to step 2 and is promoted, and every move and webhook
 // happens once.
 func TestCanaryWorkerKilledMidBake(t *testing.T) {
-	t.Parallel()
 	const bake, heartbeat = 16 * time.Second, 2 * time.Second
 	e := newCanaryEnv(t, healthy)
 	env := childStoreEnv(e.srv)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -214,16 +215,28 @@ func (s *summary) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "\n%d tests ran: %d passed, %d failed, %d skipped\n", ran, passed, failed, skipped2)
 }
 
+// testLog matches a line t.Log or t.Skip wrote: "name_test.go:12: ...".
+var testLog = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
+
 // skipReason is what t.Skip said: the lines between the test's start and
 // its --- SKIP line, joined.
 func skipReason(lines []string) string {
-	var parts []string
+	var parts, logged []string
 	for _, l := range lines {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.HasPrefix(l, "=== ") || strings.HasPrefix(l, "--- SKIP") {
 			continue
 		}
 		parts = append(parts, l)
+		if testLog.MatchString(l) {
+			logged = append(logged, l)
+		}
+	}
+	// With parallel tests, go test -json may attribute stray process
+	// output (a logger writing to stdout) to a test: what t.Skip said is
+	// the test's own file:line lines.
+	if len(logged) > 0 {
+		parts = logged
 	}
 	if len(parts) == 0 {
 		return "(no reason given)"

@@ -15,6 +15,7 @@ const stream = `{"Action":"start","Package":"m/a"}
 {"Action":"pass","Package":"m/a","Test":"TestOK","Elapsed":1.5}
 {"Action":"run","Package":"m/a","Test":"TestTorch"}
 {"Action":"output","Package":"m/a","Test":"TestTorch","Output":"=== RUN   TestTorch\n"}
+{"Action":"output","Package":"m/a","Test":"TestTorch","Output":"time=2026-11-28T04:16:31Z level=ERROR msg=\"another test's worker\"\n"}
 {"Action":"output","Package":"m/a","Test":"TestTorch","Output":"    torch_test.go:10: no torch: apt-get install python3-torch\n"}
 {"Action":"output","Package":"m/a","Test":"TestTorch","Output":"--- SKIP: TestTorch (0.00s)\n"}
 {"Action":"skip","Package":"m/a","Test":"TestTorch","Elapsed":0}
