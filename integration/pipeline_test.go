@@ -228,7 +228,6 @@ nodes:
 // TestWorkerKilledMidNode kills the worker process while a long node runs
 // and checks a new worker finishes the run without redoing finished nodes.
 func TestWorkerKilledMidNode(t *testing.T) {
-	t.Parallel()
 	queue := newQueue(t)
 	dir := t.TempDir()
 	count := func(name string) int {
@@ -317,7 +316,6 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 // TestCancelKillsProcessGroup cancels a run and checks the command's
 // children are gone and the run reports cancelled.
 func TestCancelKillsProcessGroup(t *testing.T) {
-	t.Parallel()
 	queue := newQueue(t)
 	startWorker(t, queue)
 	pidFile := filepath.Join(t.TempDir(), "pid")

@@ -180,7 +180,6 @@ func TestTorchRetrain(t *testing.T) {
 // worker, resumes from the last checkpoint the node kept in the store; the
 // run deploys exactly one model version.
 func TestTorchWorkerKilledMidTraining(t *testing.T) {
-	t.Parallel()
 	e := newTorchEnv(t, false)
 	// Child workers take their store and lake from the environment.
 	env := append(childStoreEnv(e.srv), childLakeEnv+"="+e.lakeCfg.DataDir)
