@@ -19,8 +19,8 @@ import (
 func TestCanaryWorkerKilledMidBake(t *testing.T) {
 	const bake, heartbeat = 16 * time.Second, 2 * time.Second
 	e := newCanaryEnv(t, healthy)
-	setChildStoreEnv(t, e.srv)
-	w := startChildWorker(t, e.queue)
+	env := childStoreEnv(e.srv)
+	w := startChildWorker(t, e.queue, env...)
 	id := e.start(t, bake.String())
 	waitBaking(t, id, 1)
 	killed := time.Now()
@@ -30,7 +30,7 @@ func TestCanaryWorkerKilledMidBake(t *testing.T) {
 	_ = w.Wait()
 	time.Sleep(2 * time.Second)
 	restarted := time.Now()
-	startChildWorker(t, e.queue)
+	startChildWorker(t, e.queue, env...)
 	res := wait(t, id)
 	wantStatus(t, res, runs.StatusSucceeded)
 	decision, steps, _ := canaryOutputs(t, res)

@@ -70,6 +70,7 @@ var killPoints = []killPoint{
 const killHeartbeat = "10s"
 
 func TestKillStack(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the retrain binary three times")
 	}

@@ -46,9 +46,8 @@ func TestParallelStagesFirstAttempt(t *testing.T) {
 	const n = 8
 	l := newTestLake(t)
 	other := newQueue(t)
-	t.Setenv(childLakeEnv, l.dir)
-	t.Setenv(worker.EnvTrustedQueues, l.queue) // the child runs nodes of the runs on the test's queue
-	startChildWorker(t, other)
+	startChildWorker(t, other, childLakeEnv+"="+l.dir,
+		worker.EnvTrustedQueues+"="+l.queue) // the child runs nodes of the runs on the test's queue
 	waitForPoller(t, other)
 
 	res := l.run(t, runs.Request{Spec: []byte(parallelStageSpec(n, other)), SpecFile: "stage_8_parallel.yaml"})

@@ -5,12 +5,15 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -55,6 +58,8 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
+	flag.Parse()
+	defaultParallel()
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "retrain-it-")
 	if err != nil {
@@ -81,6 +86,41 @@ func runTests(m *testing.M) int {
 	}
 	defer tclient.Close()
 	return m.Run()
+}
+
+// testParallel is how many of this package's t.Parallel tests run at
+// once when -parallel is not given. go test's default is GOMAXPROCS, 2 on
+// a 2-core machine, but the tests marked parallel spend most of their time
+// waiting (canary bakes, heartbeat timeouts after a kill, S3 outages, gang
+// formation, schedules firing), not computing; tests whose figures depend
+// on the machine being quiet (timings, scaling) stay sequential.
+const testParallel = 6
+
+// defaultParallel raises -test.parallel to testParallel unless the
+// command line set it.
+func defaultParallel() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && runtime.GOMAXPROCS(0) < testParallel {
+		_ = flag.Set("test.parallel", strconv.Itoa(testParallel))
+	}
+}
+
+// longTestsEnv set to 1 runs the long forms of the fault and soak tests
+// (more rounds, longer outages): .ci/run sets it. Without it, as in a plain
+// `go test ./...`, they run fewer rounds of the same cases, so the package
+// stays well inside go test's default 10-minute timeout.
+const longTestsEnv = "RETRAIN_LONG_TESTS"
+
+// longTests says whether to run the long form, and logs which form ran.
+func longTests(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(longTestsEnv) == "1" {
+		t.Logf("long form (%s=1)", longTestsEnv)
+		return true
+	}
+	t.Logf("short form: %s=1 runs the long form, as .ci/run does", longTestsEnv)
+	return false
 }
 
 // runChildWorker is the body of a worker child process.
@@ -202,13 +242,17 @@ func wantStatus(t *testing.T, res *runs.Result, want runs.Status) {
 	}
 }
 
-// setChildStoreEnv points child worker processes, which take their store
-// from the environment as retrain-worker does, at srv.
-func setChildStoreEnv(t *testing.T, srv *s3test.Server) {
-	t.Setenv("RETRAIN_S3_URI", srv.URI(""))
-	t.Setenv("RETRAIN_S3_ENDPOINT", srv.Endpoint)
-	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-	t.Setenv("AWS_REGION", srv.Region)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+// childStoreEnv is the environment that points a child worker process,
+// which takes its store from the environment as retrain-worker does, at
+// srv (for startChildWorker: the test process's own environment stays as
+// it is, so tests that start child workers can run in parallel).
+func childStoreEnv(srv *s3test.Server) []string {
+	return []string{
+		"RETRAIN_S3_URI=" + srv.URI(""),
+		"RETRAIN_S3_ENDPOINT=" + srv.Endpoint,
+		"AWS_ACCESS_KEY_ID=" + srv.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
+		"AWS_REGION=" + srv.Region,
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
 }

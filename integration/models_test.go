@@ -337,7 +337,7 @@ func TestCheckpointNodeKilledAndResumed(t *testing.T) {
 	st := srv.Open(t, "")
 	// Child workers take their store from the environment, as
 	// retrain-worker does.
-	setChildStoreEnv(t, srv)
+	env := childStoreEnv(srv)
 
 	queue := newQueue(t)
 	dir := t.TempDir()
@@ -389,7 +389,7 @@ nodes:
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	first := startChildWorker(t, queue)
+	first := startChildWorker(t, queue, env...)
 	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), TaskQueue: queue})
 	if err != nil {
 		t.Fatal(err)
@@ -399,7 +399,7 @@ nodes:
 		t.Fatal(err)
 	}
 	_ = first.Wait()
-	startChildWorker(t, queue)
+	startChildWorker(t, queue, env...)
 
 	res, err := runs.Wait(ctx, tclient, run.ID, nil)
 	if err != nil {

@@ -61,6 +61,7 @@ func TestHelloByName(t *testing.T) {
 // TestTimeoutKillsProcessGroup lets a node run past its timeout and checks
 // the attempt fails and every process it started is gone.
 func TestTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
 	queue := newQueue(t)
 	startWorker(t, queue)
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -143,6 +144,7 @@ nodes:
 }
 
 func TestFlakyNodeShowsThreeAttempts(t *testing.T) {
+	t.Parallel()
 	queue := newQueue(t)
 	startWorker(t, queue)
 	counter := filepath.Join(t.TempDir(), "count")
@@ -278,14 +280,17 @@ nodes:
 	}
 }
 
-// startChildWorker starts this test binary as a worker process on queue.
-func startChildWorker(t *testing.T, queue string) *exec.Cmd {
+// startChildWorker starts this test binary as a worker process on queue,
+// with env (KEY=VALUE: its store, its lake) added to the test process's
+// environment.
+func startChildWorker(t *testing.T, queue string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
 		childWorkerEnv+"="+queue,
 		"RETRAIN_TEMPORAL_ADDRESS="+server.FrontendAddress(),
 		"RETRAIN_NAMESPACE="+server.Namespace())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -170,6 +170,7 @@ func (e *retrainEnv) bayesAUC(t *testing.T, splitURI string) float64 {
 // fails the gate and leaves production and the training table exactly as
 // they were.
 func TestCTRRetrainScenarios(t *testing.T) {
+	t.Parallel()
 	e := newRetrainEnv(t, true)
 
 	t.Run("first run deploys v1", func(t *testing.T) {
@@ -255,8 +256,7 @@ func TestCTRRetrainScenarios(t *testing.T) {
 func TestTrainResumesAfterWorkerKilled(t *testing.T) {
 	e := newRetrainEnv(t, false)
 	// Child workers take their store and lake from the environment.
-	setChildStoreEnv(t, e.srv)
-	t.Setenv(childLakeEnv, e.lakeCfg.DataDir)
+	env := append(childStoreEnv(e.srv), childLakeEnv+"="+e.lakeCfg.DataDir)
 
 	const spec = `
 name: killtrain
@@ -282,7 +282,7 @@ nodes:
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	first := startChildWorker(t, e.queue)
+	first := startChildWorker(t, e.queue, env...)
 	run, err := runs.Start(ctx, tclient, runs.Request{Spec: []byte(spec), TaskQueue: e.queue})
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ nodes:
 	}
 	_ = first.Wait()
 	killedAt := saved()
-	startChildWorker(t, e.queue)
+	startChildWorker(t, e.queue, env...)
 
 	res, err := runs.Wait(ctx, tclient, run.ID, nil)
 	if err != nil {
@@ -334,6 +334,7 @@ nodes:
 // human is forced through with `retrain approve --force --reason`; the
 // gate records who and why, and the deploy step after it runs.
 func TestGateForcedByApprove(t *testing.T) {
+	t.Parallel()
 	queue := newQueue(t)
 	startWorker(t, queue)
 	const spec = `

@@ -176,6 +176,7 @@ func scrapedRetries(t *testing.T, w *worker.Worker) float64 {
 // counted SDK retry, of the client it was injected into, and the worker
 // exports the retries of both in retrain_s3_retries_total.
 func TestCTRRetrainUnderS3Faults(t *testing.T) {
+	t.Parallel()
 	clean := newRetrainEnv(t, true)
 	began := time.Now()
 	cleanRes := clean.run(t, nil)
@@ -244,6 +245,7 @@ func TestCTRRetrainUnderS3Faults(t *testing.T) {
 // control subtest shows it: the same outage with the SDK's default of 3
 // attempts fails the run.
 func TestCTRRetrainSurvivesS3Outage(t *testing.T) {
+	t.Parallel()
 	const outage = 30 * time.Second
 	o := runThroughOutage(t, outage, 0)
 	res := o.res

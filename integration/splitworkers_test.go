@@ -37,6 +37,7 @@ const (
 //     that group times out on its heartbeat and is redone by the other
 //     worker, and the checksums are the reference's.
 func TestSplitAcrossWorkers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds retrain-worker and starts an S3 server and two worker processes")
 	}

@@ -182,8 +182,7 @@ func TestTorchRetrain(t *testing.T) {
 func TestTorchWorkerKilledMidTraining(t *testing.T) {
 	e := newTorchEnv(t, false)
 	// Child workers take their store and lake from the environment.
-	setChildStoreEnv(t, e.srv)
-	t.Setenv(childLakeEnv, e.lakeCfg.DataDir)
+	env := append(childStoreEnv(e.srv), childLakeEnv+"="+e.lakeCfg.DataDir)
 
 	// torch-retrain as it is, but for the train node's heartbeat timeout:
 	// the example's 1m would keep the dead attempt a minute before the
@@ -191,7 +190,7 @@ func TestTorchWorkerKilledMidTraining(t *testing.T) {
 	spec := exampleSpec(t, "torch-retrain", "heartbeat: 1m", "heartbeat: 2s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	first := startChildWorker(t, e.queue)
+	first := startChildWorker(t, e.queue, env...)
 	start := time.Now()
 	// 8 epochs: 176 steps, a checkpoint every 20, so that the kill lands
 	// well before the end even on a loaded machine.
@@ -271,7 +270,7 @@ func TestTorchWorkerKilledMidTraining(t *testing.T) {
 	if b, _, err := e.store.GetBytes(ctx, recordedKey); err != nil || json.Unmarshal(b, &recorded) != nil {
 		t.Fatalf("read %s: %v: %s", recordedKey, err, b)
 	}
-	startChildWorker(t, e.queue)
+	startChildWorker(t, e.queue, env...)
 
 	res, err := runs.Wait(ctx, tclient, run.ID, nil)
 	if err != nil {
