@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/internal/redact"
 	"github.com/retrain-ml/retrain/internal/version"
 	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/workflows"
@@ -271,8 +272,10 @@ func absOrEmpty(p string) string {
 }
 
 // withoutUserinfo drops a URI's user, password and query (where
-// credentials go) before it is hashed.
+// credentials go) before it is hashed; what it cannot read as a URL
+// (a key=value DSN) loses its credentials by redact.URI.
 func withoutUserinfo(uri string) string {
+	uri = redact.URI(uri)
 	u, err := url.Parse(uri)
 	if err != nil || u.Scheme == "" || u.Opaque != "" {
 		// Not a URL with a host: keep what follows any credentials.

@@ -157,6 +157,8 @@ func TestWithoutUserinfo(t *testing.T) {
 		"postgres://u:p@db:5432/c?sslmode=disable": "postgres://db:5432/c",
 		"s3://bucket/prefix":                       "s3://bucket/prefix",
 		"user:pass@host/db":                        "host/db",
+		"host=db dbname=c user=u password=p":       "host=db dbname=c user=u password=xxxxx",
+		"postgres://u@db/c?password=p":             "postgres://db/c",
 		"":                                         "",
 	} {
 		if got := withoutUserinfo(in); got != want {

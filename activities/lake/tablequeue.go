@@ -61,10 +61,11 @@ func TableQueueID(taskQueue, catalog, tbl string) string {
 	return "retrain-table-queue/" + taskQueue + "/" + catalog + "/" + tbl
 }
 
-// catalogKey identifies a catalog in queue ids: a digest of its type, URI
-// (which may hold a password, hence the digest) and warehouse.
+// catalogKey identifies a catalog in queue ids: a digest of its identity
+// (type, host, port, database, user, warehouse), never of its URI, which
+// may hold a password a digest would let a guess list recover.
 func catalogKey(c lake.Config) string {
-	sum := sha256.Sum256([]byte(c.Type + "\x00" + c.URI + "\x00" + c.Warehouse))
+	sum := sha256.Sum256([]byte(c.Identity().Key()))
 	return hex.EncodeToString(sum[:6])
 }
 

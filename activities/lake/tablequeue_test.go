@@ -120,3 +120,35 @@ func TestQueueIDsPerCatalogAndTaskQueue(t *testing.T) {
 		t.Errorf("queue ids collide: %v", ids)
 	}
 }
+
+// TestQueueIDIgnoresPassword: the queue id's catalog digest is over the
+// catalog's identity, so it is the same whatever the password (nothing in
+// it can confirm a guessed one) and in whichever form the URI carries it,
+// and still tells hosts, databases and users apart.
+func TestQueueIDIgnoresPassword(t *testing.T) {
+	id := func(uri string) string {
+		return TableQueueID("prodq", catalogKey(lake.Config{Type: "sql", URI: uri, Warehouse: "s3://b/w"}), "ml.training")
+	}
+	for _, uris := range [][]string{
+		{"postgres://retrain:Pg-Weak-summer2026@db:5432/lake", "postgres://retrain:other@db:5432/lake", "postgres://retrain@db:5432/lake"},
+		{"postgres://retrain@db:5432/lake?password=Pg-Weak-summer2026", "postgres://retrain@db:5432/lake?password=other"},
+		{"postgres://retrain@db/lake?sslmode=require&sslpassword=one", "postgres://retrain@db/lake?sslmode=require&sslpassword=two"},
+		{"host=db port=5432 dbname=lake user=retrain password=Pg-Weak-summer2026", "host=db port=5432 dbname=lake user=retrain password=other"},
+	} {
+		for _, u := range uris[1:] {
+			if id(u) != id(uris[0]) {
+				t.Errorf("queue id changed with the password alone: %s (%s) vs %s (%s)", id(uris[0]), uris[0], id(u), u)
+			}
+		}
+	}
+	for _, pair := range [][2]string{
+		{"postgres://retrain:pw@db1/lake", "postgres://retrain:pw@db2/lake"},
+		{"postgres://retrain:pw@db/lake1", "postgres://retrain:pw@db/lake2"},
+		{"postgres://alice:pw@db/lake", "postgres://bob:pw@db/lake"},
+		{"host=db dbname=lake user=retrain", "host=db port=5433 dbname=lake user=retrain"},
+	} {
+		if id(pair[0]) == id(pair[1]) {
+			t.Errorf("%s and %s share a queue id", pair[0], pair[1])
+		}
+	}
+}

@@ -47,10 +47,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Catalog, error) {
 	}
 	if r.Type == TypeSQL {
 		if err := mkLocalDirs(r); err != nil {
-			return nil, err
+			return nil, catalogError(r, "cannot be set up", err)
 		}
 		if IsPostgresURI(r.URI) {
-			if err := pingPostgres(ctx, r.URI); err != nil {
+			if err := pingPostgres(ctx, r); err != nil {
 				return nil, err
 			}
 		}
@@ -64,7 +64,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Catalog, error) {
 	}
 	cat, err := catalog.Load(ctx, r.Name, r.Properties())
 	if err != nil {
-		return nil, fmt.Errorf("lake: open %s: %w", r, err)
+		return nil, catalogError(r, "cannot be opened", err)
 	}
 	if s3cfg != nil {
 		s3c := &s3Catalog{Catalog: cat, aws: s3cfg}
@@ -87,13 +87,13 @@ func mkLocalDirs(c Config) error {
 		}
 		if i := strings.LastIndexByte(p, '/'); i > 0 {
 			if err := os.MkdirAll(p[:i], 0o755); err != nil {
-				return fmt.Errorf("lake: %w", err)
+				return err
 			}
 		}
 	}
 	if p, ok := strings.CutPrefix(c.Warehouse, "file://"); ok {
 		if err := os.MkdirAll(p, 0o755); err != nil {
-			return fmt.Errorf("lake: %w", err)
+			return fmt.Errorf("warehouse: %w", err)
 		}
 	}
 	return nil

@@ -222,15 +222,13 @@ func (c Config) Properties() iceberg.Properties {
 	return p
 }
 
-// String describes the catalog without secrets, for logs and messages.
+// String describes the catalog without credentials, for logs and
+// messages: its Identity and warehouse.
 func (c Config) String() string {
 	r, err := c.Resolved()
 	if err != nil {
 		return "unconfigured lake"
 	}
-	uri := redactURI(r.URI)
-	if i := strings.IndexByte(uri, '?'); i >= 0 {
-		uri = uri[:i]
-	}
-	return fmt.Sprintf("%s catalog %s, warehouse %s", r.Type, uri, r.Warehouse)
+	id := r.Identity()
+	return fmt.Sprintf("%s, warehouse %s", id, id.Warehouse)
 }

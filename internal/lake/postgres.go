@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -14,13 +12,28 @@ import (
 )
 
 // IsPostgresURI reports whether a sql catalog URI names a PostgreSQL
-// database (postgres:// or postgresql://). Such a catalog is what workers
-// on several hosts share: its compare-and-swap on metadata_location is a
-// row update the server serializes, where SQLite's file locks hold only
-// within one host.
+// database: a postgres:// or postgresql:// URL, or a libpq key=value
+// string (host=db dbname=lake user=retrain ...). Such a catalog is what
+// workers on several hosts share: its compare-and-swap on
+// metadata_location is a row update the server serializes, where SQLite's
+// file locks hold only within one host.
 func IsPostgresURI(uri string) bool {
 	u := strings.ToLower(uri)
-	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")
+	return strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://") || isPostgresDSN(uri)
+}
+
+// isPostgresDSN reports whether uri is a libpq key=value string: its
+// first word is one of libpq's connection keys followed by "=".
+func isPostgresDSN(uri string) bool {
+	key, _, ok := strings.Cut(strings.TrimSpace(uri), "=")
+	if !ok {
+		return false
+	}
+	switch strings.TrimSpace(key) {
+	case "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service", "sslmode", "connect_timeout", "application_name":
+		return true
+	}
+	return false
 }
 
 // sqlDriver is the database/sql driver and the iceberg-go dialect of a sql
@@ -36,32 +49,25 @@ func sqlDriver(uri string) (driver, dialect string) {
 
 // pingPostgres checks that a PostgreSQL catalog's database answers before
 // iceberg-go's catalog opens it, so that an unreachable server or a wrong
-// password reads as such (with the URI, without its password) rather than
-// as a failure to create the catalog's tables.
-func pingPostgres(ctx context.Context, uri string) error {
-	db, err := sql.Open("pgx", uri)
+// password reads as such (naming the catalog's host, database and user,
+// never its URI) rather than as a failure to create the catalog's tables.
+func pingPostgres(ctx context.Context, c Config) error {
+	// pgx parses the URI only when it connects, and then quotes it in
+	// its error: parse it first.
+	if _, err := pgconn.ParseConfig(c.URI); err != nil {
+		return catalogError(c, "cannot be used", err)
+	}
+	db, err := sql.Open("pgx", c.URI)
 	if err != nil {
-		return fmt.Errorf("lake: catalog database %s: %w", redactURI(uri), err)
+		return catalogError(c, "cannot be used", err)
 	}
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("lake: catalog database %s is unreachable (is PostgreSQL running there, and do the user, password and database exist?): %w", redactURI(uri), err)
+		return catalogError(c, "is unreachable (is PostgreSQL running there, and do the user, password and database exist?)", err)
 	}
 	return nil
-}
-
-// redactURI hides the password of a URI with user info.
-func redactURI(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil || u.User == nil {
-		return uri
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
 }
 
 // Retries of a catalog statement PostgreSQL aborted to keep transactions

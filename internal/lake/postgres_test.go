@@ -2,6 +2,7 @@ package lake_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -64,22 +65,48 @@ func TestPostgresCatalog(t *testing.T) {
 		t.Errorf("%d rows, want 50+5+7", sum.Rows)
 	}
 	withPassword := lake.Config{URI: "postgres://retrain:s3cret@127.0.0.1:1/x", Warehouse: "file:///w"}
-	if s := withPassword.String(); strings.Contains(s, "s3cret") || !strings.Contains(s, "127.0.0.1:1") {
+	if s := withPassword.String(); strings.Contains(s, "s3cret") || !strings.Contains(s, "host 127.0.0.1:1") {
 		t.Errorf("String() = %q: want the host and no password", s)
 	}
 }
 
 // TestPostgresCatalogUnreachable: a catalog URI nobody listens on fails
-// Open with an error that says so and names the database, not its
-// password.
+// Open with an error that says so and names the catalog's host, database
+// and user, never its URI or password, whichever form carries the
+// password; the error does not unwrap to the driver's (which Temporal
+// would record in the run's history too).
 func TestPostgresCatalogUnreachable(t *testing.T) {
-	for _, uri := range []string{"postgres://retrain:s3cret@127.0.0.1:1/cat?connect_timeout=2", "postgresql://retrain:s3cret@127.0.0.1:1/cat?connect_timeout=2"} {
-		_, err := lake.Open(context.Background(), lake.Config{URI: uri, Warehouse: "file://" + t.TempDir()}, nil)
+	for _, c := range []struct{ uri, want string }{
+		{"postgres://retrain:s3cret@127.0.0.1:1/cat?connect_timeout=2", "unreachable"},
+		{"postgresql://retrain:s3cret@127.0.0.1:1/cat?connect_timeout=2", "unreachable"},
+		{"postgres://retrain@127.0.0.1:1/cat?password=s3cret&connect_timeout=2", "unreachable"},
+		{"postgres://retrain@127.0.0.1:1/cat?connect_timeout=2&PASSWORD=s3cret", "unreachable"},
+		{"postgres://retrain:s3cret@127.0.0.1:1/cat?sslmode=disable&sslpassword=s3cret&connect_timeout=2", "unreachable"},
+		{"host=127.0.0.1 port=1 dbname=cat user=retrain password=s3cret connect_timeout=2", "unreachable"},
+		{"host=127.0.0.1 port=1 dbname=cat user=retrain password='s3cret' connect_timeout=2", "unreachable"},
+		// Passwords pgx cannot read: said so, without quoting the URI.
+		{"postgres://retrain:s3/cret@127.0.0.1:1/cat", "cannot be parsed"},
+		{"postgres://retrain:s3cret@127.0.0.1:1/cat?connect_timeout=x&password=s3cret", "cannot be parsed"},
+		{"postgres://retrain:s3%zzcret@127.0.0.1:1/cat", "cannot be parsed"},
+	} {
+		_, err := lake.Open(context.Background(), lake.Config{URI: c.uri, Warehouse: "file://" + t.TempDir()}, nil)
 		if err == nil {
-			t.Fatalf("%s: opened", uri)
+			t.Fatalf("%s: opened", c.uri)
 		}
-		if msg := err.Error(); !strings.Contains(msg, "unreachable") || !strings.Contains(msg, "127.0.0.1:1/cat") || strings.Contains(msg, "s3cret") {
-			t.Errorf("%s: error %q: want it to say the database is unreachable, name it, and hide the password", uri, msg)
+		msg := err.Error()
+		t.Logf("error: %s", msg)
+		if !strings.Contains(msg, c.want) || !strings.Contains(msg, "PostgreSQL catalog") || strings.Contains(msg, "s3cret") || strings.Contains(msg, "cret") || strings.Contains(msg, "s3") || strings.Contains(msg, "zz") {
+			t.Errorf("%s: error %q: want it to say %q, name the catalog, and hide the password", c.uri, msg, c.want)
+		}
+		if c.want == "unreachable" && (!strings.Contains(msg, "host 127.0.0.1:1") || !strings.Contains(msg, "database cat") || !strings.Contains(msg, "user retrain")) {
+			t.Errorf("%s: error %q: want the host, database and user", c.uri, msg)
+		}
+		if strings.Contains(msg, c.uri) || strings.Contains(msg, "postgres://") && c.want == "unreachable" {
+			t.Errorf("%s: error %q quotes the URI", c.uri, msg)
+		}
+		var ce *lake.CatalogError
+		if !errors.As(err, &ce) || errors.Unwrap(err) != nil {
+			t.Errorf("%s: error %T unwraps to %v: want a *lake.CatalogError with no chain", c.uri, err, errors.Unwrap(err))
 		}
 	}
 }

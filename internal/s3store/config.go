@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/url"
 	"time"
+
+	"github.com/retrain-ml/retrain/internal/redact"
 )
 
 // Config says where a Store lives and how to reach it. Only URI is required.
@@ -111,7 +113,7 @@ func mask(s string) string {
 }
 
 // displayEndpoint returns endpoint fit for messages: user information
-// (http://user:password@host) is dropped.
+// (http://user:password@host) is dropped, credential parameters masked.
 func displayEndpoint(endpoint string) string {
 	if endpoint == "" {
 		return ""
@@ -121,5 +123,5 @@ func displayEndpoint(endpoint string) string {
 		return "(invalid endpoint URL)"
 	}
 	u.User = nil
-	return u.String()
+	return redact.URI(u.String())
 }

@@ -28,6 +28,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
+
+	"github.com/retrain-ml/retrain/internal/redact"
 )
 
 // OTLP protocols accepted by --otel-protocol, named as
@@ -78,7 +80,7 @@ func (o Options) Enabled() bool { return o.Endpoint != "" }
 func (o Options) validate() (*url.URL, error) {
 	u, err := url.Parse(o.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--otel-endpoint %q: want a collector URL such as http://localhost:4317", o.Endpoint)
+		return nil, fmt.Errorf("--otel-endpoint %q: want a collector URL such as http://localhost:4317", redact.URI(o.Endpoint))
 	}
 	switch o.Protocol {
 	case ProtocolGRPC, ProtocolHTTP:
@@ -113,7 +115,7 @@ func Start(ctx context.Context, o Options) (*Tracing, error) {
 	}
 	exp, err := newExporter(ctx, o.Protocol, u)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: OTLP exporter for %s: %w", o.Endpoint, err)
+		return nil, fmt.Errorf("tracing: OTLP exporter for %s: %w", redact.URI(o.Endpoint), err)
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attribute.String("service.name", o.ServiceName)))
 	if err != nil {
@@ -124,7 +126,7 @@ func Start(ctx context.Context, o Options) (*Tracing, error) {
 	if err != nil {
 		return nil, errors.Join(err, tp.Shutdown(ctx))
 	}
-	return &Tracing{provider: tp, interceptors: icpts, target: o.Protocol + " " + u.Redacted()}, nil
+	return &Tracing{provider: tp, interceptors: icpts, target: o.Protocol + " " + redact.URI(u.String())}, nil
 }
 
 // newExporter makes the OTLP exporter. Neither protocol connects here:
