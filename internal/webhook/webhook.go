@@ -22,11 +22,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/retrain-ml/retrain/nodetype"
 )
 
 const (
@@ -100,7 +100,7 @@ func (s Sender) Send(ctx context.Context, targets []Target, attempts int, body [
 
 func (s Sender) post(ctx context.Context, t Target, attempts int, body []byte) (res Result) {
 	res = Result{URL: DisplayURL(t.Written)}
-	defer func() { res.Error = nodetype.NewMasker(t.Secrets).String(res.Error) }()
+	defer func() { res.Error = maskSecrets(res.Error, t.Secrets) }()
 	if t.Err != nil {
 		res.Error = t.Err.Error()
 		return res
@@ -321,4 +321,25 @@ func LocalSecrets(dir, flag string) Lookup {
 		}
 		return "", fmt.Errorf("secret %s is not set here: this process has no %s%s and no %s (secrets are resolved by whoever sends)", name, SecretEnvPrefix, name, flag)
 	}
+}
+
+// maskSecrets hides each secret in s in the forms a URL's secret takes in
+// an HTTP client's error: as written, query- or path-escaped, and quoted.
+// (nodetype's Masker covers more forms, but this package sits below
+// nodetype; the callers mask outputs with it again.)
+func maskSecrets(s string, secrets []string) string {
+	var forms []string
+	for _, v := range secrets {
+		if v == "" {
+			continue
+		}
+		q := strconv.Quote(v)
+		forms = append(forms, v, url.QueryEscape(v), url.PathEscape(v), q[1:len(q)-1])
+	}
+	// Longest first, so no piece of a longer form is left behind.
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	for _, f := range forms {
+		s = strings.ReplaceAll(s, f, "***")
+	}
+	return s
 }
