@@ -114,6 +114,8 @@ type sharedLake struct {
 	// start and end are the window of the demo data (demoStart..demoEnd
 	// unless a test writes other data).
 	start, end string
+	// rows is the training table's rows.
+	rows int64
 }
 
 func newSharedLake(t *testing.T) *sharedLake {
@@ -125,8 +127,14 @@ func newSharedLake(t *testing.T) *sharedLake {
 // SQLite file or a PostgreSQL database).
 func newSharedLakeOn(t *testing.T, catalogURI string) *sharedLake {
 	t.Helper()
+	return newSharedLakeRows(t, catalogURI, pwRows)
+}
+
+// newSharedLakeRows is newSharedLakeOn with rows training rows.
+func newSharedLakeRows(t *testing.T, catalogURI string, rows int64) *sharedLake {
+	t.Helper()
 	ctx := context.Background()
-	e := &sharedLake{srv: s3test.Start(t), queue: newQueue(t), start: demoStart, end: demoEnd}
+	e := &sharedLake{srv: s3test.Start(t), queue: newQueue(t), start: demoStart, end: demoEnd, rows: rows}
 	e.cfg = lake.Config{
 		URI: catalogURI, Warehouse: e.srv.URI("warehouse"),
 		S3: lake.S3Config{Endpoint: e.srv.Endpoint, Region: e.srv.Region, AccessKeyID: e.srv.AccessKey, SecretAccessKey: e.srv.SecretKey},
@@ -138,7 +146,7 @@ func newSharedLakeOn(t *testing.T, catalogURI string) *sharedLake {
 	t.Cleanup(func() { cat.Close() })
 	e.cat = cat
 	started := time.Now()
-	if _, err := demodata.Write(ctx, cat, demodata.Config{Rows: pwRows, Days: demoDays, Seed: 13}, demodata.DefaultTables, false, quiet); err != nil {
+	if _, err := demodata.Write(ctx, cat, demodata.Config{Rows: rows, Days: demoDays, Seed: 13}, demodata.DefaultTables, false, quiet); err != nil {
 		t.Fatal(err)
 	}
 	// The copies hold the very same data files: a promotion replaces
@@ -182,7 +190,7 @@ func newSharedLakeOn(t *testing.T, catalogURI string) *sharedLake {
 			e.stagingBytes += size
 		}
 	}
-	t.Logf("lake: %d training rows over %d days, 3 copies, 2 staging tables, on %s (%.1f s to set up)", pwRows, demoDays, e.cfg.Warehouse, time.Since(started).Seconds())
+	t.Logf("lake: %d training rows over %d days, 3 copies, 2 staging tables, on %s (%.1f s to set up)", rows, demoDays, e.cfg.Warehouse, time.Since(started).Seconds())
 	return e
 }
 
@@ -418,8 +426,8 @@ nodes:
 	if len(p.groups) != pwGroups {
 		t.Fatalf("%s: %d bucket groups completed, want %d", training, len(p.groups), pwGroups)
 	}
-	if n.Outputs["rows"] != float64(pwRows) {
-		t.Errorf("%s: promoted %v rows, want %d", training, n.Outputs["rows"], pwRows)
+	if n.Outputs["rows"] != float64(e.rows) {
+		t.Errorf("%s: promoted %v rows, want %d", training, n.Outputs["rows"], e.rows)
 	}
 
 	after, err := e.cat.Load(ctx, training)

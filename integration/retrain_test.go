@@ -43,12 +43,20 @@ type retrainEnv struct {
 	store   *s3store.Store
 	reg     *models.Registry
 	queue   string
+	// data is the demo data written; retrainData when zero.
+	data demodata.Config
 }
 
 func newRetrainEnv(t *testing.T, inProcessWorker bool) *retrainEnv {
 	t.Helper()
+	return newRetrainEnvData(t, inProcessWorker, retrainData)
+}
+
+// newRetrainEnvData is newRetrainEnv with other demo data.
+func newRetrainEnvData(t *testing.T, inProcessWorker bool, data demodata.Config) *retrainEnv {
+	t.Helper()
 	ctx := context.Background()
-	e := &retrainEnv{lakeCfg: lake.Config{DataDir: t.TempDir()}, srv: s3test.Start(t), queue: newQueue(t)}
+	e := &retrainEnv{lakeCfg: lake.Config{DataDir: t.TempDir()}, srv: s3test.Start(t), queue: newQueue(t), data: data}
 	e.open(ctx, t)
 	if inProcessWorker {
 		startWorkerWith(t, worker.Config{TaskQueue: e.queue, Lake: e.lakeCfg, Store: storage.Config{S3: e.srv.Config("")}})
@@ -59,7 +67,10 @@ func newRetrainEnv(t *testing.T, inProcessWorker bool) *retrainEnv {
 // writeData (re)writes the demo tables, with a feature broken if asked.
 func (e *retrainEnv) writeData(t *testing.T, broken demodata.Broken) {
 	t.Helper()
-	cfg := retrainData
+	cfg := e.data
+	if cfg.Rows == 0 {
+		cfg = retrainData
+	}
 	cfg.Broken = broken
 	if _, err := demodata.Write(context.Background(), e.cat, cfg, demodata.DefaultTables, true, quiet); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrain-ml/retrain/dags/examples"
+	"github.com/retrain-ml/retrain/internal/devkit/demodata"
 	"github.com/retrain-ml/retrain/internal/devkit/s3fault"
 	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
@@ -100,9 +101,9 @@ func faultWorker(t *testing.T, e *retrainEnv, p *s3fault.Proxy, retries *retryLo
 // warehouse on the S3 server (a SQLite catalog file, as one host's
 // workers share it): the demo tables are written there directly, not
 // through a proxy.
-func newS3LakeEnv(t *testing.T) *retrainEnv {
+func newS3LakeEnv(t *testing.T, data demodata.Config) *retrainEnv {
 	t.Helper()
-	e := &retrainEnv{srv: s3test.Start(t), queue: newQueue(t)}
+	e := &retrainEnv{srv: s3test.Start(t), queue: newQueue(t), data: data}
 	e.lakeCfg = lake.Config{
 		URI: "file:" + filepath.Join(t.TempDir(), "catalog.db"), Warehouse: e.srv.URI("warehouse"),
 		S3: lake.S3Config{Endpoint: e.srv.Endpoint, Region: e.srv.Region, AccessKeyID: e.srv.AccessKey, SecretAccessKey: e.srv.SecretKey},
@@ -175,15 +176,23 @@ func scrapedRetries(t *testing.T, w *worker.Worker) float64 {
 // read and write the tables through faults). Every SlowDown is a
 // counted SDK retry, of the client it was injected into, and the worker
 // exports the retries of both in retrain_s3_retries_total.
+//
+// The short form runs both on half the demo rows (fewer table reads, the
+// same faults at the same rates); the long form on retrainData's.
 func TestCTRRetrainUnderS3Faults(t *testing.T) {
 	t.Parallel()
-	clean := newRetrainEnv(t, true)
+	data := retrainData
+	if !longTests(t) {
+		data.Rows /= 2
+	}
+	t.Logf("demo data: %d rows over %d days", data.Rows, data.Days)
+	clean := newRetrainEnvData(t, true, data)
 	began := time.Now()
 	cleanRes := clean.run(t, nil)
 	want := outcomeOf(t, clean, cleanRes)
 	t.Logf("fault-free run (local-disk lake) in %.1f s: model %s, ml.training %s (%d rows)", time.Since(began).Seconds(), want.model, want.table, want.rows)
 
-	e := newS3LakeEnv(t)
+	e := newS3LakeEnv(t, data)
 	p := startProxy(t, e, s3fault.Config{Seed: 12, SlowDownRate: 0.10, ResetRate: 0.02})
 	lp := startProxy(t, e, s3fault.Config{Seed: 13, SlowDownRate: 0.10, ResetRate: 0.02})
 	retries, lakeRetries := &retryLog{}, &retryLog{}
@@ -244,9 +253,17 @@ func TestCTRRetrainUnderS3Faults(t *testing.T) {
 // the store's 10 attempts wait at least 30 s before the sixth. The
 // control subtest shows it: the same outage with the SDK's default of 3
 // attempts fails the run.
+//
+// The short form has one outage of 12 s: still four times what the nodes'
+// retries cover, and survived by the store's retries all the same. The
+// long form has the 30 s outage and the control run.
 func TestCTRRetrainSurvivesS3Outage(t *testing.T) {
 	t.Parallel()
-	const outage = 30 * time.Second
+	long := longTests(t)
+	outage := 12 * time.Second
+	if long {
+		outage = 30 * time.Second
+	}
 	o := runThroughOutage(t, outage, 0)
 	res := o.res
 	got := outcomeOf(t, o.env, res)
@@ -262,6 +279,10 @@ func TestCTRRetrainSurvivesS3Outage(t *testing.T) {
 		t.Errorf("%d activity attempts, more than one for [%s]: the store's retries did not absorb the outage", total, extra)
 	}
 
+	if !long {
+		t.Logf("short form: no control run (3 SDK attempts through the outage)")
+		return
+	}
 	t.Run("control: 3 SDK attempts do not survive it", func(t *testing.T) {
 		o := runThroughOutage(t, outage, 3)
 		if o.res.Status != runs.StatusFailed {

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +42,20 @@ func TestSplitAcrossWorkers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds retrain-worker and starts an S3 server and two worker processes")
 	}
-	e := newSharedLake(t)
+	// The short form splits half the rows: a group still lasts long
+	// enough to be caught running and killed. The long form splits
+	// the promotion tests' pwRows.
+	rows := int64(pwRows / 2)
+	if longTests(t) {
+		rows = pwRows
+	}
+	e := newSharedLakeRows(t, "file:"+filepath.Join(t.TempDir(), "catalog.db"), rows)
 	store := e.srv.Open(t, "store")
 	bin := treeBinary(t, "./cmd/retrain-worker")
 	flags := []string{"--s3-uri", e.srv.URI("store"), "--activity-concurrency", fmt.Sprintf("split=%d", swSlots)}
 	a := e.startWorker(t, bin, "A", flags...)
 
-	single := e.split(t, store, "single", swGroups, pwRows, nil)
+	single := e.split(t, store, "single", swGroups, rows, nil)
 	for _, g := range single.groups {
 		if g.identity != a.identity {
 			t.Fatalf("single: group %v completed by %s, want worker A (%s)", g.buckets, g.identity, a.identity)
@@ -57,7 +65,7 @@ func TestSplitAcrossWorkers(t *testing.T) {
 	t.Logf("single: checksums train %s, eval %s (%d + %d rows)", want[0].Digest, want[1].Digest, want[0].Rows, want[1].Rows)
 
 	b := e.startWorker(t, bin, "B", flags...)
-	two := e.split(t, store, "two", swGroups, pwRows, nil)
+	two := e.split(t, store, "two", swGroups, rows, nil)
 	per := two.perWorker()
 	if per[a.identity] == 0 || per[b.identity] == 0 {
 		t.Errorf("two workers: groups per worker %v: want both A (%s) and B (%s) to take groups", per, a.identity, b.identity)
@@ -65,7 +73,7 @@ func TestSplitAcrossWorkers(t *testing.T) {
 	wantSums(t, "two workers", two.sums, want)
 
 	var killed killRecord
-	three := e.split(t, store, "kill", swGroups, pwRows, func(ctx context.Context, childID string) {
+	three := e.split(t, store, "kill", swGroups, rows, func(ctx context.Context, childID string) {
 		killed = e.killOnStartedGroup(t, ctx, childID, split.SplitGroupActivity, a, b)
 	})
 	wantRedoneBySurvivor(t, three.groups, killed, a, b)
