@@ -14,7 +14,7 @@ import (
 // else /usr/bin/python3 (Debian's python3-torch installs there; the first
 // python3 on PATH may be another interpreter). It skips tb under -short
 // (these train models) and when that Python lacks torch or numpy. It sets
-// PYTHONDONTWRITEBYTECODE so runs leave no __pycache__ in examples/torch;
+// PYTHONDONTWRITEBYTECODE (for the whole test process) so runs leave no __pycache__ in examples/torch;
 // workers pass it on to the programs they start only where a test's
 // --pass-env lists it.
 func Python(tb testing.TB) string {
@@ -30,6 +30,11 @@ func Python(tb testing.TB) string {
 		tb.Skipf("%s cannot import torch and numpy (%v: %s): apt-get install python3-torch python3-numpy, or set RETRAIN_PYTHON to a Python that has them",
 			py, err, bytes.TrimSpace(out))
 	}
-	tb.Setenv("PYTHONDONTWRITEBYTECODE", "1")
+	// os.Setenv, not tb.Setenv: the multi-host tests run in parallel, and
+	// testing refuses tb.Setenv there. The value is the same for every
+	// caller and is never unset, so sharing it across tests is safe.
+	if err := os.Setenv("PYTHONDONTWRITEBYTECODE", "1"); err != nil {
+		tb.Fatalf("set PYTHONDONTWRITEBYTECODE: %v", err)
+	}
 	return py
 }
