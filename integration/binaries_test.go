@@ -1,40 +1,80 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	workercmd "github.com/retrain-ml/retrain/cmd/retrain-worker/command"
+	retraincmd "github.com/retrain-ml/retrain/cmd/retrain/command"
+	"github.com/retrain-ml/retrain/internal/cli"
 )
 
 // binDir holds the binaries built from this tree for the test process
 // (set by runTests; removed with the stack's folder).
 var binDir string
 
-// treeBins caches this tree's binaries by package: the upgrade and the
-// two-worker promotion tests both run retrain-worker, and linking one takes
-// 20-90 s on a small machine, so it is built once per test process.
-var treeBins = struct {
-	sync.Mutex
-	path map[string]string
-}{path: map[string]string{}}
+// programEnv names the program this test binary runs as (retrain,
+// retrain-worker) in a process a test started as one of them; processes
+// that program starts again (the dev stack's S3 server, say) inherit it.
+const programEnv = "RETRAIN_IT_PROGRAM"
 
-// treeBinary returns the binary of pkg (e.g. "./cmd/retrain-worker") built
-// from this tree, building it on first use.
+// programs are the commands of this tree that the test binary can run as,
+// instead of linking them again: linking each took 20-90 s of a 2-core
+// machine's time in every run of this package.
+var programs = map[string]func() *cobra.Command{
+	"retrain":        retraincmd.NewRoot,
+	"retrain-worker": workercmd.NewRoot,
+}
+
+// runAsProgram runs the program this process was started as, if any (by
+// the name it was started under, or by programEnv), and reports whether it
+// did. The program's exit status ends the process.
+func runAsProgram() bool {
+	name := os.Getenv(programEnv)
+	if programs[name] == nil {
+		name = filepath.Base(os.Args[0])
+	}
+	newRoot := programs[name]
+	if newRoot == nil {
+		return false
+	}
+	if err := os.Setenv(programEnv, name); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cli.Execute(newRoot())
+	return true
+}
+
+// treeBinary returns the program of pkg (./cmd/retrain or
+// ./cmd/retrain-worker) of this tree: a link named after it to this test
+// binary, which runs it (runAsProgram).
 func treeBinary(t *testing.T, pkg string) string {
 	t.Helper()
-	treeBins.Lock()
-	defer treeBins.Unlock()
-	if bin, ok := treeBins.path[pkg]; ok {
-		return bin
+	name := filepath.Base(pkg)
+	if programs[name] == nil {
+		t.Fatalf("no program %s in this test binary", pkg)
 	}
-	dir := filepath.Join(binDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
-	bin, took := goBuild(t, "..", pkg, dir) // the module root
-	t.Logf("built %s in %.1fs", pkg, took.Seconds())
-	treeBins.path[pkg] = bin
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(binDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	// Tests in parallel ask for it at once: the first link stands.
+	if err := os.Symlink(self, bin); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
 	return bin
 }
 

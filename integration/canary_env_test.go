@@ -23,7 +23,9 @@ import (
 // ${params.bake}, checking every 2 s the canary's CTR against
 // production's (at most 5% worse, on at least 50 impressions) and its p99
 // latency (at most 250 ms). A failed canary runs the on_failure
-// compensation of prep, as a failed run does.
+// compensation of prep, as a failed run does. Its heartbeat is 10 s: the
+// canary tests run in parallel on a shared machine, where a 2 s heartbeat
+// can time out under load; the worker-kill test sets 2 s itself.
 const canarySpec = `
 name: canary-it
 params:
@@ -35,7 +37,7 @@ nodes:
   - id: canary
     type: canary
     needs: [prep]
-    heartbeat: 2s
+    heartbeat: 10s
     retry: {max_attempts: 3, initial_interval: 200ms}
     with:
       model: ctr

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ func TestCanaryWorkerKilledMidBake(t *testing.T) {
 	e := newCanaryEnv(t, healthy)
 	env := childStoreEnv(e.srv)
 	w := startChildWorker(t, e.queue, env...)
-	id := e.start(t, bake.String())
+	// A heartbeat of 2 s (the other canary tests use 10 s, as they share
+	// the machine): the new worker takes over within it.
+	id := e.startSpec(t, strings.Replace(canarySpec, "heartbeat: 10s", "heartbeat: "+heartbeat.String(), 1), e.params(bake.String()))
 	waitBaking(t, id, 1)
 	killed := time.Now()
 	if err := w.Process.Kill(); err != nil {

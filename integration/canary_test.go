@@ -19,6 +19,7 @@ var (
 // TestCanaryHealthyPromoted: a canary as good as production bakes at 10%
 // and 50% and is promoted; the webhook heard each split.
 func TestCanaryHealthyPromoted(t *testing.T) {
+	t.Parallel()
 	e := newCanaryEnv(t, healthy)
 	startStoreWorker(t, e.queue, e.srv)
 	res := wait(t, e.start(t, "6s"))
@@ -35,6 +36,7 @@ func TestCanaryHealthyPromoted(t *testing.T) {
 // production's is rolled back at step 1; production never moves, the
 // run's on_failure compensation runs, and the worker counts the decision.
 func TestCanaryCTRDropRolledBack(t *testing.T) {
+	t.Parallel()
 	e := newCanaryEnv(t, ctrDrop)
 	metrics := e.startMetricsWorker(t)
 	res, decision, steps, breach := e.runBreached(t)
@@ -61,6 +63,7 @@ func TestCanaryCTRDropRolledBack(t *testing.T) {
 // TestCanaryLatencyBreachAtStep2: a canary that is fine at 10% but slow
 // at 50% passes step 1 and is rolled back at step 2 on p99 latency.
 func TestCanaryLatencyBreachAtStep2(t *testing.T) {
+	t.Parallel()
 	e := newCanaryEnv(t, slowAt50)
 	startStoreWorker(t, e.queue, e.srv)
 	_, decision, steps, breach := e.runBreached(t)
@@ -77,6 +80,7 @@ func TestCanaryLatencyBreachAtStep2(t *testing.T) {
 // query looks (the serving system labels them otherwise): no data is a
 // failure, not a pass.
 func TestCanaryNoDataFailsClosed(t *testing.T) {
+	t.Parallel()
 	e := newCanaryEnv(t, unseen)
 	startStoreWorker(t, e.queue, e.srv)
 	_, decision, _, breach := e.runBreached(t)
@@ -90,7 +94,9 @@ func TestCanaryNoDataFailsClosed(t *testing.T) {
 // TestCanaryApproveAndReject: a human's approval mid-bake promotes at
 // once; a rejection rolls back at once; both are recorded with who and why.
 func TestCanaryApproveAndReject(t *testing.T) {
+	t.Parallel()
 	t.Run("approve", func(t *testing.T) {
+		t.Parallel()
 		e := newCanaryEnv(t, healthy)
 		startStoreWorker(t, e.queue, e.srv)
 		id := e.start(t, "10m")
@@ -115,6 +121,7 @@ func TestCanaryApproveAndReject(t *testing.T) {
 		}
 	})
 	t.Run("reject", func(t *testing.T) {
+		t.Parallel()
 		e := newCanaryEnv(t, healthy)
 		startStoreWorker(t, e.queue, e.srv)
 		id := e.start(t, "10m")
@@ -138,6 +145,7 @@ func TestCanaryApproveAndReject(t *testing.T) {
 // while the canary bakes; the promotion's compare-and-swap refuses, the
 // node says so, and the canary goes back to production as it now is.
 func TestCanaryRefusedWhenProductionMoved(t *testing.T) {
+	t.Parallel()
 	e := newCanaryEnv(t, healthy)
 	startStoreWorker(t, e.queue, e.srv)
 	id := e.start(t, "6s")

@@ -7,13 +7,17 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/worker"
 )
 
 // tolerantSpec is canarySpec with extra `with` lines and a node timeout
@@ -97,6 +101,7 @@ func (e *canaryEnv) proxy(t *testing.T, p *promProxy) string {
 // and warmup 16s the first evaluations are inconclusive, not breaches,
 // and the canary is promoted.
 func TestCanarySeriesAppearsLate(t *testing.T) {
+	t.Parallel()
 	hidden := healthy
 	hidden.Label = "v2-not-yet"
 	e := newCanaryEnv(t, hidden)
@@ -134,7 +139,9 @@ func TestCanarySeriesAppearsLate(t *testing.T) {
 // of p99 among passes is tolerated and the canary promoted; two in a row
 // roll it back, the breach naming the two evaluations.
 func TestCanaryFailureLimit(t *testing.T) {
+	t.Parallel()
 	t.Run("one breach", func(t *testing.T) {
+		t.Parallel()
 		e := newCanaryEnv(t, healthy)
 		startStoreWorker(t, e.queue, e.srv)
 		p := &promProxy{breachAt: map[int]bool{2: true}}
@@ -151,6 +158,7 @@ func TestCanaryFailureLimit(t *testing.T) {
 		}
 	})
 	t.Run("two in a row", func(t *testing.T) {
+		t.Parallel()
 		e := newCanaryEnv(t, healthy)
 		startStoreWorker(t, e.queue, e.srv)
 		p := &promProxy{breachAt: map[int]bool{2: true, 3: true}}
@@ -174,10 +182,17 @@ func TestCanaryFailureLimit(t *testing.T) {
 // demands a bearer token is queried with the worker's secret; the token
 // is in no output.
 func TestCanaryPrometheusBearerToken(t *testing.T) {
+	t.Parallel()
 	const token = "prom-token-5f3a"
-	t.Setenv(progenv.SecretEnvPrefix+"PROM_TOKEN", token)
+	// The worker reads the token from its secrets folder (an environment
+	// variable would be shared by the tests running in parallel).
+	secrets := t.TempDir()
+	if err := os.WriteFile(filepath.Join(secrets, "PROM_TOKEN"), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	e := newCanaryEnv(t, healthy)
-	startStoreWorker(t, e.queue, e.srv)
+	startWorkerWith(t, worker.Config{TaskQueue: e.queue, Store: storage.Config{S3: e.srv.Config("")},
+		Env: progenv.Policy{SecretsDir: secrets}})
 	p := &promProxy{token: token}
 	params := e.params("6s")
 	params["prom"] = e.proxy(t, p)
@@ -202,6 +217,7 @@ func TestCanaryPrometheusBearerToken(t *testing.T) {
 // minute of the node's 2m timeout: the canary ends decided, promoted or
 // rolled back with 0% sent, never at a partial split.
 func TestCanarySlowServingNeverPartial(t *testing.T) {
+	t.Parallel()
 	e := newCanaryEnv(t, healthy)
 	startStoreWorker(t, e.queue, e.srv)
 	slowHook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

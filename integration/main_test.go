@@ -25,6 +25,7 @@ import (
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/dags/examples"
 	"github.com/retrain-ml/retrain/internal/devkit/devstack"
+	"github.com/retrain-ml/retrain/internal/devkit/devstack/s3server"
 	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/storage"
@@ -51,6 +52,10 @@ const childWorkerEnv = "RETRAIN_IT_CHILD_WORKER"
 const childLakeEnv = "RETRAIN_IT_LAKE_DIR"
 
 func TestMain(m *testing.M) {
+	s3server.Main() // the dev stack's S3 server, started again by a `retrain dev` of runAsProgram
+	if runAsProgram() {
+		return
+	}
 	if queue := os.Getenv(childWorkerEnv); queue != "" {
 		os.Exit(runChildWorker(queue))
 	}

@@ -228,6 +228,7 @@ nodes:
 // TestWorkerKilledMidNode kills the worker process while a long node runs
 // and checks a new worker finishes the run without redoing finished nodes.
 func TestWorkerKilledMidNode(t *testing.T) {
+	t.Parallel()
 	queue := newQueue(t)
 	dir := t.TempDir()
 	count := func(name string) int {

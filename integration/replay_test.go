@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -94,4 +95,21 @@ func history(t *testing.T, c client.Client, id string) *historypb.History {
 		h.Events = append(h.Events, ev)
 	}
 	return h
+}
+
+// retryCauses returns why the activities of workflow id were retried: the
+// last failure each retried attempt started after (Temporal records it on
+// the attempt's started event), for a test to log when a node took more
+// attempts than it should have.
+func retryCauses(t *testing.T, id string) []string {
+	t.Helper()
+	var causes []string
+	for _, ev := range history(t, tclient, id).Events {
+		a := ev.GetActivityTaskStartedEventAttributes()
+		if a == nil || a.GetLastFailure() == nil {
+			continue
+		}
+		causes = append(causes, fmt.Sprintf("attempt %d after: %s", a.GetAttempt(), a.GetLastFailure().GetMessage()))
+	}
+	return causes
 }

@@ -265,6 +265,7 @@ func TestCTRRetrainScenarios(t *testing.T) {
 // resumes from the last checkpoint (not step 0) and the run ends with
 // exactly one new model version.
 func TestTrainResumesAfterWorkerKilled(t *testing.T) {
+	t.Parallel()
 	e := newRetrainEnv(t, false)
 	// Child workers take their store and lake from the environment.
 	env := append(childStoreEnv(e.srv), childLakeEnv+"="+e.lakeCfg.DataDir)

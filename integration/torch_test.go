@@ -134,6 +134,7 @@ func exampleSpec(t *testing.T, name string, oldNew ...string) []byte {
 // yet), the gate passes it on its values and v1 is deployed; its AUC is
 // within 0.02 of the best any model can do on the same rows.
 func TestTorchRetrain(t *testing.T) {
+	t.Parallel()
 	e := newTorchEnv(t, true)
 	start := time.Now()
 	res := e.runTorch(t, nil)
@@ -146,7 +147,7 @@ func TestTorchRetrain(t *testing.T) {
 	t.Logf("train: %v steps, loss %.4f, resumed_from %v, %v attempt(s)", steps, loss, train.Outputs["resumed_from"], train.Attempts)
 	if train.Outputs["trainer"] != "command" || steps < 1 || !(loss > 0 && loss < 0.7) || train.Outputs["resumed_from"] != 0.0 ||
 		train.Outputs["checkpoint"] == "" || train.Outputs["loss_curve_uri"] == "" || train.Attempts != 1 {
-		t.Errorf("train: attempts %d, outputs %v", train.Attempts, train.Outputs)
+		t.Errorf("train: attempts %d, outputs %v; retried: %q", train.Attempts, train.Outputs, retryCauses(t, res.ID))
 	}
 
 	ev := node(t, res, "evaluate")
@@ -180,6 +181,7 @@ func TestTorchRetrain(t *testing.T) {
 // worker, resumes from the last checkpoint the node kept in the store; the
 // run deploys exactly one model version.
 func TestTorchWorkerKilledMidTraining(t *testing.T) {
+	t.Parallel()
 	e := newTorchEnv(t, false)
 	// Child workers take their store and lake from the environment.
 	env := append(childStoreEnv(e.srv), childLakeEnv+"="+e.lakeCfg.DataDir)
@@ -283,7 +285,7 @@ func TestTorchWorkerKilledMidTraining(t *testing.T) {
 	steps := int64(train.Outputs["steps"].(float64))
 	t.Logf("the retry resumed from step %d (recorded: %d) and ended at step %d", resumed, recorded.CheckpointStep, steps)
 	if train.Attempts != 2 || resumed < 20 || resumed != recorded.CheckpointStep || resumed >= steps {
-		t.Fatalf("train: attempts %d, resumed from %d (recorded %d), steps %d", train.Attempts, resumed, recorded.CheckpointStep, steps)
+		t.Fatalf("train: attempts %d, resumed from %d (recorded %d), steps %d; retried: %q", train.Attempts, resumed, recorded.CheckpointStep, steps, retryCauses(t, res.ID))
 	}
 	if got := e.modelVersions(t, "ctr_torch"); len(got) != 1 || got[0] != "v1" {
 		t.Fatalf("versions %v, want exactly [v1]", got)
@@ -340,6 +342,7 @@ func alive(pid int) bool {
 // attempt, Diverged, naming the step), the run fails and on_failure rolls
 // the training table back to its snapshot before the promotion.
 func TestTorchDivergence(t *testing.T) {
+	t.Parallel()
 	e := newTorchEnv(t, true)
 	before := e.checksum(t)
 	start := time.Now()
@@ -376,6 +379,7 @@ func TestTorchDivergence(t *testing.T) {
 // the two. Then, with a PyTorch model as production, a builtin ctr-retrain
 // whose evaluate node has argv scores that baseline with evaluate.py.
 func TestTorchVersusBuiltinProduction(t *testing.T) {
+	t.Parallel()
 	e := newTorchEnv(t, true)
 
 	res := e.run(t, nil)

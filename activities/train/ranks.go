@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,6 +89,27 @@ type rankGroup struct {
 	exited  func(rank int) // called with each rank's global rank as it ends
 }
 
+// envOMPThreads is the thread count of each rank's OpenMP (and so
+// PyTorch's intra-op) pool.
+const envOMPThreads = "OMP_NUM_THREADS"
+
+// threadsEnv shares the host's cores among its ranks, as torchrun does
+// (which sets 1 with more than one rank per host): each rank's PyTorch
+// otherwise starts a thread per core, and n ranks oversubscribe the host n
+// times, which slows every step and can starve the worker's heartbeats. A
+// value the spec or the worker's environment sets wins.
+func threadsEnv(env []string, processes, cores int) []string {
+	if processes <= 1 {
+		return nil
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, envOMPThreads+"=") {
+			return nil
+		}
+	}
+	return []string{envOMPThreads + "=" + strconv.Itoa(max(1, cores/processes))}
+}
+
 // startRanks starts this host's ranks of layout from base (its program,
 // arguments, directory and environment), each in its own process group
 // with its torch.distributed environment. This host's first rank's
@@ -109,6 +132,7 @@ func startRanks(base *exec.Cmd, layout gang.Layout, host int, stdout0 *os.File, 
 		cmd.Args[0] = base.Args[0]
 		cmd.Dir = base.Dir
 		cmd.Env = append(append([]string(nil), base.Env...), layout.Env(host, local)...)
+		cmd.Env = append(cmd.Env, threadsEnv(base.Env, layout.Processes, runtime.NumCPU())...)
 		rlog := log.With("rank", rank)
 		stderr := process.NewTailWriter(process.OutputTail, rlog, "stderr").Mask(secrets)
 		writers := []io.Writer{stderr}

@@ -4,22 +4,10 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-
-	"github.com/retrain-ml/retrain/gpu/nvmlhost"
+	"github.com/retrain-ml/retrain/cmd/retrain-worker/command"
 	"github.com/retrain-ml/retrain/internal/cli"
-	"github.com/retrain-ml/retrain/internal/version"
 )
 
 func main() {
-	cli.Execute(newRoot())
-}
-
-// newRoot returns the worker command with --version.
-func newRoot() *cobra.Command {
-	// GPU hosts run this binary: it is the one that always links NVML.
-	root := cli.NewWorkerRoot(&cli.App{GPUs: nvmlhost.Opener()}, "retrain-worker")
-	root.Version = version.Version
-	root.SetVersionTemplate(version.Read().Text("retrain-worker"))
-	return root
+	cli.Execute(command.NewRoot())
 }

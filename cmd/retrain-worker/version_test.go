@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrain-ml/retrain/cmd/retrain-worker/command"
 	"github.com/retrain-ml/retrain/internal/version"
 )
 
@@ -15,7 +16,7 @@ import (
 // go.mod pins, and says that it does not link the Temporal server.
 func TestVersion(t *testing.T) {
 	var out bytes.Buffer
-	root := newRoot()
+	root := command.NewRoot()
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs([]string{"--version"})

@@ -4,25 +4,12 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-
+	"github.com/retrain-ml/retrain/cmd/retrain/command"
 	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/internal/devkit/devstack/s3server"
-	"github.com/retrain-ml/retrain/internal/version"
 )
 
 func main() {
 	s3server.Main() // the dev stack's S3 server runs as this program started again
-	cli.Execute(newRoot())
-}
-
-// newRoot returns the retrain command with the dev stack's commands and
-// --version.
-func newRoot() *cobra.Command {
-	app := &cli.App{GPUs: gpuOpener()}
-	root := cli.NewRoot(app, "retrain")
-	root.AddCommand(newDevCommand(app), newDemoCommand(app), newBenchCommand(app))
-	root.Version = version.Version
-	root.SetVersionTemplate(version.Read().Text("retrain"))
-	return root
+	cli.Execute(command.NewRoot())
 }

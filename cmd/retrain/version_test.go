@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrain-ml/retrain/cmd/retrain/command"
 	"github.com/retrain-ml/retrain/internal/version"
 )
 
@@ -35,7 +36,7 @@ func TestVersion(t *testing.T) {
 func runVersion(t *testing.T) string {
 	t.Helper()
 	var out bytes.Buffer
-	root := newRoot()
+	root := command.NewRoot()
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs([]string{"--version"})

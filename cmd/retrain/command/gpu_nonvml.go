@@ -1,6 +1,6 @@
 //go:build !nvml
 
-package main
+package command
 
 import "github.com/retrain-ml/retrain/gpu"
 
