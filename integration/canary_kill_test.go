@@ -13,12 +13,12 @@ import (
 )
 
 // TestCanaryWorkerKilledMidBake SIGKILLs the only worker 2 s into step
-// 1's bake of 16 s and starts another 2 s later: the bake is a timer on
+// 1's bake of 10 s and starts another 2 s later: the bake is a timer on
 // the server, so the step ends when planned (within the heartbeat), the
 // canary goes on to step 2 and is promoted, and every move and webhook
 // happens once.
 func TestCanaryWorkerKilledMidBake(t *testing.T) {
-	const bake, heartbeat = 16 * time.Second, 2 * time.Second
+	const bake, heartbeat = 10 * time.Second, 2 * time.Second
 	e := newCanaryEnv(t, healthy)
 	env := childStoreEnv(e.srv)
 	w := startChildWorker(t, e.queue, env...)

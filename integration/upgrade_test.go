@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -396,13 +398,55 @@ func isAncestor(root, ancestor, rev string) bool {
 // buildOldWorker builds cmd/retrain-worker of commit rev into dir (the
 // tree from git archive) and says how long that took; only the old tree's
 // own packages compile, the rest comes from the build cache.
+//
+// The binary is kept in the user's cache folder under the commit and the
+// Go toolchain that built it (a commit's tree never changes), so that only
+// the first run on a machine pays for compiling a whole older tree.
 func buildOldWorker(t *testing.T, root, rev, dir string) (string, time.Duration) {
 	t.Helper()
+	cached := ""
+	if cache, err := os.UserCacheDir(); err == nil {
+		cached = filepath.Join(cache, "retrain-integration", "worker-"+rev+"-"+runtime.Version()+"-"+runtime.GOOS+"-"+runtime.GOARCH, "retrain-worker")
+		if fi, err := os.Stat(cached); err == nil && fi.Mode().IsRegular() {
+			t.Logf("old worker %s: built before, kept in %s", rev[:12], filepath.Dir(cached))
+			return cached, 0
+		}
+	}
 	src := filepath.Join(dir, "src")
 	if err := extractRev(root, rev, src); err != nil {
 		t.Fatalf("check out %s: %v", rev, err)
 	}
-	return goBuild(t, src, "./cmd/retrain-worker", dir)
+	bin, took := goBuild(t, src, "./cmd/retrain-worker", dir)
+	if cached != "" {
+		// Copied under a temporary name and renamed, so that a run in
+		// parallel never starts a half-written binary.
+		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
+			tmp := cached + ".tmp" + strconv.Itoa(os.Getpid())
+			if err := copyFile(bin, tmp); err == nil && os.Rename(tmp, cached) == nil {
+				return cached, took
+			}
+			os.Remove(tmp)
+		}
+	}
+	return bin, took
+}
+
+// copyFile copies the executable src to dst.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // extractRev writes the tree of commit rev into dir (git archive, read
