@@ -14,7 +14,7 @@ import (
 // for an older date than production's v3, with short bakes; force is
 // what the spec writes for force ("" for none).
 func olderCanarySpec(force string) string {
-	s := strings.Replace(canarySpec, "      version: v2\n", "      version: v2\n"+force, 1)
+	s := specEdit(canarySpec, "      version: v2\n", "      version: v2\n"+force)
 	return s
 }
 

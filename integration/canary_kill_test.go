@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +23,7 @@ func TestCanaryWorkerKilledMidBake(t *testing.T) {
 	w := startChildWorker(t, e.queue, env...)
 	// A heartbeat of 2 s (the other canary tests use 10 s, as they share
 	// the machine): the new worker takes over within it.
-	id := e.startSpec(t, strings.Replace(canarySpec, "heartbeat: 10s", "heartbeat: "+heartbeat.String(), 1), e.params(bake.String()))
+	id := e.startSpec(t, specEdit(canarySpec, "heartbeat: 10s", "heartbeat: "+heartbeat.String()), e.params(bake.String()))
 	waitBaking(t, id, 1)
 	killed := time.Now()
 	if err := w.Process.Kill(); err != nil {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,11 +24,20 @@ import (
 // tolerantSpec is canarySpec with extra `with` lines and a node timeout
 // ("" keeps the default).
 func tolerantSpec(extra, timeout string) string {
-	s := strings.Replace(canarySpec, "      interval: 2s\n", "      interval: 2s\n"+extra, 1)
+	s := specEdit(canarySpec, "      interval: 2s\n", "      interval: 2s\n"+extra)
 	if timeout != "" {
-		s = strings.Replace(s, "    heartbeat: 2s\n", "    heartbeat: 2s\n    timeout: "+timeout+"\n", 1)
+		s = specEdit(s, "    heartbeat: 10s\n", "    heartbeat: 10s\n    timeout: "+timeout+"\n")
 	}
 	return s
+}
+
+// specEdit replaces the first old in spec with new, and panics when spec
+// has no old: an edit that silently did nothing would test another spec.
+func specEdit(spec, old, new string) string {
+	if !strings.Contains(spec, old) {
+		panic(fmt.Sprintf("the spec has no %q to replace", old))
+	}
+	return strings.Replace(spec, old, new, 1)
 }
 
 func (e *canaryEnv) startSpec(t *testing.T, spec string, params map[string]any) string {

@@ -356,7 +356,7 @@ name: ckpt
 nodes:
   - id: features
     type: checkpoint
-    heartbeat: 2s
+    heartbeat: 5s
     retry: {initial_interval: 100ms}
     with:
       command: ["sh", "-c", %q]

@@ -242,7 +242,7 @@ nodes:
   - id: long
     type: command
     needs: [first]
-    heartbeat: 2s
+    heartbeat: 5s
     retry: {initial_interval: 100ms}
     with: {argv: ["sh", "-c", "echo x >> %[1]s/long; sleep 4; echo done"]}
   - {id: last, type: command, needs: [long], with: {argv: ["sh", "-c", "echo x >> %[1]s/last"]}}

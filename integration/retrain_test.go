@@ -279,7 +279,7 @@ nodes:
   - id: train
     type: train
     needs: [split]
-    heartbeat: 2s
+    heartbeat: 5s
     retry: {initial_interval: 100ms}
     with:
       data: ${nodes.split.outputs.uri}

@@ -188,8 +188,9 @@ func TestTorchWorkerKilledMidTraining(t *testing.T) {
 
 	// torch-retrain as it is, but for the train node's heartbeat timeout:
 	// the example's 1m would keep the dead attempt a minute before the
-	// retry; 2s is what the builtin trainer's kill test uses.
-	spec := exampleSpec(t, "torch-retrain", "heartbeat: 1m", "heartbeat: 2s")
+	// retry; 5s notices the kill soon and, unlike 2s, is not missed by a
+	// live worker on a machine busy with the tests running beside it.
+	spec := exampleSpec(t, "torch-retrain", "heartbeat: 1m", "heartbeat: 5s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	first := startChildWorker(t, e.queue, env...)
