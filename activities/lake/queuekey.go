@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
@@ -161,4 +162,11 @@ func queueProof(key []byte, id string) string {
 // validProof reports whether proof is queueProof(key, id), in constant time.
 func validProof(key []byte, id, proof string) bool {
 	return hmac.Equal([]byte(proof), []byte(queueProof(key, id)))
+}
+
+// TableQueueID is the workflow id of table tbl's queue for the workers of
+// taskQueue on catalog cat whose queue key is key: for operators and
+// tests that hold the key (a client without it cannot compute it).
+func TableQueueID(key []byte, taskQueue string, cat lake.Config, tbl string) string {
+	return tableQueueID(key, taskQueue, cat.Identity().Key(), tbl)
 }

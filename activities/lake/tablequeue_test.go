@@ -72,8 +72,11 @@ func TestQueueTurnThatNeverComes(t *testing.T) {
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := s.NewTestWorkflowEnvironment()
 	const queueID = "retrain-table-queue/q/abc/ml.training"
-	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) (string, error) { return queueID, nil },
-		activity.RegisterOptions{Name: TableQueueEnqueueActivity})
+	// The queue answers: a (forged) holder goes first, and never releases.
+	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) (string, error) {
+		env.SignalWorkflow(queueNoticeSignal, QueueNotice{Ahead: []QueueRequest{{WorkflowID: "forged", RunID: "r", Label: "forged holder"}}})
+		return queueID, nil
+	}, activity.RegisterOptions{Name: TableQueueEnqueueActivity})
 	wf := func(ctx workflow.Context) (time.Duration, error) {
 		start := workflow.Now(ctx)
 		release, note, err := waitTurn(ctx, nodetype.Input{RunID: "r", Node: "promote",
@@ -98,6 +101,34 @@ func TestQueueTurnThatNeverComes(t *testing.T) {
 	}
 	if waited != queueMaxWait || !released {
 		t.Fatalf("went ahead after %s (released %t), want %s and a release", waited, released, queueMaxWait)
+	}
+}
+
+// TestQueueThatDoesNotAnswer: a queue that takes the request but never
+// answers (flooded, stuck) delays a promotion by queueAckWait only.
+func TestQueueThatDoesNotAnswer(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) (string, error) { return "retrain-table-queue/q/ml.training/x", nil },
+		activity.RegisterOptions{Name: TableQueueEnqueueActivity})
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
+		start := workflow.Now(ctx)
+		release, note, err := waitTurn(ctx, nodetype.Input{RunID: "r", Node: "promote", With: map[string]any{"training_table": "ml.training"}})
+		if err != nil {
+			return "", err
+		}
+		release()
+		return fmt.Sprintf("%s after %s", note, workflow.Now(ctx).Sub(start)), nil
+	}, workflow.RegisterOptions{Name: "waiter"})
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", queueReleaseSignal, mock.Anything).Return(nil)
+	env.ExecuteWorkflow("waiter")
+	var got string
+	if err := env.GetWorkflowResult(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "table queue did not answer within 20s: promoting on the commit's compare-and-swap after 20s"; got != want {
+		t.Fatalf("%q, want %q", got, want)
 	}
 }
 

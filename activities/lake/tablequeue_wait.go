@@ -21,6 +21,16 @@ import (
 // recorded before it plan at once, and replay keeps them so.
 const promoteQueueChange = "promote-table-queue"
 
+// queueAckChange versions the bound on the queue's first answer.
+const queueAckChange = "table-queue-ack"
+
+// queueAckWait bounds how long a promotion waits for its queue's first
+// answer (its grant, or whom it waits for), which a working queue sends
+// within a workflow task or two. A queue that does not answer (flooded
+// with signals, or stuck) is not waited for: the promotion goes ahead on
+// the commit's compare-and-swap.
+const queueAckWait = 20 * time.Second
+
 // queueFallbackChange versions going ahead on the commit's compare-and-swap
 // when the promotion cannot enqueue: runs recorded before it failed there.
 const queueFallbackChange = "table-queue-cas-fallback"
@@ -155,16 +165,28 @@ func waitTurn(ctx workflow.Context, in nodetype.Input) (release func(), note str
 	tctx, stopTimer := workflow.WithCancel(ctx)
 	defer stopTimer()
 	deadline := workflow.NewTimer(tctx, queueMaxWait)
+	var ack workflow.Future
+	if workflow.GetVersion(ctx, queueAckChange, workflow.DefaultVersion, 1) >= 1 {
+		ack = workflow.NewTimer(tctx, queueAckWait)
+	}
+	answered := false
 	for {
 		var n QueueNotice
-		timedOut := false
+		timedOut, silent := false, false
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(notices, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &n) })
+		sel.AddReceive(notices, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &n); answered = true })
 		sel.AddFuture(deadline, func(workflow.Future) { timedOut = true })
+		if ack != nil && !answered {
+			sel.AddFuture(ack, func(workflow.Future) { silent = true })
+		}
 		sel.Select(ctx)
 		if err := ctx.Err(); err != nil {
 			release()
 			return nil, "", err
+		}
+		if silent {
+			_, note, _ := goAhead(fmt.Sprintf("table queue did not answer within %s", queueAckWait))
+			return release, note, nil
 		}
 		if timedOut {
 			_, note, _ := goAhead(fmt.Sprintf("table queue: the turn did not come within %s", queueMaxWait))
