@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
@@ -168,5 +170,37 @@ func TestQueueSurvivesFlood(t *testing.T) {
 	}
 	if held > queueMaxRequests {
 		t.Fatalf("%d squatters were queued; the queue holds %d at most", held, queueMaxRequests)
+	}
+}
+
+// TestQueueKeyFromStore: without an operator's key, workers sharing an
+// object store agree on one random key, made by whichever comes first.
+func TestQueueKeyFromStore(t *testing.T) {
+	t.Setenv(QueueKeyEnv, "")
+	os.Unsetenv(QueueKeyEnv)
+	srv := s3test.Start(t)
+	st := srv.Open(t, "registry")
+	keys := make([]string, 4)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, source, err := (&queueKeys{Store: st}).get(context.Background())
+			if err != nil || !strings.Contains(source, queueKeyObject) {
+				t.Errorf("worker %d: key from %q, %v", i, source, err)
+			}
+			keys[i] = string(k)
+		}()
+	}
+	wg.Wait()
+	for i, k := range keys {
+		if k != keys[0] || len(k) < queueKeyMinSize {
+			t.Fatalf("worker %d's key differs or is short (%d bytes)", i, len(k))
+		}
+	}
+	stored, _, err := st.GetBytes(context.Background(), queueKeyObject)
+	if err != nil || string(stored) != keys[0] {
+		t.Fatalf("the store holds %d bytes (%v), not the workers' key", len(stored), err)
 	}
 }
