@@ -54,6 +54,11 @@ const (
 	// PromotionContended: a promote_features node lost the race for its
 	// table to other commits features.MaxRounds times in a row.
 	PromotionContended = "PromotionContended"
+	// TableQueueUnavailable: a promotion could not use its table's queue
+	// (enqueue failed, or the workflow under the queue's id is not one a
+	// retrain worker started). The promotion goes ahead on the commit's
+	// compare-and-swap; the error only reaches the node's log and outputs.
+	TableQueueUnavailable = "TableQueueUnavailable"
 	// GangIncomplete: fewer hosts than a train node's hosts joined its
 	// gang within gang_timeout; their leases were released and no rank
 	// started. Retried: workers may come.

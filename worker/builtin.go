@@ -57,7 +57,7 @@ func builtin(d deps) []nodetype.Type {
 	}
 	var types []nodetype.Type
 	types = append(types, command.TypeWith(command.Deps{Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}), noop.Type())
-	types = append(types, lakenode.Types(lakenode.Deps{Catalog: d.Lake, Logger: d.Logger, Store: d.Store})...)
+	types = append(types, lakenode.Types(lakenode.Deps{Catalog: d.Lake, Logger: d.Logger, Store: d.Store, SecretsDir: d.Env.SecretsDir})...)
 	types = append(types, checkpoint.TypeWith(checkpoint.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, models.TypesWith(models.Deps{Store: d.Store, Logger: d.Logger, Env: d.Env})...)
 	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger, Env: d.Env}))

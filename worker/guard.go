@@ -96,7 +96,10 @@ func (i *guardWorkflow) ExecuteWorkflow(ctx workflow.Context, in *interceptor.Ex
 	info := workflow.GetInfo(ctx)
 	// A table's promotion queue is started by the promotion's activity
 	// (signal-with-start), so it has no parent. It runs no activity and no
-	// user code: it only orders the promotions that signal it.
+	// user code: it only orders the promotions that signal it. One a
+	// client starts runs too, but no promotion waits on it: the enqueuer
+	// checks the queue's proof (activities/lake/queuekey.go) and goes
+	// ahead on the commit's compare-and-swap without it.
 	if name := info.WorkflowType.Name; name != runs.PipelineWorkflow && name != lakenode.TableQueueWorkflow && info.ParentWorkflowExecution == nil {
 		// Deterministic: both come from the workflow's first event.
 		workflow.GetLogger(ctx).Warn("refused a workflow started without a Pipeline run", "workflow_type", name)

@@ -11,6 +11,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
@@ -28,6 +29,34 @@ type Lake struct {
 	// Store holds the model registry, which maintain_table reads for the
 	// snapshots model versions trained on; nil on a worker without one.
 	Store *s3store.Store
+	// SecretsDir is the worker's --secrets-dir, where the table queue's
+	// key may be (queuekey.go).
+	SecretsDir string
+
+	keysOnce sync.Once
+	keys     *queueKeys
+	keyNote  sync.Once
+}
+
+// queueKeys is the worker's table queue key, resolved on first use.
+func (l *Lake) queueKeys() *queueKeys {
+	l.keysOnce.Do(func() { l.keys = &queueKeys{SecretsDir: l.SecretsDir, Store: l.Store} })
+	return l.keys
+}
+
+// noteKeySource logs once where the table queue key came from (never the
+// key), and warns when it is this process's own.
+func (l *Lake) noteKeySource(source string) {
+	l.keyNote.Do(func() {
+		if l.Logger == nil {
+			return
+		}
+		if strings.HasPrefix(source, "this worker process") {
+			l.Logger.Warn("table queue key from "+source+"; set "+QueueKeyEnv+" or put "+QueueKeyFile+" in --secrets-dir on every worker", "component", "table-queue")
+			return
+		}
+		l.Logger.Info("table queue key from "+source, "component", "table-queue")
+	})
 }
 
 // Open opens the catalog; not configured is bad input, which no retry fixes.
@@ -135,6 +164,8 @@ type Deps struct {
 	Logger  *slog.Logger
 	// Store is the model registry's store (see Lake.Store); may be nil.
 	Store *s3store.Store
+	// SecretsDir is the worker's --secrets-dir (see Lake.SecretsDir).
+	SecretsDir string
 }
 
 // Types returns the node types that read and write the lake:
@@ -144,6 +175,6 @@ func Types(d Deps) []nodetype.Type {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	l := &Lake{Catalog: d.Catalog, Logger: d.Logger, Store: d.Store}
+	l := &Lake{Catalog: d.Catalog, Logger: d.Logger, Store: d.Store, SecretsDir: d.SecretsDir}
 	return []nodetype.Type{l.stageType(), l.statsType(), l.promoteType(), l.rollbackType(), l.maintainType()}
 }

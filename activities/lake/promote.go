@@ -60,6 +60,10 @@ type PromoteOutputs struct {
 	Files              int      `json:"files"`
 	Rounds             int      `json:"rounds"`  // plans it took: a round lost to another commit is redone
 	Summary            string   `json:"summary"` // one line for the run's node table
+	// Queue says why the promotion went ahead without its turn in the
+	// table's queue, on the commit's compare-and-swap; empty when it had
+	// its turn.
+	Queue string `json:"queue,omitempty"`
 }
 
 func (o PromoteOutputs) summary() string {
@@ -67,6 +71,9 @@ func (o PromoteOutputs) summary() string {
 		number.Count(o.Rows), o.Partitions, o.Files, o.SnapshotID)
 	if o.Rounds > 1 {
 		s += fmt.Sprintf(", after %d rounds", o.Rounds)
+	}
+	if o.Queue != "" {
+		s += "; " + o.Queue
 	}
 	return s
 }
@@ -119,13 +126,15 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 	info := workflow.GetInfo(ctx)
 	ctx = workflow.WithActivityOptions(ctx, NodeActivityOptions(in.Options))
 	log := workflow.GetLogger(ctx)
+	queueNote := ""
 	if workflow.GetVersion(ctx, promoteQueueChange, workflow.DefaultVersion, 1) >= 1 {
 		// Overlapping promotions into the table take turns (tablequeue.go).
-		release, err := waitTurn(ctx, in)
+		release, note, err := waitTurn(ctx, in)
 		if err != nil {
 			return nodetype.Result{}, err
 		}
 		defer release()
+		queueNote = note
 	}
 	groupCtx := ctx
 	if workflow.GetVersion(ctx, promoteGroupQueueChange, workflow.DefaultVersion, 1) >= 1 {
@@ -166,7 +175,7 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 		}
 		out := PromoteOutputs{
 			PreviousSnapshotID: commit.PreviousSnapshot, SnapshotID: commit.Snapshot,
-			Columns: plan.Columns, Partitions: plan.Partitions, Files: commit.Files, Rounds: round,
+			Columns: plan.Columns, Partitions: plan.Partitions, Files: commit.Files, Rounds: round, Queue: queueNote,
 		}
 		for _, r := range results {
 			out.Rows += r.Rows

@@ -303,7 +303,7 @@ func TestPromoteGroupsOnTheirQueue(t *testing.T) {
 func grantAtOnce(env *testsuite.TestWorkflowEnvironment) {
 	env.RegisterActivityWithOptions(func(_ context.Context, in EnqueueInput) (string, error) {
 		env.SignalWorkflow(queueNoticeSignal, QueueNotice{Granted: true})
-		return TableQueueID(in.TaskQueue, "test", in.Table), nil
+		return tableQueueID([]byte("test-key-0123456789"), in.TaskQueue, "test", in.Table), nil
 	}, activity.RegisterOptions{Name: TableQueueEnqueueActivity})
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, queueReleaseSignal, mock.Anything).Return(nil)
 }

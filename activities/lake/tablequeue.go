@@ -1,15 +1,12 @@
 package lake
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/retrain-ml/retrain/internal/lake"
 )
 
 // The table queue: promotions into one training table whose date ranges
@@ -19,7 +16,7 @@ import (
 // ranges go on at once; their commits re-base on each other
 // (features.CommitPromotion).
 //
-// The queue is a workflow per table (TableQueue, id TableQueueID), held by
+// The queue is a workflow per table (TableQueue, id tableQueueID), held by
 // Temporal, so it orders promotions on every worker and host and survives
 // any of them. A promotion enqueues itself with SignalWithStart (the
 // TableQueueEnqueue activity), waits for the grant signal, and signals
@@ -33,6 +30,13 @@ import (
 // may all promote into one table), and a lock needs no one to know the
 // others in advance; FIFO order is fair, and a backfill's runs, started in
 // date order, arrive in date order anyway.
+//
+// The queue only orders promotions; the commit's compare-and-swap guards
+// the table. So whatever happens to the queue (a client floods it with
+// signals, starts something else under its id, holds a forged turn), a
+// promotion that cannot enqueue, or whose turn does not come within
+// queueMaxWait, goes ahead on the compare-and-swap and says so. Its id is
+// keyed (queuekey.go) so a client cannot name it from public names.
 const (
 	TableQueueWorkflow        = "TableQueue"
 	TableQueueEnqueueActivity = "TableQueueEnqueue"
@@ -49,25 +53,21 @@ const (
 	// queueMaxWait bounds how long a promotion waits for its turn before
 	// it goes ahead anyway (see waitTurn).
 	queueMaxWait = 30 * time.Minute
-	// queueMaxEvents: continue as new before the history gets long.
+	// queueMaxEvents: continue as new before the history gets long, and
+	// well before the server's signal limit per execution (10,000 by
+	// default), which a flood of signals would otherwise reach.
 	queueMaxEvents = 5000
+	// queueMaxRequests bounds the requests a queue holds (holders and
+	// waiting): one more is told the queue is full and goes ahead on the
+	// commit's compare-and-swap. A flood of forged requests cannot grow
+	// the queue's state, or its continue-as-new input, past it.
+	queueMaxRequests = 64
+	// queueMaxText bounds a request's label and dates, which come from
+	// whoever signals.
+	queueMaxText = 200
+	// queueBoundedChange versions the bounds above in TableQueue.
+	queueBoundedChange = "table-queue-bounded"
 )
-
-// TableQueueID is the workflow id of a table's queue: per task queue (its
-// workers run the queue workflow, and are polling while a promotion of
-// theirs waits) and per catalog (catalog, a digest of its identity), since
-// two lakes, or two test servers' lakes, may both hold an ml.training.
-func TableQueueID(taskQueue, catalog, tbl string) string {
-	return "retrain-table-queue/" + taskQueue + "/" + catalog + "/" + tbl
-}
-
-// catalogKey identifies a catalog in queue ids: a digest of its identity
-// (type, host, port, database, user, warehouse), never of its URI, which
-// may hold a password a digest would let a guess list recover.
-func catalogKey(c lake.Config) string {
-	sum := sha256.Sum256([]byte(c.Identity().Key()))
-	return hex.EncodeToString(sum[:6])
-}
 
 // QueueRequest is one promotion in a table's queue.
 type QueueRequest struct {
@@ -99,10 +99,28 @@ func (r QueueRequest) String() string {
 	return fmt.Sprintf("%s (%s..%s)", r.Label, r.Start, r.End)
 }
 
-// QueueNotice tells a requester it holds its turn, or whom it waits for.
+// bounded returns r with its texts cut to queueMaxText bytes.
+func (r QueueRequest) bounded() QueueRequest {
+	cut := func(s string) string {
+		if len(s) <= queueMaxText {
+			return s
+		}
+		s = s[:queueMaxText]
+		for !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		return s
+	}
+	r.WorkflowID, r.RunID, r.Label, r.Start, r.End = cut(r.WorkflowID), cut(r.RunID), cut(r.Label), cut(r.Start), cut(r.End)
+	return r
+}
+
+// QueueNotice tells a requester it holds its turn, or whom it waits for,
+// or that the queue is full (it then goes ahead without a turn).
 type QueueNotice struct {
 	Granted bool           `json:"granted"`
 	Ahead   []QueueRequest `json:"ahead,omitempty"`
+	Full    bool           `json:"full,omitempty"`
 }
 
 // QueueState is a table queue's state: its input, and what it continues
@@ -111,15 +129,24 @@ type QueueState struct {
 	Table   string         `json:"table"`
 	Holders []QueueRequest `json:"holders,omitempty"`
 	Waiting []QueueRequest `json:"waiting,omitempty"` // in arrival order
+	// Proof shows a retrain worker started the queue (queueProof): the
+	// enqueuer checks it and ignores a queue without it.
+	Proof string `json:"proof,omitempty"`
 }
 
-func (s *QueueState) enqueue(r QueueRequest) {
+// enqueue adds r unless it is there already; it reports false when the
+// queue is full (limit > 0 requests) and r was not added.
+func (s *QueueState) enqueue(r QueueRequest, limit int) bool {
 	for _, h := range append(append([]QueueRequest{}, s.Holders...), s.Waiting...) {
 		if h.same(r) {
-			return // an activity retry sent it again
+			return true // an activity retry sent it again
 		}
 	}
+	if limit > 0 && len(s.Holders)+len(s.Waiting) >= limit {
+		return false
+	}
 	s.Waiting = append(s.Waiting, r)
+	return true
 }
 
 func (s *QueueState) remove(r QueueRequest) {
@@ -177,6 +204,10 @@ func (s *QueueState) next() (granted []QueueRequest, waits [][]QueueRequest) {
 // TableQueue is the queue workflow of one table (see above).
 func TableQueue(ctx workflow.Context, st QueueState) error {
 	log := workflow.GetLogger(ctx)
+	limit := 0
+	if workflow.GetVersion(ctx, queueBoundedChange, workflow.DefaultVersion, 1) >= 1 {
+		limit = queueMaxRequests
+	}
 	acquire := workflow.GetSignalChannel(ctx, queueAcquireSignal)
 	release := workflow.GetSignalChannel(ctx, queueReleaseSignal)
 	told := map[string]string{} // requester -> the wait notice it last got
@@ -191,10 +222,23 @@ func TableQueue(ctx workflow.Context, st QueueState) error {
 	}
 	drain := func() bool {
 		got := false
+		full := 0
 		var r QueueRequest
 		for acquire.ReceiveAsync(&r) {
-			st.enqueue(r)
 			got = true
+			if limit > 0 {
+				r = r.bounded()
+			}
+			if st.enqueue(r, limit) {
+				continue
+			}
+			// Full: tell the first few so they go ahead now, without
+			// waiting for the reply (a flood would make each wait a
+			// round trip); the rest go ahead when their wait ends.
+			if full++; full <= limit {
+				log.Warn("table queue: full; the request goes ahead without a turn", "table", st.Table, "requester", r.String(), "requests", limit)
+				workflow.SignalExternalWorkflow(ctx, r.WorkflowID, r.RunID, queueNoticeSignal, QueueNotice{Full: true})
+			}
 		}
 		for release.ReceiveAsync(&r) {
 			st.remove(r)

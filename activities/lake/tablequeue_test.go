@@ -34,11 +34,11 @@ func TestQueueTurns(t *testing.T) {
 		return out
 	}
 	s := QueueState{Table: "ml.training"}
-	s.enqueue(req("a", "2026-11-01", "2026-11-04"))
-	s.enqueue(req("b", "2026-11-02", "2026-11-05")) // overlaps a
-	s.enqueue(req("c", "2026-11-05", "2026-11-08")) // overlaps b only
-	s.enqueue(req("d", "2026-11-09", "2026-11-12")) // overlaps none
-	s.enqueue(req("a", "2026-11-01", "2026-11-04")) // a retried enqueue: no second entry
+	s.enqueue(req("a", "2026-11-01", "2026-11-04"), 0)
+	s.enqueue(req("b", "2026-11-02", "2026-11-05"), 0) // overlaps a
+	s.enqueue(req("c", "2026-11-05", "2026-11-08"), 0) // overlaps b only
+	s.enqueue(req("d", "2026-11-09", "2026-11-12"), 0) // overlaps none
+	s.enqueue(req("a", "2026-11-01", "2026-11-04"), 0) // a retried enqueue: no second entry
 	granted, waits := s.next()
 	if names(granted) != "ad" || names(s.Holders) != "ad" || names(s.Waiting) != "bc" {
 		t.Fatalf("granted %q, holders %q, waiting %q: want a and d to go, b and c to wait", names(granted), names(granted), names(s.Waiting))
@@ -72,16 +72,22 @@ func TestQueueTurnThatNeverComes(t *testing.T) {
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := s.NewTestWorkflowEnvironment()
 	const queueID = "retrain-table-queue/q/abc/ml.training"
-	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) (string, error) { return queueID, nil },
-		activity.RegisterOptions{Name: TableQueueEnqueueActivity})
+	// The queue answers: a (forged) holder goes first, and never releases.
+	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) (string, error) {
+		env.SignalWorkflow(queueNoticeSignal, QueueNotice{Ahead: []QueueRequest{{WorkflowID: "forged", RunID: "r", Label: "forged holder"}}})
+		return queueID, nil
+	}, activity.RegisterOptions{Name: TableQueueEnqueueActivity})
 	wf := func(ctx workflow.Context) (time.Duration, error) {
 		start := workflow.Now(ctx)
-		release, err := waitTurn(ctx, nodetype.Input{RunID: "r", Node: "promote",
+		release, note, err := waitTurn(ctx, nodetype.Input{RunID: "r", Node: "promote",
 			With: map[string]any{"training_table": "ml.training", "start_date": "2026-11-01", "end_date": "2026-11-04"}})
 		if err != nil {
 			return 0, err
 		}
 		release()
+		if want := "table queue: the turn did not come within 30m0s: promoting on the commit's compare-and-swap"; note != want {
+			return 0, fmt.Errorf("note %q, want %q", note, want)
+		}
 		return workflow.Now(ctx).Sub(start), nil
 	}
 	env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "waiter"})
@@ -98,22 +104,48 @@ func TestQueueTurnThatNeverComes(t *testing.T) {
 	}
 }
 
+// TestQueueThatDoesNotAnswer: a queue that takes the request but never
+// answers (flooded, stuck) delays a promotion by queueAckWait only.
+func TestQueueThatDoesNotAnswer(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivityWithOptions(func(context.Context, EnqueueInput) (string, error) { return "retrain-table-queue/q/ml.training/x", nil },
+		activity.RegisterOptions{Name: TableQueueEnqueueActivity})
+	env.RegisterWorkflowWithOptions(func(ctx workflow.Context) (string, error) {
+		start := workflow.Now(ctx)
+		release, note, err := waitTurn(ctx, nodetype.Input{RunID: "r", Node: "promote", With: map[string]any{"training_table": "ml.training"}})
+		if err != nil {
+			return "", err
+		}
+		release()
+		return fmt.Sprintf("%s after %s", note, workflow.Now(ctx).Sub(start)), nil
+	}, workflow.RegisterOptions{Name: "waiter"})
+	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", queueReleaseSignal, mock.Anything).Return(nil)
+	env.ExecuteWorkflow("waiter")
+	var got string
+	if err := env.GetWorkflowResult(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "table queue did not answer within 20s: promoting on the commit's compare-and-swap after 20s"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}
+
 // TestQueueIDsPerCatalogAndTaskQueue: two lakes (or two test servers'
 // lakes) that both hold ml.training, or two worker pools on different task
 // queues, never share a queue; the id holds no password.
 func TestQueueIDsPerCatalogAndTaskQueue(t *testing.T) {
-	a := catalogKey(lake.Config{Type: "sql", URI: "postgres://u:secret@db/lake", Warehouse: "s3://b/w"})
-	b := catalogKey(lake.Config{Type: "sql", URI: "file:/tmp/x/catalog.db", Warehouse: "file:///tmp/x/warehouse"})
-	if a == b || a != catalogKey(lake.Config{Type: "sql", URI: "postgres://u:secret@db/lake", Warehouse: "s3://b/w"}) {
-		t.Fatalf("catalog keys %q, %q", a, b)
-	}
+	key := []byte("0123456789abcdef-key")
+	a := lake.Config{Type: "sql", URI: "postgres://u:secret@db/lake", Warehouse: "s3://b/w"}.Identity().Key()
+	b := lake.Config{Type: "sql", URI: "file:/tmp/x/catalog.db", Warehouse: "file:///tmp/x/warehouse"}.Identity().Key()
 	ids := map[string]bool{
-		TableQueueID("retrain", a, "ml.training"): true, TableQueueID("retrain", b, "ml.training"): true,
-		TableQueueID("gpu", a, "ml.training"): true, TableQueueID("retrain", a, "ml.other"): true,
+		tableQueueID(key, "retrain", a, "ml.training"): true, tableQueueID(key, "retrain", b, "ml.training"): true,
+		tableQueueID(key, "gpu", a, "ml.training"): true, tableQueueID(key, "retrain", a, "ml.other"): true,
 	}
 	for id := range ids {
-		if strings.Contains(id, "secret") {
-			t.Errorf("queue id %s holds the catalog's password", id)
+		if strings.Contains(id, "secret") || strings.Contains(id, "db") || strings.Contains(id, "/tmp/x") {
+			t.Errorf("queue id %s holds the catalog's settings", id)
 		}
 	}
 	if len(ids) != 4 {
@@ -121,13 +153,37 @@ func TestQueueIDsPerCatalogAndTaskQueue(t *testing.T) {
 	}
 }
 
-// TestQueueIDIgnoresPassword: the queue id's catalog digest is over the
-// catalog's identity, so it is the same whatever the password (nothing in
-// it can confirm a guessed one) and in whichever form the URI carries it,
-// and still tells hosts, databases and users apart.
+// TestQueueIDIsKeyed: without the workers' key no one can name a queue:
+// the same table, task queue and catalog give unrelated ids under two
+// keys, and the id is the public names plus a 128-bit MAC.
+func TestQueueIDIsKeyed(t *testing.T) {
+	cat := lake.Config{Type: "sql", URI: "postgres://retrain@db:5432/lake", Warehouse: "s3://b/w"}.Identity().Key()
+	a := tableQueueID([]byte("key-one-0123456789"), "prodq", cat, "ml.training")
+	b := tableQueueID([]byte("key-two-0123456789"), "prodq", cat, "ml.training")
+	if a == b {
+		t.Fatalf("two keys give one id %s", a)
+	}
+	prefix := "retrain-table-queue/prodq/ml.training/"
+	if !strings.HasPrefix(a, prefix) || len(strings.TrimPrefix(a, prefix)) != 32 {
+		t.Fatalf("id %s: want %s and 32 hex digits", a, prefix)
+	}
+	if a != tableQueueID([]byte("key-one-0123456789"), "prodq", cat, "ml.training") {
+		t.Fatal("the id is not stable under one key")
+	}
+	key := []byte("key-one-0123456789")
+	if !validProof(key, a, queueProof(key, a)) || validProof(key, b, queueProof(key, a)) ||
+		validProof([]byte("key-two-0123456789"), a, queueProof(key, a)) || validProof(key, a, "") {
+		t.Fatal("a queue's proof must hold for its id under its key only")
+	}
+}
+
+// TestQueueIDIgnoresPassword: the queue id's MAC is over the catalog's
+// identity, so it is the same whatever the password (nothing in it can
+// confirm a guessed one) and in whichever form the URI carries it, and
+// still tells hosts, databases and users apart.
 func TestQueueIDIgnoresPassword(t *testing.T) {
 	id := func(uri string) string {
-		return TableQueueID("prodq", catalogKey(lake.Config{Type: "sql", URI: uri, Warehouse: "s3://b/w"}), "ml.training")
+		return tableQueueID([]byte("0123456789abcdef-key"), "prodq", lake.Config{Type: "sql", URI: uri, Warehouse: "s3://b/w"}.Identity().Key(), "ml.training")
 	}
 	for _, uris := range [][]string{
 		{"postgres://retrain:Pg-Weak-summer2026@db:5432/lake", "postgres://retrain:other@db:5432/lake", "postgres://retrain@db:5432/lake"},
