@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"hash"
 	"hash/crc32"
 	"io"
@@ -94,6 +96,12 @@ func (s *Store) put(ctx context.Context, op, key string, body io.Reader, ifMatch
 		in.ContentType = aws.String(ct)
 	}
 	out, err := s.tm.UploadObject(ctx, in)
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		// The caller did not cancel: the transfer manager cancelled the
+		// other parts of a multipart upload after one failed, and the
+		// error it returned is a cancelled part's, not the failure's.
+		err = fmt.Errorf("a part of the multipart upload failed and the others were cancelled: %w", err)
+	}
 	if err != nil {
 		s.log.DebugContext(ctx, "s3store: put failed", "op", op, "key", full, "error", s.redact.String(err.Error()))
 		return ObjectInfo{}, s.wrap(op, s.path(full), err)
