@@ -306,8 +306,14 @@ func (e *gangEnv) killMidTraining(t *testing.T, hosts []*workerProc, data string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	// 30 epochs (660 steps, tens of seconds): the kill lands mid-training.
-	spec := e.gangTrainSpec("ctr_kill", "{max_attempts: 3, initial_interval: 1s}", 30)
+	// The kill lands soon after the checkpoint of step 100, mid-training:
+	// of 20 epochs (440 steps; on a quiet machine the ranks run 100 steps
+	// a second), or of 30 (660 steps) in the long form.
+	epochs := 20
+	if longTests(t) {
+		epochs = 30
+	}
+	spec := e.gangTrainSpec("ctr_kill", "{max_attempts: 3, initial_interval: 1s}", epochs)
 	run, err := runs.Start(ctx, tclient, runs.Request{Spec: spec, SpecFile: "gang.yaml", Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue})
 	if err != nil {
 		t.Fatal(err)
