@@ -125,8 +125,10 @@ func describeUntil(t *testing.T, id string, limit time.Duration, what string, co
 	}
 }
 
+// TestScheduleApplyTwice is not parallel: its `apply --prune` deletes every
+// retrain schedule its folder does not declare, whatever the pipeline, so
+// it would delete the schedules of the tests running beside it.
 func TestScheduleApplyTwice(t *testing.T) {
-	t.Parallel()
 	name := "it-sched-apply"
 	e := newSchedEnv(t, map[string]string{name: schedPipeline(name, `  - id: daily
     cron: "0 3 * * *"
