@@ -10,7 +10,7 @@ func TestValuesNeverChange(t *testing.T) {
 		BadInput: "BadInput", CheckFailed: "CheckFailed", GateRejected: "GateRejected",
 		NoObjectStore: "NoObjectStore", ConcurrentMove: "ConcurrentMove", Diverged: "Diverged",
 		NoGPUs: "NoGPUs", PromotionContended: "PromotionContended", BadOutput: "BadOutput",
-		Refused: "Refused", CanaryRolledBack: "CanaryRolledBack",
+		Refused: "Refused", CanaryRolledBack: "CanaryRolledBack", OverLimit: "OverLimit",
 	} {
 		if got != want {
 			t.Errorf("error type %q, want %q", got, want)
