@@ -8,8 +8,11 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/retrain-ml/retrain/activities/internal/nodetest"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/gang"
+	"github.com/retrain-ml/retrain/nodetype"
 )
 
 // The reported case: timeout 2m, hosts 3, gang_timeout 100h, two live
@@ -125,5 +128,18 @@ func TestTrainersRefuseOverLimit(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: %v, want %q", c.with, err, c.want)
 		}
+	}
+}
+
+// A single-host train node past the worker's limit fails before its data
+// moves (the split does not exist: reading it would fail otherwise).
+func TestTrainRefusesProcessesOverLimit(t *testing.T) {
+	st := s3test.Start(t).Open(t, "")
+	tr := &Trainers{Store: st, Logger: quiet, Limits: gang.Limits{MaxProcesses: 2}}
+	in := nodetype.Input{Pipeline: "p", RunID: "r", Node: "train", Type: "train", With: map[string]any{
+		"trainer": "command", "data": "s3://nowhere/split", "processes": 3.0, "argv": []any{"sh", "-c", "exit 0"}}}
+	_, err := nodetest.Run(t, tr.Run, in, nil)
+	if nodetest.ErrType(err) != errtype.OverLimit || !strings.Contains(err.Error(), "processes 3 is above this worker's limit of 2 ranks per host (--max-processes-per-host)") {
+		t.Fatalf("error %v: want OverLimit naming processes, 3 and the limit 2", err)
 	}
 }
