@@ -145,6 +145,7 @@ nodes:
 			t.Errorf("a lease asked to hold %v: want at most what was left of the node's 6 s", l.Hold)
 		}
 	}
+	t.Logf("leases released on: %s", strings.Join(g.released, ", "))
 	if !strings.Contains(strings.Join(g.released, ","), "h1") || !strings.Contains(strings.Join(g.released, ","), "h2") {
 		t.Errorf("released %v: want both joined hosts' leases released", g.released)
 	}
