@@ -45,6 +45,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 				pos = n.Pos
 			}
 			checkConversions(&e, n, t.FieldTypes(), bound, outs, pos)
+			checkBound(&e, n, t, bound, outs, pos)
 		}
 	}
 	if err := e.list.Err(); err != nil {
