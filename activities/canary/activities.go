@@ -11,9 +11,11 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	approvalnode "github.com/retrain-ml/retrain/activities/approval"
 	"github.com/retrain-ml/retrain/activities/models"
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/approval"
 	"github.com/retrain-ml/retrain/internal/canary"
 	regmodels "github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -26,6 +28,16 @@ type Activities struct {
 	Logger *slog.Logger
 	// HTTP queries Prometheus; nil: a client with a 10 s timeout.
 	HTTP *http.Client
+}
+
+// verifier verifies decisions against the approvers list in the secrets
+// folder the worker's nodes read.
+func (a *Activities) verifier() *approvalnode.Activities {
+	v := &approvalnode.Activities{}
+	if a != nil && a.Models != nil {
+		v.Approvers = approval.Approvers{SecretsDir: a.Models.Env.SecretsDir}
+	}
+	return v
 }
 
 // Plan is what the start activity settled: the spec, parsed, and the

@@ -35,6 +35,9 @@ const (
 	// ProductionActivity checks at each step that production still names
 	// what the canary started against.
 	ProductionActivity = "CanaryProduction"
+	// VerifyActivity verifies a human's decision against the worker's
+	// approvers list (activities/approval).
+	VerifyActivity = "CanaryVerifyApproval"
 
 	// ApproveName and RejectName are the update and signal a human's
 	// decision goes by (the update answers; the signal is for tools that
@@ -89,7 +92,7 @@ type With struct {
 // rolled back, where the run's result shows them).
 type Outputs struct {
 	Decision        string `json:"decision"`   // promoted, rolled_back, approved, rejected, refused, superseded
-	DecidedBy       string `json:"decided_by"` // "checks", or the person who approved or rejected
+	DecidedBy       string `json:"decided_by"` // "checks", or who approved or rejected: a verified name, or "claimed by NAME"
 	Reason          string `json:"reason"`
 	Model           string `json:"model"`
 	Version         string `json:"version"`
@@ -117,6 +120,9 @@ type Outputs struct {
 	Webhooks       int           `json:"webhooks"` // calls made (one per split per webhook)
 	WebhooksFailed int           `json:"webhooks_failed"`
 	Summary        string        `json:"summary"`
+	// RefusedApprovals says the latest approvals or rejections the worker
+	// refused (unsigned, badly signed, an unknown name), newest last.
+	RefusedApprovals []string `json:"refused_approvals"`
 }
 
 // StepRecord is one traffic step as it went.
@@ -271,6 +277,7 @@ func Type(a *Activities) nodetype.Type {
 		DecideActivity:     a.Decide,
 		SeriesActivity:     a.Series,
 		ProductionActivity: a.Production,
+		VerifyActivity:     a.verifier().Verify,
 	})
 }
 
