@@ -112,7 +112,7 @@ func (a *Activities) Series(ctx context.Context, s StepInput) ([]RangeSeries, er
 	if err != nil {
 		return nil, err
 	}
-	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header}
+	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header, Logger: a.log(s.In)}
 	end := time.Now()
 	from := s.From
 	if from.IsZero() || !from.Before(end) {
@@ -173,7 +173,7 @@ func decode(in nodetype.Input) (With, canary.Spec, error) {
 		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	spec, err := canary.ParseSpec(in.With["steps"], in.With["checks"], canary.Settings{
-		Interval: w.Interval, PrometheusURL: w.PrometheusURL, Warmup: w.Warmup, FailureLimit: w.FailureLimit, InconclusiveTimeout: w.InconclusiveTimeout,
+		Interval: w.Interval, PrometheusURL: w.PrometheusURL, PrometheusHosts: w.PrometheusHosts, Warmup: w.Warmup, FailureLimit: w.FailureLimit, InconclusiveTimeout: w.InconclusiveTimeout,
 	})
 	if err != nil {
 		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
@@ -344,7 +344,7 @@ func (a *Activities) Evaluate(ctx context.Context, s StepInput) ([]canary.Sample
 	if err != nil {
 		return nil, err
 	}
-	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header}
+	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header, Logger: a.log(s.In)}
 	now := time.Now()
 	out := make([]canary.Sample, len(s.Plan.Spec.Checks))
 	for i, c := range s.Plan.Spec.Checks {

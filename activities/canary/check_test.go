@@ -54,8 +54,61 @@ func TestCheckCanary(t *testing.T) {
 	w := validWith()
 	w["steps"] = "${params.steps}"
 	w["prometheus_url"] = "${params.prom}"
+	w["prometheus_hosts"] = []any{"127.0.0.1", "prometheus:9090"}
 	if err := checkCanary(w); err != nil {
 		t.Errorf("references are checked at run time: %v", err)
+	}
+}
+
+// TestPrometheusURLFromParams: a prometheus_url a param or an output
+// supplies may only choose a host the spec lists; its path and query are
+// the spec's, and at run time the URL must be scheme://HOST[:PORT] with
+// HOST listed.
+func TestPrometheusURLFromParams(t *testing.T) {
+	for _, tc := range []struct {
+		url   string
+		hosts []any
+		want  string // "" for no error
+	}{
+		{"${params.prom}", nil, "prometheus_hosts"},
+		{"http://${params.host}:9090", nil, "prometheus_hosts"},
+		{"${params.prom}", []any{"127.0.0.1"}, ""},
+		{"http://${params.host}:9090", []any{"prometheus"}, ""},
+		{"http://${params.host}/internal/admin", []any{"prometheus"}, "no path, query"},
+		{"http://prometheus:9090/${params.prefix}", []any{"prometheus"}, "no path, query"},
+		{"http://${params.host}?x=1", []any{"prometheus"}, "no path, query"},
+		{"${params.prom}", []any{"http://prometheus:9090"}, "not a host"},
+		{"http://prometheus:9090/api?x=1", nil, "query or fragment"},
+		{"http://prometheus:9090/#frag", nil, "query or fragment"},
+		{"http://other:9090", []any{"prometheus"}, "not one of the spec's prometheus_hosts"},
+	} {
+		w := validWith()
+		w["prometheus_url"] = tc.url
+		if tc.hosts != nil {
+			w["prometheus_hosts"] = tc.hosts
+		}
+		err := checkCanary(w)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s with hosts %v: %v, want %q", tc.url, tc.hosts, err, tc.want)
+		}
+	}
+	// At run time, the resolved URL (the param's value) against the list.
+	for _, tc := range []struct{ url, want string }{
+		{"http://127.0.0.1:9090", ""},
+		{"http://127.0.0.1:8080/internal/admin/drop-all?confirm=yes&ignored=", "query or fragment"},
+		{"http://127.0.0.1:8080/internal/admin/drop-all", "a path is refused"},
+		{"http://127.0.0.1:8080/x#", "query or fragment"},
+		{"http://127.0.0.1:8080?", "query or fragment"},
+		{"http://10.0.0.1:9090", "not one of the spec's prometheus_hosts"},
+		{"http://user@127.0.0.1:9090", "user information"},
+	} {
+		w := validWith()
+		w["prometheus_url"] = tc.url
+		w["prometheus_hosts"] = []any{"127.0.0.1"}
+		_, _, err := decode(nodetype.Input{Node: "canary", With: w})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("run with %s: %v, want %q", tc.url, err, tc.want)
+		}
 	}
 }
 
