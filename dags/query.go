@@ -21,12 +21,12 @@ const FieldQuery FieldType = "query"
 
 // queryDurationRe is a duration both PromQL and ParseDuration read: whole
 // numbers with units, largest first not enforced ("1h30m", "90s", "2d").
-var queryDurationRe = regexp.MustCompile(`^([0-9]{1,9}(ms|s|m|h|d|w))+$`)
+var queryDurationRe = regexp.MustCompile(`^([0-9]{1,9}(ms|s|m|h|d))+$`)
 
 // CheckQueryDuration refuses what is not a duration a query may hold.
 func CheckQueryDuration(s string) error {
 	if !queryDurationRe.MatchString(s) {
-		return fmt.Errorf(`want a duration such as "5m" or "1h30m" (whole numbers with ms, s, m, h, d or w), got %q`, truncate(s))
+		return fmt.Errorf(`want a duration such as "5m" or "1h30m" (whole numbers with ms, s, m, h or d), got %q`, truncate(s))
 	}
 	if _, err := ParseDuration(s); err != nil {
 		return err
