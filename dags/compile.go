@@ -199,6 +199,14 @@ func coerceParam(t ParamType, v any) (any, error) {
 			return nil, fmt.Errorf("want a finite number, got %v", f)
 		}
 		return f, nil
+	case ParamDuration:
+		if !isStr {
+			return nil, fmt.Errorf(`want a duration such as "5m" or "1h30m", got %s`, describeValue(v))
+		}
+		if err := CheckQueryDuration(s); err != nil {
+			return nil, err
+		}
+		return s, nil
 	case ParamBool:
 		if isStr {
 			switch strings.ToLower(strings.TrimSpace(s)) {

@@ -17,6 +17,7 @@ import (
 	"github.com/retrain-ml/retrain/activities/train"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/approval"
 	"github.com/retrain-ml/retrain/internal/gang"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/s3store"
@@ -67,7 +68,7 @@ func builtin(d deps) []nodetype.Type {
 	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger, Env: d.Env}))
 	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands, Env: d.Env, Host: d.Host, Hosts: d.Hosts, Limits: d.Limits}))
 	types = append(types, evaluate.TypeWith(evaluate.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
-	types = append(types, gate.Types(d.Store)...)
+	types = append(types, gate.TypesWith(d.Store, approval.Approvers{SecretsDir: d.Env.SecretsDir})...)
 	types = append(types, canarynode.Type(&canarynode.Activities{
 		Models: &models.Models{Store: d.Store, Logger: d.Logger, Env: d.Env}, Logger: d.Logger,
 	}))
