@@ -18,6 +18,14 @@ func checkBound(e *errs, n *Node, t NodeType, bound map[string]any, outs map[str
 	if t.Check == nil {
 		return
 	}
+	// A param bound to nothing (no default, none given: what a spec's
+	// validation without params binds) is still the run's to give.
+	known := make(map[string]any, len(bound))
+	for k, v := range bound {
+		if v != nil {
+			known[k] = v
+		}
+	}
 	fields := t.FieldTypes()
 	with := make(map[string]any, len(n.With))
 	changed := false
@@ -27,7 +35,7 @@ func checkBound(e *errs, n *Node, t NodeType, bound map[string]any, outs map[str
 		if !HasRef(raw) {
 			continue
 		}
-		static, _ := staticWith(map[string]any{k: raw}, bound, outs).(map[string]any)
+		static, _ := staticWith(map[string]any{k: raw}, known, outs).(map[string]any)
 		if static == nil || stillUnknown(static[k]) {
 			continue
 		}

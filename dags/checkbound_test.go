@@ -64,3 +64,33 @@ nodes:
 		t.Errorf("node b, which no param changes, checked %d times: want once, by Validate", bs)
 	}
 }
+
+// A param with no default that the run does not give yet (what validating
+// a spec without params binds) stays the run's: Check sees the reference,
+// never a null in its place.
+func TestCompileLeavesUnboundParamsToTheRun(t *testing.T) {
+	reg, err := NewRegistry(NodeType{
+		Name:   "floor",
+		Fields: []Field{{Name: "min", Type: FieldAny}},
+		Check: func(with map[string]any) error {
+			if v, ok := with["min"]; ok && v == nil {
+				return fmt.Errorf("min: want a number, got null")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustParse(t, `name: p
+params:
+  late: {type: number, required: false}
+nodes:
+  - id: a
+    type: floor
+    with: {min: "${params.late}"}
+`)
+	if _, err := Compile(s, reg, nil); err != nil {
+		t.Fatalf("compile without params: %v", err)
+	}
+}
