@@ -1,0 +1,176 @@
+package nodecache
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Diff lists why cur's key differs from prev's, most telling first: the
+// type, its version, the cache version, each `with` value, each input.
+// cur's labels name the paths. Empty when the keys are equal.
+func Diff(prev, cur Components) []string {
+	var out []string
+	if prev.Type != cur.Type {
+		out = append(out, fmt.Sprintf("node type %s -> %s", prev.Type, cur.Type))
+	}
+	if prev.TypeVersion != cur.TypeVersion {
+		out = append(out, fmt.Sprintf("%s version %d -> %d", cur.Type, prev.TypeVersion, cur.TypeVersion))
+	}
+	if prev.CacheVersion != cur.CacheVersion {
+		out = append(out, fmt.Sprintf("cache version %d -> %d", prev.CacheVersion, cur.CacheVersion))
+	}
+	out = append(out, diffWith(prev.With, cur.With, cur.Labels)...)
+	out = append(out, diffInputs(prev.Inputs, cur.Inputs)...)
+	return out
+}
+
+// maxShown bounds a value quoted in a reason.
+const maxShown = 40
+
+func short(s string) string {
+	if r := []rune(s); len(r) > maxShown {
+		return string(r[:maxShown-1]) + "…"
+	}
+	return s
+}
+
+// diffWith explains changed `with` values. Paths under one labelled field
+// (a param that is a list) are reported once, by the label.
+func diffWith(prev, cur map[string]string, labels map[string]string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, path := range union(prev, cur) {
+		a, inA := prev[path]
+		b, inB := cur[path]
+		if inA && inB && a == b {
+			continue
+		}
+		name, top := describePath(path, labels)
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		switch {
+		case !inA:
+			out = append(out, fmt.Sprintf("%s added (%s)", name, short(b)))
+		case !inB:
+			out = append(out, fmt.Sprintf("%s removed (was %s)", name, short(a)))
+		case top:
+			out = append(out, fmt.Sprintf("%s %s -> %s", name, short(a), short(b)))
+		default:
+			out = append(out, fmt.Sprintf("%s changed", name))
+		}
+	}
+	return out
+}
+
+// describePath names a flattened path: by the label of the path or of the
+// top-level field it is under ("param epochs"), else "with.PATH". top says
+// the name is the path itself, so its old and new values can be shown.
+func describePath(path string, labels map[string]string) (string, bool) {
+	if l, ok := labels[path]; ok {
+		return l, true
+	}
+	field := topField(path)
+	if l, ok := labels[field]; ok {
+		return l, false
+	}
+	return "with." + path, true
+}
+
+// topField is the top-level `with` key of a flattened path.
+func topField(path string) string {
+	if strings.HasPrefix(path, `"`) {
+		for i := 1; i < len(path); i++ {
+			if path[i] == '\\' {
+				i++
+				continue
+			}
+			if path[i] == '"' {
+				return path[:i+1]
+			}
+		}
+		return path
+	}
+	if i := strings.IndexAny(path, ".["); i >= 0 {
+		return path[:i]
+	}
+	return path
+}
+
+// diffInputs explains changed input identities by their kind.
+func diffInputs(prev, cur map[string]string) []string {
+	var out []string
+	for _, name := range union(prev, cur) {
+		a, inA := prev[name]
+		b, inB := cur[name]
+		if inA && inB && a == b {
+			continue
+		}
+		kind, what, _ := strings.Cut(name, " ")
+		switch {
+		case !inA && kind == KindFile:
+			out = append(out, what+" added")
+		case !inA:
+			out = append(out, fmt.Sprintf("now reads %s %s", kind, what))
+		case !inB:
+			out = append(out, fmt.Sprintf("no longer reads %s %s", kind, what))
+		case kind == KindTable:
+			out = append(out, fmt.Sprintf("%s snapshot %s -> %s", what, short(a), short(b)))
+		case kind == KindModel:
+			out = append(out, fmt.Sprintf("model %s changed", what))
+		case kind == KindEnv:
+			out = append(out, fmt.Sprintf("env %s changed", what))
+		default:
+			out = append(out, what+" changed")
+		}
+	}
+	return out
+}
+
+func union(a, b map[string]string) []string {
+	keys := slices.Collect(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Reason joins a miss's reasons into one line: the first few and a count
+// of the rest.
+func Reason(reasons []string) string {
+	const shown = 3
+	if len(reasons) <= shown {
+		return strings.Join(reasons, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(reasons[:shown], "; "), len(reasons)-shown)
+}
+
+// Ago says how long before now t was, coarsely: "just now", "5 minutes
+// ago", "3 days ago".
+func Ago(t, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return plural(int(d/time.Minute), "minute") + " ago"
+	case d < 48*time.Hour:
+		return plural(int(d/time.Hour), "hour") + " ago"
+	default:
+		return plural(int(d/(24*time.Hour)), "day") + " ago"
+	}
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
