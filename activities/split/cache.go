@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/activities/internal/objects"
+	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/nodetype"
 )
 
