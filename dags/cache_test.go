@@ -70,7 +70,7 @@ nodes:
 func TestCacheErrors(t *testing.T) {
 	cases := []struct {
 		name, spec, want string
-		line           int
+		line             int
 	}{
 		{"effects", "name: p\nnodes:\n  - id: ship\n    type: deploy\n    cache: true\n",
 			`node "ship": type deploy has effects on the world and is never served from a cache; remove cache:`, 5},
