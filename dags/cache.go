@@ -11,10 +11,11 @@ import (
 // a version (bumped to invalidate by hand) and the globs of files the
 // node's programs read as code besides those named in its argv.
 type CacheSpec struct {
-	On      bool
-	Version int
-	Files   []string
-	Pos     Pos
+	On         bool
+	Version    int
+	VersionSet bool // a node without its own version takes the defaults'
+	Files      []string
+	Pos        Pos
 }
 
 // PlanCache is how a plan node is cached; nil when it is not.
@@ -45,7 +46,7 @@ func (p *parser) cache(n *yaml.Node, what string) *CacheSpec {
 			if x < 0 {
 				p.errorf(v, "%s.version must not be negative, got %d", what, x)
 			}
-			c.Version = x
+			c.Version, c.VersionSet = x, true
 		}
 	}
 	if v := m.opt("files"); v != nil {
@@ -84,8 +85,9 @@ func (v *validator) cache(n *Node, onFailure bool) {
 }
 
 // planCache is a node's cache setting over the spec's defaults: the
-// node's own when it has one, else the defaults' for a type that may be
-// cached by default (and is not a foreach or on_failure node).
+// node's own when it has one (with the defaults' version unless it sets
+// its own), else the defaults' for a type that may be cached by default
+// (and is not a foreach or on_failure node).
 func (s *Spec) planCache(t NodeType, n *Node) *PlanCache {
 	c := n.Cache
 	if c == nil {
@@ -98,6 +100,9 @@ func (s *Spec) planCache(t NodeType, n *Node) *PlanCache {
 		return nil
 	}
 	out := &PlanCache{Version: c.Version}
+	if d := s.Defaults.Cache; !c.VersionSet && d != nil && d.VersionSet {
+		out.Version = d.Version
+	}
 	if len(c.Files) > 0 {
 		out.Files = append([]string{}, c.Files...)
 	}

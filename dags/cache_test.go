@@ -42,6 +42,9 @@ nodes:
     type: command
     with: {argv: [sh]}
     cache: true
+  - id: g
+    type: split
+    cache: {files: [a]}
   - id: f
     type: deploy
 `
@@ -53,7 +56,7 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"a": "version 2", "b": "off", "c": "version 3", "d": "off", "e": "version 0", "f": "off"}
+	want := map[string]string{"a": "version 2", "b": "off", "c": "version 3", "d": "off", "e": "version 2", "f": "off", "g": "version 2"}
 	for _, n := range plan.Nodes {
 		if got := n.Cache.String(); got != want[n.ID] {
 			t.Errorf("node %s: cache %s, want %s", n.ID, got, want[n.ID])

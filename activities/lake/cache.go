@@ -98,6 +98,9 @@ func (l *Lake) stageCache() nodetype.Cache {
 			if err != nil {
 				return fmt.Sprintf("staging table %s: %v", name, err), nil
 			}
+			if tbl.Metadata().SnapshotByID(want) == nil {
+				return fmt.Sprintf("snapshot %d of %s expired", want, name), nil
+			}
 			if got := CurrentSnapshot(tbl); got != want {
 				return fmt.Sprintf("staging table %s moved from snapshot %d to %d", name, want, got), nil
 			}
