@@ -140,7 +140,7 @@ func TestNodeCacheMisses(t *testing.T) {
 
 	spec = cacheCheckSpec(dir, "0.9", 0)
 	run("split with", spec, map[string]any{"epochs": 2}, hits(map[string]cacheWant{
-		"split": {reason: "with.max_null_rate 0.5 -> 0.9"}, "train": {reason: "with.data"}}))
+		"split": {reason: "with.max_null_rate 0.5 -> 0.9"}, "train": {reason: "with.data …"}}))
 
 	// A new snapshot of features.user_daily alone (the same rows): the
 	// other demo tables are written aside.

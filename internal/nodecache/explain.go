@@ -1,11 +1,13 @@
 package nodecache
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Diff lists why cur's key differs from prev's, most telling first: the
@@ -31,10 +33,47 @@ func Diff(prev, cur Components) []string {
 const maxShown = 40
 
 func short(s string) string {
+	s = plain(s)
 	if r := []rune(s); len(r) > maxShown {
 		return string(r[:maxShown-1]) + "…"
 	}
 	return s
+}
+
+// plain is a canonical value as people read it: a JSON string without
+// its quotes when it holds no space and is not empty (2 and "2" then
+// read alike, as they do in the spec).
+func plain(s string) string {
+	var v string
+	if strings.HasPrefix(s, `"`) && json.Unmarshal([]byte(s), &v) == nil && v != "" && !strings.ContainsFunc(v, unicode.IsSpace) {
+		return v
+	}
+	return s
+}
+
+// shortPair shows two values where they differ: a long pair that shares
+// a prefix (two URIs under one folder) is shown from a little before the
+// first difference.
+func shortPair(a, b string) (string, string) {
+	a, b = plain(a), plain(b)
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) <= maxShown && len(rb) <= maxShown {
+		return a, b
+	}
+	common := 0
+	for common < len(ra) && common < len(rb) && ra[common] == rb[common] {
+		common++
+	}
+	cut := func(r []rune) string {
+		if start := common - 8; start > 0 {
+			r = append([]rune("…"), r[start:]...)
+		}
+		if len(r) > maxShown {
+			r = append(r[:maxShown-1], '…')
+		}
+		return string(r)
+	}
+	return cut(ra), cut(rb)
 }
 
 // diffWith explains changed `with` values. Paths under one labelled field
@@ -59,7 +98,8 @@ func diffWith(prev, cur map[string]string, labels map[string]string) []string {
 		case !inB:
 			out = append(out, fmt.Sprintf("%s removed (was %s)", name, short(a)))
 		case top:
-			out = append(out, fmt.Sprintf("%s %s -> %s", name, short(a), short(b)))
+			sa, sb := shortPair(a, b)
+			out = append(out, fmt.Sprintf("%s %s -> %s", name, sa, sb))
 		default:
 			out = append(out, fmt.Sprintf("%s changed", name))
 		}
@@ -119,7 +159,8 @@ func diffInputs(prev, cur map[string]string) []string {
 		case !inB:
 			out = append(out, fmt.Sprintf("no longer reads %s %s", kind, what))
 		case kind == KindTable:
-			out = append(out, fmt.Sprintf("%s snapshot %s -> %s", what, short(a), short(b)))
+			sa, sb := shortPair(a, b)
+			out = append(out, fmt.Sprintf("%s snapshot %s -> %s", what, sa, sb))
 		case kind == KindModel:
 			out = append(out, fmt.Sprintf("model %s changed", what))
 		case kind == KindEnv:

@@ -46,8 +46,9 @@ func TestKeyChangesExactlyWithInputs(t *testing.T) {
 		reason string
 	}{
 		{"param", func(c *Components) { c.With["epochs"] = "3" }, "param epochs 2 -> 3"},
-		{"with field", func(c *Components) { c.With["data"] = `"s3://b/splits/2"` }, `with.data "s3://b/splits/1" -> "s3://b/splits/2"`},
-		{"list item", func(c *Components) { c.With["dims[1]"] = `"c"` }, `with.dims[1] "b" -> "c"`},
+		{"with field", func(c *Components) { c.With["data"] = `"s3://b/splits/2"` }, `with.data s3://b/splits/1 -> s3://b/splits/2`},
+		{"list item", func(c *Components) { c.With["dims[1]"] = `"c d"` }, `with.dims[1] b -> "c d"`},
+		{"param as text", func(c *Components) { c.With["seed"] = `"2"` }, "param seed 1 -> 2"},
 		{"with added", func(c *Components) { c.With["lr"] = "0.1" }, "with.lr added (0.1)"},
 		{"snapshot", func(c *Components) { c.Inputs[InputName(KindTable, "features.user_daily")] = "202" }, "features.user_daily snapshot 101 -> 202"},
 		{"object", func(c *Components) { c.Inputs[InputName(KindObject, "s3://b/splits/1")] = "sha256:bb" }, "s3://b/splits/1 changed"},
@@ -87,6 +88,16 @@ func TestFlattenUnambiguous(t *testing.T) {
 	}
 	if got := Flatten(map[string]any{"x": int64(1) << 60})["x"]; got != "1152921504606846976" {
 		t.Errorf("int64 flattened to %s", got)
+	}
+}
+
+// TestShortPair: two long values are shown from near where they differ.
+func TestShortPair(t *testing.T) {
+	a := `"s3://bucket/checkpoints/pipeline/run-1/split/aaaa/manifest.json"`
+	b := `"s3://bucket/checkpoints/pipeline/run-2/split/bbbb/manifest.json"`
+	sa, sb := shortPair(a, b)
+	if sa != "…ine/run-1/split/aaaa/manifest.json" || sb != "…ine/run-2/split/bbbb/manifest.json" {
+		t.Errorf("shortPair = %q, %q", sa, sb)
 	}
 }
 
