@@ -25,8 +25,31 @@ func Diff(prev, cur Components) []string {
 		out = append(out, fmt.Sprintf("cache version %d -> %d", prev.CacheVersion, cur.CacheVersion))
 	}
 	out = append(out, diffWith(prev.With, cur.With, cur.Labels)...)
-	out = append(out, diffInputs(prev.Inputs, cur.Inputs)...)
+	out = append(out, diffInputs(prev.Inputs, cur.Inputs, changedValues(prev.With, cur.With))...)
 	return out
+}
+
+// changedValues are the values, as read, of the `with` paths that differ
+// between a and b: an input named by one of them (the split a changed
+// `data` names) is explained by the `with` already.
+func changedValues(a, b map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for _, path := range union(a, b) {
+		if a[path] != b[path] {
+			out[plainString(a[path])] = true
+			out[plainString(b[path])] = true
+		}
+	}
+	return out
+}
+
+// plainString is a canonical JSON string's text ("" for other values).
+func plainString(s string) string {
+	var v string
+	if json.Unmarshal([]byte(s), &v) != nil {
+		return ""
+	}
+	return v
 }
 
 // maxShown bounds a value quoted in a reason.
@@ -141,8 +164,10 @@ func topField(path string) string {
 	return path
 }
 
-// diffInputs explains changed input identities by their kind.
-func diffInputs(prev, cur map[string]string) []string {
+// diffInputs explains changed input identities by their kind. An input
+// read or no longer read because a `with` value naming it changed
+// (named) is left to that value's reason.
+func diffInputs(prev, cur map[string]string, named map[string]bool) []string {
 	var out []string
 	for _, name := range union(prev, cur) {
 		a, inA := prev[name]
@@ -151,6 +176,9 @@ func diffInputs(prev, cur map[string]string) []string {
 			continue
 		}
 		kind, what, _ := strings.Cut(name, " ")
+		if (!inA || !inB) && named[what] {
+			continue
+		}
 		switch {
 		case !inA && kind == KindFile:
 			out = append(out, what+" added")

@@ -75,6 +75,16 @@ func TestKeyChangesExactlyWithInputs(t *testing.T) {
 
 // TestFlattenUnambiguous: keys holding path characters cannot collide
 // with nested paths.
+// TestDiffNamedInput: a `with` value that names what the node reads (a
+// split's URI) explains the change of that input once.
+func TestDiffNamedInput(t *testing.T) {
+	a := Components{With: Flatten(map[string]any{"data": "s3://b/s/1"}), Inputs: map[string]string{InputName(KindObject, "s3://b/s/1"): "crc32c:a"}}
+	b := Components{With: Flatten(map[string]any{"data": "s3://b/s/2"}), Inputs: map[string]string{InputName(KindObject, "s3://b/s/2"): "crc32c:b"}}
+	if got := Diff(a, b); len(got) != 1 || got[0] != "with.data s3://b/s/1 -> s3://b/s/2" {
+		t.Errorf("reasons %q", got)
+	}
+}
+
 func TestFlattenUnambiguous(t *testing.T) {
 	a := Components{With: Flatten(map[string]any{"a.b": 1})}
 	b := Components{With: Flatten(map[string]any{"a": map[string]any{"b": 1}})}
