@@ -282,6 +282,7 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 		Compensates:   n.Compensates,
 		Fields:        t.FieldTypes(),
 		CancelOnClose: t.CancelOnClose,
+		Cache:         s.planCache(t, n),
 	}
 	if len(n.Needs) > 0 {
 		pn.Needs = append([]string{}, n.Needs...)

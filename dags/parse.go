@@ -25,9 +25,9 @@ var (
 var (
 	topFields     = []string{"name", "description", "params", "defaults", "parallelism", "schedules", "nodes", "on_failure"}
 	paramFields   = []string{"type", "default", "required", "description"}
-	defaultFields = []string{"retry", "timeout", "heartbeat", "queue"}
+	defaultFields = []string{"retry", "timeout", "heartbeat", "queue", "cache"}
 	retryFields   = []string{"max_attempts", "initial_interval", "backoff", "max_interval", "non_retryable"}
-	nodeFields    = []string{"id", "type", "description", "needs", "when", "foreach", "max_parallel", "fail_fast", "with", "outputs", "retry", "timeout", "heartbeat", "queue"}
+	nodeFields    = []string{"id", "type", "description", "needs", "when", "foreach", "max_parallel", "fail_fast", "with", "outputs", "retry", "timeout", "heartbeat", "queue", "cache"}
 	compFields    = append(append([]string{}, nodeFields...), "compensates")
 )
 
@@ -275,6 +275,9 @@ func (p *parser) defaults(n *yaml.Node) Defaults {
 		if q, ok := p.str(v, "defaults.queue"); ok {
 			d.Queue = &q
 		}
+	}
+	if v := m.get("cache"); v != nil {
+		d.Cache = p.cache(v, "defaults.cache")
 	}
 	return d
 }

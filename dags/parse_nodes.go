@@ -107,6 +107,9 @@ func (p *parser) node(n *yaml.Node, list string, index int, onFailure bool) *Nod
 			node.Queue = &q
 		}
 	}
+	if v := m.get("cache"); v != nil {
+		node.Cache = p.cache(v, what+" cache")
+	}
 	if onFailure {
 		if v := m.get("compensates"); v != nil {
 			node.CompensatesPos = posOf(resolve(v))

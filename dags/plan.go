@@ -51,6 +51,10 @@ type PlanNode struct {
 	// plans recorded before it existed, whose children were terminated
 	// with their run.
 	CancelOnClose bool `json:"cancel_on_close,omitempty"`
+	// Cache says the node's result may be served from, and is stored in,
+	// the node cache (cache.go); nil when it is not, as in every plan
+	// recorded before caching existed.
+	Cache *PlanCache `json:"cache,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

@@ -46,6 +46,15 @@ type NodeType struct {
 	// or timed out), so it can undo what it holds: a canary sets traffic
 	// back to production.
 	CancelOnClose bool
+	// Cacheable: a node of this type computes its outputs from its inputs
+	// alone and has no effect on the world, so a spec may serve it from
+	// the node cache (`cache:`). Types with effects (deploy, canary,
+	// rollbacks, table maintenance, webhooks) leave it false, and a
+	// `cache:` on them is a validation error.
+	Cacheable bool
+	// CacheOptIn: only a node's own `cache:` caches a node of this type,
+	// never the spec's defaults (a command, which may have effects).
+	CacheOptIn bool
 }
 
 // Hosts is how a node type spreads over hosts (NodeType.Hosts).

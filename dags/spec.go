@@ -73,7 +73,10 @@ type Defaults struct {
 	Timeout   *time.Duration
 	Heartbeat *time.Duration
 	Queue     *string
-	Pos       Pos
+	// Cache turns caching on for every node whose type may be cached
+	// (NodeType.Cacheable); a node's own cache: wins.
+	Cache *CacheSpec
+	Pos   Pos
 }
 
 // RetrySpec is a retry block as written: any subset of a RetryPolicy.
@@ -142,7 +145,8 @@ type Node struct {
 	Timeout     *time.Duration
 	Heartbeat   *time.Duration
 	Queue       *string
-	Compensates string // on_failure nodes only: the node they undo
+	Cache       *CacheSpec // nil: the defaults'
+	Compensates string     // on_failure nodes only: the node they undo
 	// Outputs declares output keys of a node whose type has open outputs
 	// (a command writing $RETRAIN_OUTPUTS), with their types: references
 	// to other keys are errors, the types feed the check of references

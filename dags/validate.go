@@ -86,6 +86,7 @@ func nodeName(n *Node, onFailure bool) string {
 func (v *validator) node(n *Node, onFailure bool) {
 	if v.reg != nil && n.Type != "" {
 		v.with(n, onFailure)
+		v.cache(n, onFailure) // cache.go
 	}
 	up := v.upstream(n, onFailure)
 	for _, k := range slices.Sorted(maps.Keys(n.With)) {

@@ -130,6 +130,9 @@ type Type struct {
 	// queue it polls, so a workflow that picked the host sends them there
 	// (a gang's GPU leases and ranks).
 	Hosted []string
+	// Cache, when set, lets a spec serve the type's nodes from the node
+	// cache (cache.go); set it with WithCache.
+	Cache *Cache
 
 	err error // a schema New could not derive, reported by Validate
 }

@@ -3,12 +3,14 @@ package runs
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/nodecache"
 )
 
 // This file is the Pipeline workflow's contract: its name, input, result,
@@ -83,6 +85,11 @@ type PipelineInput struct {
 	// queue's workers know a pipeline (such a check's workflow id starts
 	// with CheckIDPrefix).
 	DryRun bool `json:"dry_run,omitempty"`
+	// NoCache recomputes every node marked `cache:` instead of looking
+	// its result up; the fresh results still replace the cache's entries.
+	// Refresh does so for the nodes it names only.
+	NoCache bool     `json:"no_cache,omitempty"`
+	Refresh []string `json:"refresh,omitempty"`
 }
 
 // CheckIDPrefix starts the workflow id of every dry run `retrain schedule
@@ -127,6 +134,38 @@ type NodeState struct {
 	Error       string         `json:"error,omitempty"`
 	Reason      string         `json:"reason,omitempty"` // why it was skipped or cancelled
 	Compensates string         `json:"compensates,omitempty"`
+	// Cache is the node cache's word on a node marked `cache:`: served
+	// from it, or computed and why; nil for other nodes.
+	Cache *NodeCache `json:"cache,omitempty"`
+}
+
+// NodeCache is how the node cache served a node.
+type NodeCache struct {
+	Hit bool   `json:"hit"`
+	Key string `json:"key,omitempty"`
+	// Run and Time are a hit's: the run that computed the result, and
+	// when.
+	Run  string     `json:"run,omitempty"`
+	Time *time.Time `json:"time,omitempty"`
+	// Reason is a miss's: what changed since the node's last entry
+	// ("param epochs 2 -> 3"), "no entry", or why the lookup was skipped.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Note is the cache's word as the node table shows it at now:
+// "cached (run R, 3 days ago)" or "computed: REASON".
+func (c *NodeCache) Note(now time.Time) string {
+	switch {
+	case c == nil:
+		return ""
+	case c.Hit && c.Time != nil:
+		return fmt.Sprintf("cached (run %s, %s)", c.Run, nodecache.Ago(*c.Time, now))
+	case c.Hit:
+		return fmt.Sprintf("cached (run %s)", c.Run)
+	case c.Reason != "":
+		return "cache miss: " + c.Reason
+	}
+	return "cache miss"
 }
 
 // Result is a run's report, returned at the end and by the state query.

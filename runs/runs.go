@@ -39,6 +39,11 @@ type Request struct {
 	// zone the logical date is taken in (default UTC).
 	LogicalDate string
 	Timezone    string
+
+	// NoCache recomputes every cached node (their fresh results replace
+	// the cache's entries); Refresh recomputes the nodes it names.
+	NoCache bool
+	Refresh []string
 }
 
 // Run identifies a started run.
@@ -50,7 +55,7 @@ type Run struct {
 // Start starts a run and returns at once.
 func Start(ctx context.Context, c client.Client, req Request) (Run, error) {
 	in := PipelineInput{Pipeline: req.Pipeline, SpecFile: req.SpecFile, Params: req.Params, Parallelism: req.Parallelism,
-		LogicalDate: req.LogicalDate, Timezone: req.Timezone}
+		LogicalDate: req.LogicalDate, Timezone: req.Timezone, NoCache: req.NoCache, Refresh: req.Refresh}
 	name := req.Pipeline
 	if len(req.Spec) > 0 {
 		spec, err := json.Marshal(string(req.Spec))

@@ -41,6 +41,9 @@ const (
 	MetricRollbacks      = "retrain_rollbacks_total"         // counter: status
 	MetricGPUUtilization = "retrain_gpu_utilization_percent" // gauge: gpu (UUID)
 	MetricGPUsLeased     = "retrain_gpus_leased"             // gauge
+	// MetricCacheLookups counts the node cache's lookups: node_type,
+	// result (hit, miss, skipped: --no-cache or --refresh).
+	MetricCacheLookups = "retrain_node_cache_lookups_total"
 )
 
 // MetricCanaryDecisions is counted by the canary workflow itself, when it
@@ -59,6 +62,7 @@ var metricsHelp = map[string]string{
 	MetricRollbacks:                 "rollback_model node attempts, by status.",
 	MetricGPUUtilization:            "GPU utilization in percent from NVML, by GPU UUID (GPU workers only).",
 	MetricGPUsLeased:                "GPUs currently leased to running steps (GPU workers only).",
+	MetricCacheLookups:              "Node cache lookups of nodes marked cache:, by node type and result (hit, miss, skipped).",
 	metrics.S3Retries:               metrics.S3RetriesHelp,
 	metrics.S3Requests:              metrics.S3RequestsHelp,
 	metrics.S3Bytes:                 metrics.S3BytesHelp,

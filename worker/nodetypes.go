@@ -61,8 +61,10 @@ func customTypes(custom []nodetype.Type) ([]nodetype.Type, error) {
 	}
 	// Names a custom type may not take, and who holds them.
 	taken := map[string]string{
-		runs.ResolveActivity:  "the resolver activity",
-		runs.PipelineWorkflow: "the pipeline workflow",
+		runs.ResolveActivity:         "the resolver activity",
+		runs.PipelineWorkflow:        "the pipeline workflow",
+		nodetype.CacheLookupActivity: "the node cache's lookup activity",
+		nodetype.CacheStoreActivity:  "the node cache's store activity",
 	}
 	for _, t := range builtin(deps{}) {
 		for name := range t.Activities {

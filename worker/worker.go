@@ -305,6 +305,8 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	workflows.Register(main)
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	registerTypes(main, types, true)
+	cache := newNodeCache(store, types, self, logger.With("component", "nodecache"))
+	registerCache(main, cache)
 	w := &Worker{workers: []sdkworker.Worker{main}, peers: peers, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
 	w.workers = append(w.workers, policyWorker(met.clientOr(c), cfg.TaskQueue, self, pol, interceptors[:1]))
 	w.workers = append(w.workers, boundedWorkers(met.clientOr(c), cfg.TaskQueue, identity(host.ID), bounded, interceptors, logger)...)
@@ -318,6 +320,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 			Interceptors:                       interceptors,
 		})
 		registerTypes(gw, types, false)
+		registerCache(gw, cache)
 		w.workers = append(w.workers, gw, hostWorker(met.clientOr(c), cfg.GPUQueue, host, types, interceptors, logger))
 		logger.Info("polling the GPU queue", "queue", cfg.GPUQueue, "slots", gpuSlots)
 	}

@@ -173,6 +173,10 @@ func writeRow(b *strings.Builder, n runs.NodeState, compensates string) {
 	if d := duration(n); d != "" {
 		b.WriteString(" · " + d)
 	}
+	if n.Cache != nil && n.ScheduledAt != nil {
+		// "ago" as of the node's start: the workflow has no clock of its own.
+		b.WriteString(" · " + cell(n.Cache.Note(*n.ScheduledAt), maxCellRunes))
+	}
 	if n.Status == runs.NodeRunning {
 		// The workflow never sees heartbeats; the UI shows them.
 		b.WriteString(" (progress: Pending Activities)")

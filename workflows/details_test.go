@@ -214,3 +214,20 @@ func BenchmarkRenderDetails(b *testing.B) {
 		renderDetails(res, "http://127.0.0.1:8234/runs/{run}")
 	}
 }
+
+// TestRenderDetailsCache: the Web UI's node list says how the cache
+// served a node, "ago" as of the node's start.
+func TestRenderDetailsCache(t *testing.T) {
+	start := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	made := start.Add(-3 * 24 * time.Hour)
+	res := &runs.Result{ID: "r2", Pipeline: "p", Status: runs.StatusRunning, Nodes: []runs.NodeState{
+		{ID: "split", Type: "split", Status: runs.NodeSucceeded, ScheduledAt: &start, Cache: &runs.NodeCache{Hit: true, Run: "r1", Time: &made}},
+		{ID: "train", Type: "train", Status: runs.NodeRunning, ScheduledAt: &start, Cache: &runs.NodeCache{Reason: "param seed 1 -> 2"}},
+	}}
+	out := renderDetails(res, "")
+	for _, want := range []string{"cached (run r1, 3 days ago)", "cache miss: param seed 1 -&gt; 2"} { // markdown-escaped, as the UI shows it
+		if !strings.Contains(out, want) {
+			t.Errorf("details lack %q:\n%s", want, out)
+		}
+	}
+}

@@ -48,6 +48,12 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 		return run.invalid(ctx, in, unwrapActivity(err))
 	}
 	run.start(resolved.Plan)
+	run.noCache, run.refresh = in.NoCache, in.Refresh
+	for _, id := range in.Refresh {
+		if _, ok := run.index[id]; !ok {
+			return run.finish(ctx, fmt.Errorf("refresh %q: pipeline %s has no such node", id, resolved.Plan.Pipeline))
+		}
+	}
 	if err := run.setRunValues(start); err != nil {
 		return run.invalid(ctx, in, err)
 	}
@@ -100,6 +106,9 @@ type pipelineRun struct {
 	outputs   map[string]map[string]any
 	completed []string         // succeeded node ids, in completion order
 	instances []runs.NodeState // foreach instances listed in the result (foreach.go)
+
+	noCache bool     // recompute every cached node (cache.go)
+	refresh []string // recompute these
 }
 
 func (r *pipelineRun) start(plan *dags.Plan) {

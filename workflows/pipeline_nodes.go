@@ -68,6 +68,11 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with nod
 	if node.Foreach != nil {
 		return r.runForeach(ctx, node)
 	}
+	// Plans recorded before caching existed have no Cache: their runs
+	// never reach GetVersion, and replay as they ran.
+	if node.Cache != nil && workflow.GetVersion(ctx, nodeCacheChange, workflow.DefaultVersion, 1) >= 1 {
+		return r.executeCached(ctx, node, with) // cache.go
+	}
 	return startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with)
 }
 
@@ -75,11 +80,7 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with nod
 // then ID[i]), as an activity or a child workflow. logicalTime is the
 // run's ${run.logical_time}.
 func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith) workflow.Future {
-	secrets := with.secrets
-	if secrets == nil {
-		secrets = []dags.SecretRef{} // sent as []: none, as opposed to a legacy input's absent record
-	}
-	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets, LogicalTime: logicalTime}
+	in := nodeInput(pipeline, runID, logicalTime, node, id, with)
 	retry := nodetype.RetryPolicy(node.Retry)
 	if target, ok := spreadTarget(node, with.values); ok {
 		// A node on several hosts: its child workflow forms the gang and
@@ -139,6 +140,15 @@ func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node d
 		Summary: id,
 	})
 	return workflow.ExecuteActivity(actx, node.Target, in)
+}
+
+// nodeInput is what a node's activity (or child workflow) is sent.
+func nodeInput(pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith) nodetype.Input {
+	secrets := with.secrets
+	if secrets == nil {
+		secrets = []dags.SecretRef{} // sent as []: none, as opposed to a legacy input's absent record
+	}
+	return nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets, LogicalTime: logicalTime}
 }
 
 // spreadTarget returns the child workflow a node runs as when its

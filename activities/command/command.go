@@ -195,5 +195,5 @@ func TypeWith(d Deps) nodetype.Type {
 			"are outputs too, next to exit_code, stdout and stderr, and a spec may declare them with their types (outputs: {auc: number}).",
 		Check:       check,
 		OpenOutputs: true,
-	}, c.Run)
+	}, c.Run).WithCache(cache()).OptInCache()
 }

@@ -176,5 +176,5 @@ func Types(d Deps) []nodetype.Type {
 		d.Logger = slog.Default()
 	}
 	l := &Lake{Catalog: d.Catalog, Logger: d.Logger, Store: d.Store, SecretsDir: d.SecretsDir}
-	return []nodetype.Type{l.stageType(), l.statsType(), l.promoteType(), l.rollbackType(), l.maintainType()}
+	return []nodetype.Type{l.stageType().WithCache(l.stageCache()), l.statsType().WithCache(l.statsCache()), l.promoteType(), l.rollbackType(), l.maintainType()}
 }

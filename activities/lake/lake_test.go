@@ -54,7 +54,7 @@ func TestSchema(t *testing.T) {
 		"promote_features": {[]field{
 			{"training_table", S, true, ""}, {"staging_tables", L, true, ""}, {"start_date", S, true, ""},
 			{"end_date", S, true, ""}, {"date_column", S, false, "date"}, {"bucket_groups", I, false, ""},
-		}, []string{"previous_snapshot_id", "snapshot_id", "rows", "matched", "columns", "partitions", "files", "rounds", "summary", "queue"}},
+		}, []string{"previous_snapshot_id", "snapshot_id", "rows", "matched", "columns", "partitions", "files", "rounds", "summary", "queue", "already"}},
 		"rollback_table": {[]field{{"table", S, true, ""}, {"to", A, true, ""}, {"snapshot", A, false, ""}},
 			[]string{"table", "action", "promotion_snapshot_id", "from_snapshot_id", "to_snapshot_id", "files_removed", "files_restored",
 				"files_kept", "partitions_kept", "ancestor", "schema_restored", "schema", "noop", "note", "summary"}},

@@ -64,6 +64,11 @@ type PromoteOutputs struct {
 	// table's queue, on the commit's compare-and-swap; empty when it had
 	// its turn.
 	Queue string `json:"queue,omitempty"`
+	// Already: main's head held exactly this promotion (the same staging
+	// snapshots over the same range), so nothing was committed and
+	// snapshot_id is that head; previous_snapshot_id is the same, so a
+	// rollback of this run undoes nothing.
+	Already bool `json:"already,omitempty"`
 }
 
 func (o PromoteOutputs) summary() string {
@@ -182,6 +187,11 @@ func PromoteFeatures(ctx workflow.Context, in nodetype.Input) (nodetype.Result, 
 			out.Matched += r.Matched
 		}
 		out.Summary = out.summary()
+		if plan.Already != 0 {
+			// The table's main holds this very promotion (features.PlanPromotion).
+			out.Already = true
+			out.Summary = fmt.Sprintf("already in place: %s is at snapshot %d, which promoted these staging snapshots over this range; nothing committed", plan.Spec.Training, out.SnapshotID)
+		}
 		outputs, err := nodetype.Outputs(out)
 		if err != nil {
 			return nodetype.Result{}, fmt.Errorf("promote_features outputs: %w", err)

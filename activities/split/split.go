@@ -270,5 +270,5 @@ type Deps struct {
 // Type returns the split node type.
 func Type(d Deps) nodetype.Type {
 	s := &Splits{Catalog: d.Catalog, Store: d.Store, Logger: d.Logger, Env: d.Env}
-	return s.Type()
+	return s.Type().WithCache(s.cache())
 }

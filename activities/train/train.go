@@ -397,5 +397,5 @@ type Deps struct {
 // Type returns the train node type.
 func Type(d Deps) nodetype.Type {
 	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands, Env: d.Env, Host: d.Host, Hosts: d.Hosts, Limits: d.Limits}
-	return t.Type()
+	return t.Type().WithCache(t.cache())
 }

@@ -270,6 +270,8 @@ func Frame(res *runs.Result, progress map[string]nodeProgress, now time.Time) st
 			}
 		} else if n.Status == runs.NodeFailed && n.Error != "" {
 			line += "  " + firstLine(n.Error, 80)
+		} else if n.Cache != nil {
+			line += "  " + firstLine(n.Cache.Note(now), 80)
 		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}

@@ -25,6 +25,8 @@ func NewRunCommand(app *App) *cobra.Command {
 		id, queue    string
 		logicalDate  string
 		parallelism  int
+		noCache      bool
+		refresh      []string
 		otel         tracing.Options
 	)
 	cmd := &cobra.Command{
@@ -40,7 +42,8 @@ func NewRunCommand(app *App) *cobra.Command {
 			if err := checkLogicalDate(logicalDate); err != nil {
 				return err
 			}
-			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue, LogicalDate: logicalDate}
+			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue, LogicalDate: logicalDate,
+				NoCache: noCache, Refresh: refresh}
 			if isFile(args[0]) {
 				// Read once: the bytes checked here are the bytes sent.
 				data, err := os.ReadFile(args[0])
@@ -55,6 +58,11 @@ func NewRunCommand(app *App) *cobra.Command {
 				// param fails before any run starts.
 				if _, err := dags.Compile(spec, worker.Types(), values); err != nil {
 					return err
+				}
+				for _, n := range refresh {
+					if spec.Node(n) == nil {
+						return fmt.Errorf("--refresh %s: %s has no node %q", n, args[0], n)
+					}
 				}
 				req.Spec, req.SpecFile = data, filepath.Base(args[0])
 				if id == "" {
@@ -116,6 +124,8 @@ func NewRunCommand(app *App) *cobra.Command {
 	cmd.Flags().StringVar(&queue, "task-queue", runs.DefaultTaskQueue, "task queue the workers poll")
 	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "max nodes at once (default: the spec's)")
 	cmd.Flags().StringVar(&logicalDate, "logical-date", "", "the date (YYYY-MM-DD) or time (RFC 3339) the run is for: ${run.logical_date} (default: now)")
+	cmd.Flags().BoolVar(&noCache, "no-cache", false, "recompute every node marked cache: instead of reusing a cached result (the fresh results replace the cached ones)")
+	cmd.Flags().StringArrayVar(&refresh, "refresh", nil, "recompute this cached node instead of reusing its cached result (repeatable)")
 	otel.AddFlags(cmd.Flags(), "retrain")
 	return cmd
 }

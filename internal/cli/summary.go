@@ -21,14 +21,37 @@ func PrintSummary(w io.Writer, res *runs.Result) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NODE\tTYPE\tSTATUS\tATTEMPTS\tTIME\tDETAIL")
+	// A CACHE column when a node is cached: how it was served, or why not.
+	cached := slices.ContainsFunc(res.Nodes, func(n runs.NodeState) bool { return n.Cache != nil })
+	now := time.Now()
+	if cached {
+		fmt.Fprintln(tw, "  NODE\tTYPE\tSTATUS\tATTEMPTS\tTIME\tCACHE\tDETAIL")
+	} else {
+		fmt.Fprintln(tw, "  NODE\tTYPE\tSTATUS\tATTEMPTS\tTIME\tDETAIL")
+	}
 	for _, n := range slices.Concat(res.Nodes, res.Compensations) {
+		if cached {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Type, n.Status, attempts(n), took(n), cacheNote(n, now), detail(n))
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Type, n.Status, attempts(n), took(n), detail(n))
 	}
 	tw.Flush()
 	if res.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", res.Error)
 	}
+}
+
+// cacheNote is the node cache's word on n, "-" for a node not cached.
+func cacheNote(n runs.NodeState, now time.Time) string {
+	if n.Cache == nil {
+		return "-"
+	}
+	s := strings.ReplaceAll(n.Cache.Note(now), "\n", " ")
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:77]) + "..."
+	}
+	return s
 }
 
 func attempts(n runs.NodeState) string {
@@ -101,6 +124,10 @@ func (p *Progress) Update(res *runs.Result) {
 			if a := attempts(n); a != "-" {
 				line += fmt.Sprintf(" (attempts %s, %s)", a, took(n))
 			}
+		}
+		if n.Cache != nil && (n.Cache.Hit || n.Status == runs.NodeRunning) {
+			// A hit when it lands; a miss's reason when the node starts.
+			line += " " + cacheNote(n, time.Now())
 		}
 		fmt.Fprintln(p.w, line)
 	}

@@ -72,7 +72,7 @@ func writeTypesMarkdown(w io.Writer, types []dags.NodeType) error {
 	fmt.Fprintln(w, "`${...}` references are converted to a field's type where that is unambiguous (a number into a string field is formatted, a numeric string into a number field is parsed).")
 	for _, t := range types {
 		fmt.Fprintf(w, "\n## `%s`\n\n%s\n\n", t.Name, t.Doc)
-		fmt.Fprintf(w, "Runs as the %s `%s`.\n\n", t.Kind, t.Target)
+		fmt.Fprintf(w, "Runs as the %s `%s`. %s\n\n", t.Kind, t.Target, typeCacheNote(t))
 		if len(t.Fields) > 0 || t.OpenWith {
 			fmt.Fprintln(w, "| `with` field | type | | description |")
 			fmt.Fprintln(w, "|---|---|---|---|")
@@ -128,4 +128,15 @@ func outputsMarkdown(t dags.NodeType) string {
 // mdCell escapes what would break a Markdown table cell.
 func mdCell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// typeCacheNote says whether a type's nodes may be served from the node cache.
+func typeCacheNote(t dags.NodeType) string {
+	switch {
+	case t.Cacheable && t.CacheOptIn:
+		return "Cached only where a node says `cache:` itself (not by `defaults: {cache: ...}`)."
+	case t.Cacheable:
+		return "May be cached (`cache:`)."
+	}
+	return "Not cacheable: `cache:` on it is a validation error."
 }

@@ -42,6 +42,13 @@ type PromotionPlan struct {
 	Rows             int64           `json:"rows"`   // training rows in the range
 	Partitions       int             `json:"partitions"`
 	PendingDir       string          `json:"pending_dir"`
+	// Already is the snapshot of main's head when it holds exactly this
+	// promotion already (alreadyPromoted): the plan has no groups, and the
+	// commit commits nothing and reports that snapshot.
+	Already int64 `json:"already_snapshot_id,string,omitempty"`
+	// Inputs digests what the promotion reads (promotionInputs), recorded
+	// in the commit's summary.
+	Inputs string `json:"inputs,omitempty"`
 }
 
 // BucketResult is what one bucket activity wrote, by reference: the data

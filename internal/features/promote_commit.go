@@ -35,6 +35,11 @@ func CommitPromotion(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan
 	if log == nil {
 		log = slog.Default()
 	}
+	if plan.Already != 0 {
+		// In place already: nothing to commit, and nothing of it for this
+		// run to undo (previous = snapshot).
+		return CommitResult{Already: true, Snapshot: plan.Already, PreviousSnapshot: plan.Already}, nil
+	}
 	res := CommitResult{PreviousSnapshot: plan.BaseSnapshot}
 	var out CommitResult
 	tbl, err := cat.Update(ctx, plan.Spec.Training, func(ctx context.Context, tbl *table.Table, tx *table.Transaction) error {
@@ -150,6 +155,9 @@ func CommitPromotion(ctx context.Context, cat *lake.Catalog, plan *PromotionPlan
 			PropPromotionID:             plan.ID,
 			"retrain.promotion.columns": strings.Join(plan.Columns, ","),
 			"retrain.promotion.range":   plan.Spec.StartDate + ".." + plan.Spec.EndDate,
+		}
+		if plan.Inputs != "" {
+			props[PropPromotionInputs] = plan.Inputs
 		}
 		if err := lake.ReplaceFiles(ctx, tx, del, add, props); err != nil {
 			return err

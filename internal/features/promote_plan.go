@@ -39,6 +39,15 @@ func PlanPromotion(ctx context.Context, cat *lake.Catalog, spec PromoteSpec, id 
 	if len(spec.Staging) == 0 {
 		return nil, badInput("no staging tables given")
 	}
+	// Before the checks: a table that holds the promotion already has its
+	// columns, which a promotion of a list feature would refuse.
+	already, inputs, ok, err := alreadyPromoted(ctx, cat, training, spec)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return &PromotionPlan{Spec: spec, ID: id, BaseSnapshot: already, Already: already, Inputs: inputs}, nil
+	}
 	staging, stagingChecked, checked, err := checkPromotion(ctx, cat, training, spec)
 	if err != nil {
 		return nil, err
@@ -51,6 +60,7 @@ func PlanPromotion(ctx context.Context, cat *lake.Catalog, spec PromoteSpec, id 
 		}
 		plan.StagingSnapshots = append(plan.StagingSnapshots, snap)
 	}
+	plan.Inputs = promotionInputs(spec, plan.StagingSnapshots)
 	if err := checkDateColumn(training, spec.Training, spec.DateColumn); err != nil {
 		return nil, err
 	}

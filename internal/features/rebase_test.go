@@ -65,6 +65,10 @@ func TestPromotionRebases(t *testing.T) {
 	}
 
 	planC, resultsC := e.planAndWrite(t, spec(1, 2), "c/1")
+	// D promotes day 2 again from a staging table staged anew: the same
+	// staging snapshot as B's would find B's promotion in place and commit
+	// nothing (TestPromotionAlreadyInPlace).
+	e.stage(t, "features.user_daily", "ml.s_user", []string{"user_id"}, "u_", 0, 2)
 	d, err := features.Promote(ctx, e.cat, spec(2, 2), "d", 2, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -80,4 +84,43 @@ func TestPromotionRebases(t *testing.T) {
 		t.Fatal("a refused re-base moved the table")
 	}
 	e.checkPromoted(t, "ml.s_user", []string{"u_activity", "u_ctr_7d", "u_recent_ads"}, base)
+}
+
+// TestPromotionAlreadyInPlace: promoting the same staging snapshots over
+// the same range into a table whose main holds exactly that promotion
+// commits nothing and reports main's head, with itself as the previous
+// snapshot (a rollback of it undoes nothing); a new staging snapshot or
+// another range promotes again.
+func TestPromotionAlreadyInPlace(t *testing.T) {
+	e := newEnv(t, 1000, 2)
+	ctx := context.Background()
+	e.stage(t, "features.user_daily", "ml.s_user", []string{"user_id"}, "u_", 0, 1)
+	spec := features.PromoteSpec{Training: "ml.training", Staging: []string{"ml.s_user"}, StartDate: e.day(0), EndDate: e.day(1)}
+	first, err := features.Promote(ctx, e.cat, spec, "first", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshots := func() int {
+		tbl, err := e.cat.Load(ctx, "ml.training")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tbl.Metadata().Snapshots())
+	}
+	before := snapshots()
+	again, err := features.Promote(ctx, e.cat, spec, "again", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Snapshot != first.Snapshot || again.PreviousSnapshot != first.Snapshot || again.Files != 0 {
+		t.Fatalf("same promotion again: %+v; want snapshot %d reported, nothing committed", again, first.Snapshot)
+	}
+	if got := snapshots(); got != before {
+		t.Fatalf("same promotion again made %d snapshots", got-before)
+	}
+	other := spec
+	other.EndDate = e.day(0)
+	if r, err := features.Promote(ctx, e.cat, other, "other", 2, nil); err != nil || r.Snapshot == first.Snapshot {
+		t.Fatalf("another range: %+v, %v; want a new snapshot", r, err)
+	}
 }

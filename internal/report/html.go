@@ -191,6 +191,14 @@ func nodeRow(n runs.NodeState) nodeView {
 	default:
 		row.Detail = summarize(n.Outputs)
 	}
+	if n.Cache != nil {
+		// How the node cache served it, as of the run's own time.
+		now := time.Now()
+		if n.ScheduledAt != nil {
+			now = *n.ScheduledAt
+		}
+		row.Detail = strings.TrimSuffix(n.Cache.Note(now)+"; "+row.Detail, "; ")
+	}
 	row.S3 = s3Usage(n.Outputs)
 	return row
 }

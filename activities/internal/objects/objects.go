@@ -182,3 +182,47 @@ func LocalDir(ctx context.Context, store *s3store.Store, dir string) (string, fu
 func NoStore() error {
 	return nodetype.Permanent(errtype.NoObjectStore, "this worker has no object store for checkpoints and models: start it with --s3-uri s3://bucket/prefix (or RETRAIN_S3_URI), or --data-dir of a `retrain dev` stack")
 }
+
+// Identity is the content identity of the object at uri, for the node
+// cache: its full-object CRC32C when the server recorded one, else its
+// ETag. A folder (a URI ending in /) has none: name an object in it.
+func Identity(ctx context.Context, store *s3store.Store, uri string) (string, error) {
+	key, err := StoreKey(store, uri)
+	if err != nil {
+		return "", err
+	}
+	info, err := store.Head(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", uri, err)
+	}
+	if info.CRC32C != "" {
+		return "crc32c:" + info.CRC32C, nil
+	}
+	return "etag:" + strings.Trim(info.ETag, `"`), nil
+}
+
+// Gone says why what uri names is no longer in store ("" when it is): an
+// object that is not there, or a folder (a URI ending in /) that holds
+// nothing. What a cached result points to is checked this way before the
+// result is served.
+func Gone(ctx context.Context, store *s3store.Store, uri string) (string, error) {
+	key, err := StoreKey(store, uri)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasSuffix(key, "/") {
+		for _, err := range store.List(ctx, key) {
+			if err != nil {
+				return "", err
+			}
+			return "", nil
+		}
+		return uri + " was removed", nil
+	}
+	if _, err := store.Head(ctx, key); errors.Is(err, s3store.ErrNotFound) {
+		return uri + " was removed", nil
+	} else if err != nil {
+		return "", err
+	}
+	return "", nil
+}
