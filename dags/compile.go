@@ -273,6 +273,7 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 		Compensates:   n.Compensates,
 		Fields:        t.FieldTypes(),
 		CancelOnClose: t.CancelOnClose,
+		Provenance:    t.Provenance,
 	}
 	if len(n.Needs) > 0 {
 		pn.Needs = append([]string{}, n.Needs...)

@@ -46,6 +46,11 @@ type NodeType struct {
 	// or timed out), so it can undo what it holds: a canary sets traffic
 	// back to production.
 	CancelOnClose bool
+	// Provenance: a node of this type registers what a run made (a model
+	// version), and the run sends it where that came from
+	// (nodetype.Provenance): the spec's digest, the params, the upstream
+	// nodes and the run each was computed in.
+	Provenance bool
 }
 
 // Hosts is how a node type spreads over hosts (NodeType.Hosts).

@@ -83,6 +83,10 @@ type PipelineInput struct {
 	// queue's workers know a pipeline (such a check's workflow id starts
 	// with CheckIDPrefix).
 	DryRun bool `json:"dry_run,omitempty"`
+	// Reuse makes the run a rerun of an earlier one (Rerun): it takes
+	// over the earlier run's results of the nodes it may reuse instead of
+	// running them. Nil for an ordinary run.
+	Reuse *Reuse `json:"reuse,omitempty"`
 }
 
 // CheckIDPrefix starts the workflow id of every dry run `retrain schedule
@@ -127,6 +131,14 @@ type NodeState struct {
 	Error       string         `json:"error,omitempty"`
 	Reason      string         `json:"reason,omitempty"` // why it was skipped or cancelled
 	Compensates string         `json:"compensates,omitempty"`
+	// ReusedFrom is the earlier run whose result of this node a rerun
+	// took over instead of running it (its outputs, attempts and times
+	// are that run's); empty for a node this run ran.
+	ReusedFrom string `json:"reused_from,omitempty"`
+	// NotReused says why a rerun ran this node instead of reusing the
+	// earlier run's result ("failed in run R", "downstream of --from
+	// train", "snapshot 42 of ml.training is gone"); empty otherwise.
+	NotReused string `json:"not_reused,omitempty"`
 }
 
 // Result is a run's report, returned at the end and by the state query.
@@ -138,6 +150,17 @@ type Result struct {
 	Params        map[string]any `json:"params,omitempty"`
 	ParamsDigest  string         `json:"params_digest,omitempty"`
 	LogicalDate   string         `json:"logical_date,omitempty"` // ${run.logical_date}
+	// LogicalTime is ${run.logical_time} (RFC 3339): what a rerun starts
+	// with, so that it is for the same moment. Empty in runs recorded
+	// before it was kept.
+	LogicalTime string `json:"logical_time,omitempty"`
+	// SpecDigest identifies the spec the run resolved: "sha256:" and the
+	// hex SHA-256 of its text as the worker read it. Empty in runs
+	// recorded before it was kept.
+	SpecDigest string `json:"spec_digest,omitempty"`
+	// ReusedFrom is the earlier run a rerun reused node results of (see
+	// NodeState.ReusedFrom); empty for an ordinary run.
+	ReusedFrom string `json:"reused_from,omitempty"`
 	StartedAt     time.Time      `json:"started_at"`
 	EndedAt       *time.Time     `json:"ended_at,omitempty"`
 	Nodes         []NodeState    `json:"nodes"`

@@ -68,18 +68,20 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with nod
 	if node.Foreach != nil {
 		return r.runForeach(ctx, node)
 	}
-	return startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with)
+	return startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with, r.provenance(node))
 }
 
 // startNode starts one node, or one instance of a foreach node (id is
 // then ID[i]), as an activity or a child workflow. logicalTime is the
 // run's ${run.logical_time}.
-func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith) workflow.Future {
+//
+// prov is sent to node types that record provenance; nil for the others.
+func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith, prov *nodetype.Provenance) workflow.Future {
 	secrets := with.secrets
 	if secrets == nil {
 		secrets = []dags.SecretRef{} // sent as []: none, as opposed to a legacy input's absent record
 	}
-	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets, LogicalTime: logicalTime}
+	in := nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets, LogicalTime: logicalTime, Provenance: prov}
 	retry := nodetype.RetryPolicy(node.Retry)
 	if target, ok := spreadTarget(node, with.values); ok {
 		// A node on several hosts: its child workflow forms the gang and
