@@ -161,6 +161,13 @@ type Type struct {
 	// queue it polls, so a workflow that picked the host sends them there
 	// (a gang's GPU leases and ranks).
 	Hosted []string
+	// Verify, when set, says whether what a succeeded node's outputs
+	// point to still exists, so that a later run may take them over (a
+	// rerun's reused nodes): nil when they do, an error saying what is
+	// gone otherwise. with is the node's resolved `with`. Without it the
+	// worker checks the outputs generically (objects they name in the
+	// object store, Iceberg snapshots, model versions).
+	Verify func(ctx context.Context, with, outputs map[string]any) error
 
 	err error // a schema New could not derive, reported by Validate
 }

@@ -61,8 +61,9 @@ func customTypes(custom []nodetype.Type) ([]nodetype.Type, error) {
 	}
 	// Names a custom type may not take, and who holds them.
 	taken := map[string]string{
-		runs.ResolveActivity:  "the resolver activity",
-		runs.PipelineWorkflow: "the pipeline workflow",
+		runs.ResolveActivity:     "the resolver activity",
+		runs.VerifyReuseActivity: "the rerun's check of reused outputs",
+		runs.PipelineWorkflow:    "the pipeline workflow",
 	}
 	for _, t := range builtin(deps{}) {
 		for name := range t.Activities {

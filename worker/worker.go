@@ -297,6 +297,11 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	})
 	workflows.Register(main)
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	verifier := &reuseVerifier{types: map[string]nodetype.Type{}, store: d.Store, lake: d.Lake, logger: logger}
+	for _, t := range types {
+		verifier.types[t.NodeType.Name] = t
+	}
+	main.RegisterActivityWithOptions(verifier.Verify, activity.RegisterOptions{Name: runs.VerifyReuseActivity})
 	registerTypes(main, types, true)
 	w := &Worker{workers: []sdkworker.Worker{main}, peers: peers, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
 	w.workers = append(w.workers, policyWorker(met.clientOr(c), cfg.TaskQueue, self, pol, interceptors[:1]))
