@@ -60,7 +60,8 @@ func (v *reuseVerifier) Verify(ctx context.Context, checks []runs.ReuseCheck) (r
 }
 
 // outputsGone is the generic check of a node's outputs: every s3:// URI
-// among its top-level outputs names an object, or a folder holding one;
+// among its top-level outputs (but a train node's checkpoint) names an
+// object, or a folder holding one;
 // a snapshot_id output is a snapshot of its table (the outputs'
 // staging_table or table, else the `with`'s table or training_table)
 // that table maintenance has not expired; a deploy's or canary's version
@@ -73,7 +74,9 @@ func (v *reuseVerifier) outputsGone(ctx context.Context, c runs.ReuseCheck) erro
 	slices.Sort(keys)
 	for _, k := range keys {
 		s, ok := c.Outputs[k].(string)
-		if !ok || !strings.HasPrefix(s, "s3://") {
+		// A train node's last checkpoint is where a retry resumes, not
+		// its result (model_uri): `retrain gc` may take it.
+		if !ok || !strings.HasPrefix(s, "s3://") || k == "checkpoint" {
 			continue
 		}
 		if err := v.objectExists(ctx, s); err != nil {
