@@ -41,6 +41,9 @@ type harness struct {
 	maxInFly atomic.Int32
 	types    []dags.NodeType // registered next to step, run by the same activity
 	dryRun   bool            // runs.PipelineInput.DryRun
+	reuse    *runs.Reuse     // runs.PipelineInput.Reuse (rerun_test.go)
+	gone     map[string]string
+	verified []string // nodes VerifyReuseActivity was asked about
 }
 
 func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, error) {
@@ -84,7 +87,17 @@ func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*ru
 	for _, t := range h.types {
 		env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: t.Name})
 	}
-	in := runs.PipelineInput{Params: params, DryRun: h.dryRun}
+	env.RegisterActivityWithOptions(func(_ context.Context, checks []runs.ReuseCheck) (runs.ReuseVerdict, error) {
+		v := runs.ReuseVerdict{Gone: map[string]string{}}
+		for _, c := range checks {
+			h.verified = append(h.verified, c.Node)
+			if why, ok := h.gone[c.Node]; ok {
+				v.Gone[c.Node] = why
+			}
+		}
+		return v, nil
+	}, activity.RegisterOptions{Name: runs.VerifyReuseActivity})
+	in := runs.PipelineInput{Params: params, DryRun: h.dryRun, Reuse: h.reuse}
 	if lib != nil {
 		in.Pipeline = spec
 	} else {
