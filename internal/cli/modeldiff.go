@@ -70,6 +70,9 @@ func printDiff(out io.Writer, d models.VersionDiff) {
 		fmt.Fprintf(w, "  %s\t%s\n", field, x.Text)
 	}
 	_ = w.Flush()
+	if len(d.Shared) > 0 {
+		fmt.Fprintf(out, "made from the same results (computed once, in the same run): %s\n", strings.Join(d.Shared, ", "))
+	}
 	if len(d.Same) > 0 {
 		fmt.Fprintf(out, "same: %s\n", strings.Join(d.Same, ", "))
 	}

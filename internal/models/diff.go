@@ -25,7 +25,10 @@ type VersionDiff struct {
 	B           string       `json:"b"`
 	Differences []Difference `json:"differences"`
 	Same        []string     `json:"same"`
-	Unknown     []string     `json:"unknown,omitempty"`
+	// Shared are the upstream nodes whose result both versions were made
+	// from (the same run computed it: a rerun reused it).
+	Shared  []string `json:"shared,omitempty"`
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // Diff compares what two versions were made of: the run and its logical
@@ -131,9 +134,9 @@ func (d *VersionDiff) listDiff(field string, a, b []string) {
 }
 
 // upstreamDiff compares the nodes upstream of the registering node: a
-// content key that differs, a node one version has and the other not,
-// and which nodes' results came from the same run in both (a rerun's
-// reused nodes).
+// content key that differs, a node one version has and the other not;
+// and notes in Shared which nodes' results came from the same run in
+// both (a rerun's reused nodes).
 func (d *VersionDiff) upstreamDiff(a, b *Provenance) {
 	if len(a.Upstream) == 0 && len(b.Upstream) == 0 {
 		d.Unknown = append(d.Unknown, "upstream")
@@ -143,7 +146,7 @@ func (d *VersionDiff) upstreamDiff(a, b *Provenance) {
 	for _, o := range b.Upstream {
 		byNode[o.Node] = o
 	}
-	var shared []string
+	n := len(d.Differences)
 	for _, oa := range a.Upstream {
 		ob, ok := byNode[oa.Node]
 		delete(byNode, oa.Node)
@@ -153,7 +156,7 @@ func (d *VersionDiff) upstreamDiff(a, b *Provenance) {
 		case oa.Key != "" && ob.Key != "" && oa.Key != ob.Key:
 			d.add("upstream", fmt.Sprintf("%s: key %s -> %s", oa.Node, shortKey(oa.Key), shortKey(ob.Key)))
 		case oa.Run != "" && oa.Run == ob.Run:
-			shared = append(shared, oa.Node)
+			d.Shared = append(d.Shared, oa.Node)
 		}
 	}
 	for _, o := range b.Upstream {
@@ -161,8 +164,8 @@ func (d *VersionDiff) upstreamDiff(a, b *Provenance) {
 			d.add("upstream", fmt.Sprintf("%s: only in %s", o.Node, "B"))
 		}
 	}
-	if len(shared) > 0 {
-		d.add("upstream", "computed once for both (the same run's result): "+strings.Join(shared, ", "))
+	if len(d.Differences) == n {
+		d.Same = append(d.Same, "upstream")
 	}
 }
 
