@@ -131,9 +131,10 @@ type NodeState struct {
 	Error       string         `json:"error,omitempty"`
 	Reason      string         `json:"reason,omitempty"` // why it was skipped or cancelled
 	Compensates string         `json:"compensates,omitempty"`
-	// ReusedFrom is the earlier run whose result of this node a rerun
-	// took over instead of running it (its outputs, attempts and times
-	// are that run's); empty for a node this run ran.
+	// ReusedFrom is the run that computed the result of this node a
+	// rerun took over instead of running it (its outputs, attempts and
+	// times are that run's): the earlier run, or the run that one took
+	// it over from in turn; empty for a node this run ran.
 	ReusedFrom string `json:"reused_from,omitempty"`
 	// NotReused says why a rerun ran this node instead of reusing the
 	// earlier run's result ("failed in run R", "downstream of --from
@@ -143,13 +144,13 @@ type NodeState struct {
 
 // Result is a run's report, returned at the end and by the state query.
 type Result struct {
-	ID            string         `json:"id"` // run id (the workflow id)
-	Pipeline      string         `json:"pipeline"`
-	Status        Status         `json:"status"`
-	Error         string         `json:"error,omitempty"`
-	Params        map[string]any `json:"params,omitempty"`
-	ParamsDigest  string         `json:"params_digest,omitempty"`
-	LogicalDate   string         `json:"logical_date,omitempty"` // ${run.logical_date}
+	ID           string         `json:"id"` // run id (the workflow id)
+	Pipeline     string         `json:"pipeline"`
+	Status       Status         `json:"status"`
+	Error        string         `json:"error,omitempty"`
+	Params       map[string]any `json:"params,omitempty"`
+	ParamsDigest string         `json:"params_digest,omitempty"`
+	LogicalDate  string         `json:"logical_date,omitempty"` // ${run.logical_date}
 	// LogicalTime is ${run.logical_time} (RFC 3339): what a rerun starts
 	// with, so that it is for the same moment. Empty in runs recorded
 	// before it was kept.
@@ -160,12 +161,12 @@ type Result struct {
 	SpecDigest string `json:"spec_digest,omitempty"`
 	// ReusedFrom is the earlier run a rerun reused node results of (see
 	// NodeState.ReusedFrom); empty for an ordinary run.
-	ReusedFrom string `json:"reused_from,omitempty"`
-	StartedAt     time.Time      `json:"started_at"`
-	EndedAt       *time.Time     `json:"ended_at,omitempty"`
-	Nodes         []NodeState    `json:"nodes"`
-	Compensations []NodeState    `json:"compensations,omitempty"`
-	DryRun        bool           `json:"dry_run,omitempty"` // resolved and validated only (PipelineInput.DryRun)
+	ReusedFrom    string      `json:"reused_from,omitempty"`
+	StartedAt     time.Time   `json:"started_at"`
+	EndedAt       *time.Time  `json:"ended_at,omitempty"`
+	Nodes         []NodeState `json:"nodes"`
+	Compensations []NodeState `json:"compensations,omitempty"`
+	DryRun        bool        `json:"dry_run,omitempty"` // resolved and validated only (PipelineInput.DryRun)
 }
 
 // Node returns the state of node id, or nil.

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -88,7 +89,9 @@ func (r *pipelineRun) reuse(ctx workflow.Context, in *runs.Reuse) error {
 		}
 		taken := *c.prior
 		taken.Type, taken.Reason, taken.Error, taken.NotReused = n.Type, "", "", ""
-		taken.ReusedFrom = in.Run
+		// The run that computed the result: the earlier run, or the one
+		// it took the result over from in turn.
+		taken.ReusedFrom = cmp.Or(c.prior.ReusedFrom, in.Run)
 		*state = taken
 		r.outputs[n.ID] = outputsOf(c.prior)
 		r.completed = append(r.completed, n.ID)
