@@ -271,6 +271,9 @@ func TestRerun(t *testing.T) {
 	})
 
 	t.Run("on_failure undid the promotion", func(t *testing.T) {
+		if !longTests(t) {
+			t.Skip("a failed run and a rerun that promotes again (45 s): the long form runs it")
+		}
 		// Fresh tables, as the promotion of the same features again
 		// needs (see TestCTRRetrainScenarios).
 		e.writeData(t, demodata.Broken{})
