@@ -62,9 +62,10 @@ func (v *reuseVerifier) Verify(ctx context.Context, checks []runs.ReuseCheck) (r
 // outputsGone is the generic check of a node's outputs: every s3:// URI
 // among its top-level outputs (but a train node's checkpoint) names an
 // object, or a folder holding one;
-// a snapshot_id output is a snapshot of its table (the outputs'
-// staging_table or table, else the `with`'s table or training_table)
-// that table maintenance has not expired; a deploy's or canary's version
+// a snapshot_id output is a snapshot of its table that table
+// maintenance has not expired: the `with`'s table or training_table, or
+// a table the node outputs by name (staging_table, table), which must
+// still be at that snapshot; a deploy's or canary's version
 // is still in the registry.
 func (v *reuseVerifier) outputsGone(ctx context.Context, c runs.ReuseCheck) error {
 	keys := make([]string, 0, len(c.Outputs))
@@ -84,8 +85,15 @@ func (v *reuseVerifier) outputsGone(ctx context.Context, c runs.ReuseCheck) erro
 		}
 	}
 	if snap, ok := c.Outputs["snapshot_id"]; ok {
-		table := firstString(c.Outputs["staging_table"], c.Outputs["table"], c.With["table"], c.With["training_table"])
-		if err := v.snapshotExists(ctx, table, snap); err != nil {
+		// A table the node outputs by name (a staging table) is read by
+		// name downstream (promote_features reads its current state), so
+		// the node's snapshot must still be the table's current one; a
+		// table of its `with` is read by the snapshot id.
+		table, current := firstString(c.Outputs["staging_table"], c.Outputs["table"]), true
+		if table == "" {
+			table, current = firstString(c.With["table"], c.With["training_table"]), false
+		}
+		if err := v.snapshotExists(ctx, table, snap, current); err != nil {
 			return err
 		}
 	}
@@ -142,8 +150,8 @@ func (v *reuseVerifier) objectExists(ctx context.Context, uri string) error {
 }
 
 // snapshotExists checks that snap (an id, as a string or a number) is a
-// snapshot of table.
-func (v *reuseVerifier) snapshotExists(ctx context.Context, table string, snap any) error {
+// snapshot of table, and with current that it is the table's current one.
+func (v *reuseVerifier) snapshotExists(ctx context.Context, table string, snap any, current bool) error {
 	var id int64
 	var err error
 	switch s := snap.(type) {
@@ -178,6 +186,13 @@ func (v *reuseVerifier) snapshotExists(ctx context.Context, table string, snap a
 	}
 	if tbl.Metadata().SnapshotByID(id) == nil {
 		return fmt.Errorf("snapshot %d of %s is gone (expired by table maintenance?)", id, table)
+	}
+	if cur := tbl.Metadata().CurrentSnapshot(); current && (cur == nil || cur.SnapshotID != id) {
+		now := "none"
+		if cur != nil {
+			now = strconv.FormatInt(cur.SnapshotID, 10)
+		}
+		return fmt.Errorf("%s has changed since: its current snapshot is %s, not %d, and downstream nodes read it by name", table, now, id)
 	}
 	return nil
 }

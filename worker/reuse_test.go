@@ -3,10 +3,15 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 
 	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/lake"
@@ -36,6 +41,33 @@ func TestReuseVerifier(t *testing.T) {
 	if _, err := cat.CreateTable(ctx, "ml.t", schema, lake.TableSpec{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cat.CreateTable(ctx, "ml.s", schema, lake.TableSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	// Two commits to ml.s: a staging table that moved on since its first.
+	var snaps []string
+	for i := range 2 {
+		tbl, err := cat.Load(ctx, "ml.s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		as, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := array.NewRecordBuilder(memory.DefaultAllocator, as)
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		rec := b.NewRecordBatch()
+		b.Release()
+		files, err := lake.WriteFiles(ctx, tbl, as, func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tbl, err = cat.AddFiles(ctx, "ml.s", files, nil); err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, strconv.FormatInt(tbl.Metadata().CurrentSnapshot().SnapshotID, 10))
+	}
 	uri := func(key string) string { return store.URI().Join(key).String() }
 	v := &reuseVerifier{store: store, lake: lz, logger: slog.Default(), types: map[string]nodetype.Type{
 		"own": {Verify: func(context.Context, map[string]any, map[string]any) error { return errTestGone }},
@@ -46,6 +78,9 @@ func TestReuseVerifier(t *testing.T) {
 		{Node: "split2", Type: "split", Outputs: map[string]any{"uri": uri("runs/r2/split/manifest.json")}},
 		{Node: "promote", Type: "promote_features", With: map[string]any{"training_table": "ml.t"}, Outputs: map[string]any{"snapshot_id": "4242"}},
 		{Node: "stage", Type: "stage_features", Outputs: map[string]any{"staging_table": "ml.nope", "snapshot_id": "7"}},
+		{Node: "staged", Type: "stage_features", Outputs: map[string]any{"staging_table": "ml.s", "snapshot_id": snaps[0]}},
+		{Node: "staged2", Type: "stage_features", Outputs: map[string]any{"staging_table": "ml.s", "snapshot_id": snaps[1]}},
+		{Node: "promoted", Type: "promote_features", With: map[string]any{"training_table": "ml.s"}, Outputs: map[string]any{"snapshot_id": snaps[0]}},
 		{Node: "gate", Type: "gate", Outputs: map[string]any{"passed": true}},
 		{Node: "mine", Type: "own", Outputs: map[string]any{}},
 	})
@@ -56,6 +91,7 @@ func TestReuseVerifier(t *testing.T) {
 		"split2":  "output uri: " + uri("runs/r2/split/manifest.json") + " is gone",
 		"promote": "snapshot 4242 of ml.t is gone (expired by table maintenance?)",
 		"stage":   "snapshot 7 of ml.nope:",
+		"staged":  "ml.s has changed since: its current snapshot is " + snaps[1] + ", not " + snaps[0],
 		"mine":    "gone for a test",
 	}
 	for node, w := range want {
@@ -63,7 +99,9 @@ func TestReuseVerifier(t *testing.T) {
 			t.Errorf("%s: %q, want %q...", node, got, w)
 		}
 	}
-	for _, ok := range []string{"split", "train", "gate"} {
+	// A staging table still at the node's snapshot, and an older
+	// snapshot read by its id, may be reused.
+	for _, ok := range []string{"split", "train", "gate", "staged2", "promoted"} {
 		if why, gone := verdict.Gone[ok]; gone {
 			t.Errorf("%s found gone: %s", ok, why)
 		}
