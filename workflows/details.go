@@ -173,6 +173,9 @@ func writeRow(b *strings.Builder, n runs.NodeState, compensates string) {
 	if d := duration(n); d != "" {
 		b.WriteString(" · " + d)
 	}
+	if n.ReusedFrom != "" { // a rerun took the result over (rerun.go)
+		b.WriteString(" · reused from run " + cell(n.ReusedFrom, maxCellRunes))
+	}
 	if n.Status == runs.NodeRunning {
 		// The workflow never sees heartbeats; the UI shows them.
 		b.WriteString(" (progress: Pending Activities)")

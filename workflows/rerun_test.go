@@ -108,6 +108,11 @@ func TestRerunRunsWhatFailed(t *testing.T) {
 	if got := res.Node("b").Outputs["from_a"]; got != float64(1) {
 		t.Errorf("b's outputs: %v", res.Node("b").Outputs)
 	}
+	var b strings.Builder
+	writeRow(&b, *res.Node("a"), "")
+	if !strings.Contains(b.String(), "· reused from run "+failed.ID) {
+		t.Errorf("the UI's row of a reused node: %s", b.String())
+	}
 	if want := "reused from run " + failed.ID + ": nodes a, b, e"; runs.ReusedLine(res) != want {
 		t.Errorf("line %q, want %q", runs.ReusedLine(res), want)
 	}
