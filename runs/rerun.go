@@ -29,6 +29,22 @@ type RerunRequest struct {
 	TaskQueue string // default DefaultTaskQueue
 }
 
+// refusal marks an error that says the run cannot be rerun (as opposed
+// to one reading it): retrying does not help.
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
+
+func refuse(err error) error { return refusal{err} }
+
+// IsRefusal reports whether err refuses a rerun for what the run is (it
+// does not exist, is still running, left no result), not for a failure
+// to read it.
+func IsRefusal(err error) bool {
+	_, ok := errors.AsType[refusal](err)
+	return ok
+}
+
 // ErrRunNotFound is the error of a rerun of a run that does not exist.
 var ErrRunNotFound = errors.New("does not exist")
 
@@ -60,21 +76,9 @@ func Rerun(ctx context.Context, c client.Client, req RerunRequest) (Run, error) 
 	// schedule, which does not start this one.
 	in.LogicalDate = cmp.Or(earlier.result.LogicalTime, in.LogicalDate, earlier.result.LogicalDate)
 	in.Schedule, in.DryRun = "", false
-	in.Reuse = &Reuse{Run: req.Run, From: slices.Clone(req.From), Plan: earlier.rawPlan}
-	inPlan := map[string]bool{}
-	for _, n := range earlier.plan.Nodes {
-		inPlan[n.ID] = true
-	}
-	for _, n := range earlier.result.Nodes {
-		if inPlan[n.ID] { // not a foreach node's instances
-			in.Reuse.Nodes = append(in.Reuse.Nodes, n)
-		}
-	}
-	for _, n := range earlier.result.Compensations {
-		if n.Status == NodeSucceeded {
-			in.Reuse.Compensations = append(in.Reuse.Compensations, n)
-		}
-	}
+	// Only which run and which nodes: the workflow loads the earlier
+	// run's results on a worker (LoadReuse), never trusting a starter's.
+	in.Reuse = &Reuse{Run: req.Run, From: slices.Clone(req.From)}
 	name := cmp.Or(earlier.result.Pipeline, in.Pipeline, "pipeline")
 	id := cmp.Or(req.ID, NewID(name))
 	we, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -88,6 +92,33 @@ func Rerun(ctx context.Context, c client.Client, req RerunRequest) (Run, error) 
 		return Run{}, fmt.Errorf("start rerun %s of run %s: %w", id, req.Run, err)
 	}
 	return Run{ID: we.GetID(), RunID: we.GetRunID()}, nil
+}
+
+// LoadReuse reads what a rerun of run id reuses: the earlier run's plan,
+// its nodes (a foreach node's instances left out) and its succeeded
+// compensations. Workers run it as LoadReuseActivity, so the results a
+// rerun takes over are the earlier run's own, whatever its starter sent.
+func LoadReuse(ctx context.Context, c client.Client, id string) (*Reuse, error) {
+	earlier, err := rerunSource(ctx, c, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &Reuse{Run: id, Plan: earlier.rawPlan}
+	inPlan := map[string]bool{}
+	for _, n := range earlier.plan.Nodes {
+		inPlan[n.ID] = true
+	}
+	for _, n := range earlier.result.Nodes {
+		if inPlan[n.ID] {
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	for _, n := range earlier.result.Compensations {
+		if n.Status == NodeSucceeded {
+			out.Compensations = append(out.Compensations, n)
+		}
+	}
+	return out, nil
 }
 
 // earlierRun is what a rerun reads of the run it reruns.
@@ -111,21 +142,21 @@ type planNodes struct {
 func rerunSource(ctx context.Context, c client.Client, id string) (earlierRun, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if _, ok := errors.AsType[*serviceerror.NotFound](err); ok {
-		return earlierRun{}, fmt.Errorf("rerun: run %q %w", id, ErrRunNotFound)
+		return earlierRun{}, refuse(fmt.Errorf("rerun: run %q %w", id, ErrRunNotFound))
 	}
 	if err != nil {
 		return earlierRun{}, fmt.Errorf("rerun: run %s: %w", id, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	if t := info.GetType().GetName(); t != PipelineWorkflow {
-		return earlierRun{}, fmt.Errorf("rerun: %s is a %s workflow, not a pipeline run", id, t)
+		return earlierRun{}, refuse(fmt.Errorf("rerun: %s is a %s workflow, not a pipeline run", id, t))
 	}
 	switch info.GetStatus() {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return earlierRun{}, fmt.Errorf("rerun: run %s is still running; rerun it once it has ended", id)
+		return earlierRun{}, refuse(fmt.Errorf("rerun: run %s is still running; rerun it once it has ended", id))
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return earlierRun{}, fmt.Errorf("rerun: run %s was %s and left no result to reuse; start a new run", id,
-			strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")))
+		return earlierRun{}, refuse(fmt.Errorf("rerun: run %s was %s and left no result to reuse; start a new run", id,
+			strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))))
 	}
 	runID := info.GetExecution().GetRunId()
 	var out earlierRun
@@ -133,7 +164,7 @@ func rerunSource(ctx context.Context, c client.Client, id string) (earlierRun, e
 		return earlierRun{}, err
 	}
 	if out.input.DryRun || strings.HasPrefix(id, CheckIDPrefix) {
-		return earlierRun{}, fmt.Errorf("rerun: %s is a dry run that ran no node", id)
+		return earlierRun{}, refuse(fmt.Errorf("rerun: %s is a dry run that ran no node", id))
 	}
 	if out.result, err = resultOf(ctx, c, id, runID); err != nil {
 		return earlierRun{}, fmt.Errorf("rerun: result of run %s: %w", id, err)
@@ -146,8 +177,8 @@ func rerunSource(ctx context.Context, c client.Client, id string) (earlierRun, e
 		return earlierRun{}, fmt.Errorf("rerun: decode the plan of run %s: %w", id, err)
 	}
 	if len(out.rawPlan) == 0 || string(out.rawPlan) == "null" {
-		return earlierRun{}, fmt.Errorf("rerun: run %s never resolved its pipeline (%s): there is nothing to reuse; start a new run",
-			id, cmp.Or(out.result.Error, "no plan"))
+		return earlierRun{}, refuse(fmt.Errorf("rerun: run %s never resolved its pipeline (%s): there is nothing to reuse; start a new run",
+			id, cmp.Or(out.result.Error, "no plan")))
 	}
 	if err := json.Unmarshal(out.rawPlan, &out.plan); err != nil {
 		return earlierRun{}, fmt.Errorf("rerun: decode the plan of run %s: %w", id, err)

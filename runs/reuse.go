@@ -7,7 +7,8 @@ import (
 )
 
 // Reuse is what a rerun (PipelineInput.Reuse) knows of the run it reruns.
-// The workflow decides from it, against the plan it resolves itself,
+// A starter sends Run and From; the workflow fills the rest from the
+// earlier run itself (LoadReuseActivity) and decides from it, against the plan it resolves itself,
 // which nodes it takes over: a node that succeeded in Run, is not
 // downstream of a From node, whose definition (type, `with`, `when`, the
 // values of the params they read) is the same in both plans, whose effect
@@ -20,11 +21,12 @@ type Reuse struct {
 	// empty: run again what did not succeed (failed, cancelled, skipped).
 	From []string `json:"from,omitempty"`
 	// Plan is the earlier run's plan (a dags.Plan as its PlanQuery
-	// answers), to compare node definitions with.
-	Plan json.RawMessage `json:"plan"`
+	// answers), to compare node definitions with. This and the fields
+	// below are LoadReuseActivity's; what a starter sends is ignored.
+	Plan json.RawMessage `json:"plan,omitempty"`
 	// Nodes are the earlier run's nodes as its result lists them (a
 	// foreach node's instances left out), succeeded ones with outputs.
-	Nodes []NodeState `json:"nodes"`
+	Nodes []NodeState `json:"nodes,omitempty"`
 	// Compensations are the earlier run's on_failure nodes that
 	// succeeded: the nodes they compensate had their effect undone.
 	Compensations []NodeState `json:"compensations,omitempty"`
@@ -37,6 +39,9 @@ const (
 	// type's own check (nodetype.Type.Verify). A rerun calls it before it
 	// reuses a node; a result cache can call it before serving a hit.
 	VerifyReuseActivity = "VerifyReusedOutputs"
+	// LoadReuseActivity reads the run a rerun reruns (LoadReuse): a run
+	// id in, a Reuse out.
+	LoadReuseActivity = "LoadRerunSource"
 )
 
 // ReuseCheck is one node whose outputs a run would reuse.

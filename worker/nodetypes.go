@@ -63,6 +63,7 @@ func customTypes(custom []nodetype.Type) ([]nodetype.Type, error) {
 	taken := map[string]string{
 		runs.ResolveActivity:     "the resolver activity",
 		runs.VerifyReuseActivity: "the rerun's check of reused outputs",
+		runs.LoadReuseActivity:   "the rerun's read of the run it reruns",
 		runs.PipelineWorkflow:    "the pipeline workflow",
 	}
 	for _, t := range builtin(deps{}) {

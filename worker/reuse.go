@@ -12,6 +12,10 @@ import (
 
 	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	modelnodes "github.com/retrain-ml/retrain/activities/models"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/internal/s3store"
@@ -204,4 +208,17 @@ func firstString(vs ...any) string {
 		}
 	}
 	return ""
+}
+
+// rerunLoader is the LoadReuseActivity: it reads the run a rerun reruns
+// from Temporal, so that the results a rerun takes over are that run's
+// own. A run that cannot be rerun fails it as InvalidPipeline, not retried.
+type rerunLoader struct{ c client.Client }
+
+func (l rerunLoader) Load(ctx context.Context, run string) (*runs.Reuse, error) {
+	out, err := runs.LoadReuse(ctx, l.c, run)
+	if runs.IsRefusal(err) {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), errtype.InvalidPipeline, nil)
+	}
+	return out, err
 }

@@ -302,6 +302,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		verifier.types[t.NodeType.Name] = t
 	}
 	main.RegisterActivityWithOptions(verifier.Verify, activity.RegisterOptions{Name: runs.VerifyReuseActivity})
+	main.RegisterActivityWithOptions(rerunLoader{c: c}.Load, activity.RegisterOptions{Name: runs.LoadReuseActivity})
 	registerTypes(main, types, true)
 	w := &Worker{workers: []sdkworker.Worker{main}, peers: peers, logger: logger, lake: d.Lake, gpus: gpus, metrics: met}
 	w.workers = append(w.workers, policyWorker(met.clientOr(c), cfg.TaskQueue, self, pol, interceptors[:1]))

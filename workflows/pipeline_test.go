@@ -42,6 +42,7 @@ type harness struct {
 	types    []dags.NodeType // registered next to step, run by the same activity
 	dryRun   bool            // runs.PipelineInput.DryRun
 	reuse    *runs.Reuse     // runs.PipelineInput.Reuse (rerun_test.go)
+	source   *runs.Reuse     // what LoadReuseActivity answers for source.Run
 	gone     map[string]string
 	verified []string // nodes VerifyReuseActivity was asked about
 }
@@ -97,6 +98,12 @@ func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*ru
 		}
 		return v, nil
 	}, activity.RegisterOptions{Name: runs.VerifyReuseActivity})
+	env.RegisterActivityWithOptions(func(_ context.Context, run string) (*runs.Reuse, error) {
+		if h.source == nil || h.source.Run != run {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("rerun: run %q does not exist", run), "InvalidPipeline", nil)
+		}
+		return h.source, nil
+	}, activity.RegisterOptions{Name: runs.LoadReuseActivity})
 	in := runs.PipelineInput{Params: params, DryRun: h.dryRun, Reuse: h.reuse}
 	if lib != nil {
 		in.Pipeline = spec

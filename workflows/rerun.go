@@ -34,9 +34,26 @@ const verifyReuseTimeout = 2 * time.Minute
 func (r *pipelineRun) reuse(ctx workflow.Context, in *runs.Reuse) error {
 	workflow.GetVersion(ctx, rerunChange, workflow.DefaultVersion, 1)
 	r.result.ReusedFrom = in.Run
+	// The earlier run's results come from the earlier run, read on a
+	// worker: a starter's input names the run and nothing more.
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ActivityID:          "load-rerun-source",
+		StartToCloseTimeout: verifyReuseTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{errtype.InvalidPipeline}},
+		Summary:             "read the run this rerun reuses",
+	})
+	var loaded runs.Reuse
+	if err := workflow.ExecuteActivity(actx, runs.LoadReuseActivity, in.Run).Get(ctx, &loaded); err != nil {
+		return invalidRerun(fmt.Sprintf("rerun of run %s: %v", in.Run, unwrapActivity(err)))
+	}
+	loaded.Run, loaded.From = in.Run, in.From
+	in = &loaded
 	var prior dags.Plan
 	if err := json.Unmarshal(in.Plan, &prior); err != nil {
 		return invalidRerun(fmt.Sprintf("rerun of run %s: its plan does not decode: %v", in.Run, err))
+	}
+	if prior.Pipeline != r.plan.Pipeline {
+		return invalidRerun(fmt.Sprintf("rerun of run %s: it ran pipeline %s, not %s", in.Run, prior.Pipeline, r.plan.Pipeline))
 	}
 	choices, err := selectReuse(r.plan, &prior, in)
 	if err != nil {

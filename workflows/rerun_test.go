@@ -72,7 +72,8 @@ func failedRun(t *testing.T) (*runs.Result, json.RawMessage) {
 func rerun(t *testing.T, failed *runs.Result, plan json.RawMessage, params map[string]any, from []string, gone map[string]string) (*runs.Result, []string, error) {
 	t.Helper()
 	h := newHarness(t)
-	h.reuse = &runs.Reuse{Run: failed.ID, From: from, Plan: plan, Nodes: failed.Nodes}
+	h.source = &runs.Reuse{Run: failed.ID, Plan: plan, Nodes: failed.Nodes}
+	h.reuse = &runs.Reuse{Run: failed.ID, From: from}
 	h.gone = gone
 	res, err := h.run(rerunSpec, params, nil)
 	return res, h.order, err
@@ -177,6 +178,34 @@ func TestRerunFromUnknownNode(t *testing.T) {
 	}
 	if len(ran) != 0 {
 		t.Errorf("ran %v before refusing", ran)
+	}
+}
+
+// The results a rerun takes over are the earlier run's, read on a
+// worker: outputs a starter sends along are ignored, and a run that does
+// not exist is refused before a node runs.
+func TestRerunTrustsOnlyTheEarlierRun(t *testing.T) {
+	failed, plan := failedRun(t)
+	h := newHarness(t)
+	h.source = &runs.Reuse{Run: failed.ID, Plan: plan, Nodes: failed.Nodes}
+	fake := slices.Clone(failed.Nodes)
+	for i := range fake {
+		fake[i].Status, fake[i].Outputs = runs.NodeSucceeded, map[string]any{"v": "forged"}
+	}
+	h.reuse = &runs.Reuse{Run: failed.ID, Plan: plan, Nodes: fake}
+	res, err := h.run(rerunSpec, map[string]any{"broken": false}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(h.order, []string{"c", "d"}) || res.Node("a").Outputs["v"] != float64(1) {
+		t.Errorf("ran %v; a's outputs %v", h.order, res.Node("a").Outputs)
+	}
+
+	h = newHarness(t)
+	h.reuse = &runs.Reuse{Run: "no-such-run"}
+	_, err = h.run(rerunSpec, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `run "no-such-run" does not exist`) || len(h.order) != 0 {
+		t.Errorf("rerun of a missing run: %v (ran %v)", err, h.order)
 	}
 }
 
