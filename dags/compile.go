@@ -283,6 +283,7 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 		Fields:        t.FieldTypes(),
 		CancelOnClose: t.CancelOnClose,
 		Cache:         s.planCache(t, n),
+		Provenance:    t.Provenance,
 	}
 	if len(n.Needs) > 0 {
 		pn.Needs = append([]string{}, n.Needs...)

@@ -14,6 +14,12 @@ type Plan struct {
 	ParamsDigest string         `json:"params_digest"`    // first 16 hex digits of the sha256 of the JSON of Params
 	Nodes        []PlanNode     `json:"nodes"`            // topological order (stable: file order among ready nodes)
 	OnFailure    []PlanNode     `json:"on_failure,omitempty"`
+	// SpecDigest identifies the spec the plan was compiled from: "sha256:"
+	// and the hex SHA-256 of its text as the worker read it; Retrain is
+	// the release of the worker that compiled it. The resolver sets both;
+	// plans recorded before they were kept have neither.
+	SpecDigest string `json:"spec_digest,omitempty"`
+	Retrain    string `json:"retrain,omitempty"`
 }
 
 // PlanNode is one node of a Plan with every default resolved.
@@ -55,6 +61,9 @@ type PlanNode struct {
 	// the node cache (cache.go); nil when it is not, as in every plan
 	// recorded before caching existed.
 	Cache *PlanCache `json:"cache,omitempty"`
+	// Provenance is the node type's (NodeType.Provenance); false in plans
+	// recorded before it existed, whose nodes were sent none.
+	Provenance bool `json:"provenance,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

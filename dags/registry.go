@@ -55,6 +55,11 @@ type NodeType struct {
 	// CacheOptIn: only a node's own `cache:` caches a node of this type,
 	// never the spec's defaults (a command, which may have effects).
 	CacheOptIn bool
+	// Provenance: a node of this type registers what a run made (a model
+	// version), and the run sends it where that came from
+	// (nodetype.Provenance): the spec's digest, the params, the upstream
+	// nodes and the run each was computed in.
+	Provenance bool
 }
 
 // Hosts is how a node type spreads over hosts (NodeType.Hosts).

@@ -65,6 +65,37 @@ type Input struct {
 	// ${run.logical_time}: what a deploy records as the data a version was
 	// trained for. Empty in runs recorded before it was sent.
 	LogicalTime string `json:"logical_time,omitempty"`
+	// Provenance is where the node's inputs came from, sent to node types
+	// that record it with what they register (dags.NodeType.Provenance:
+	// deploy, canary); nil for the others and in runs recorded before it
+	// was sent.
+	Provenance *Provenance `json:"provenance,omitempty"`
+}
+
+// Provenance is what a run knows of how a node's inputs were made: the
+// spec and params it resolved, the retrain release that resolved them,
+// and each node upstream of the node.
+type Provenance struct {
+	SpecDigest   string         `json:"spec_digest,omitempty"` // "sha256:<hex>" of the spec's text
+	Retrain      string         `json:"retrain,omitempty"`     // the release that resolved the plan
+	Params       map[string]any `json:"params,omitempty"`      // every param, bound
+	ParamsDigest string         `json:"params_digest,omitempty"`
+	// Trainer is the upstream node the node's `dir` refers to (the
+	// train node whose files it registers); empty when none does.
+	Trainer  string   `json:"trainer,omitempty"`
+	Upstream []Origin `json:"upstream,omitempty"` // in plan order
+}
+
+// Origin is one upstream node of a Provenance.
+type Origin struct {
+	Node string `json:"node"`
+	Type string `json:"type"`
+	// Run is the run that computed the node's result: this run, or the
+	// earlier one a rerun took it over from.
+	Run string `json:"run"`
+	// Key is the content key of the node's execution, when the run knows
+	// one; empty otherwise (never made up).
+	Key string `json:"key,omitempty"`
 }
 
 // Options are how a node's activities run, as its plan node says.
@@ -133,6 +164,13 @@ type Type struct {
 	// Cache, when set, lets a spec serve the type's nodes from the node
 	// cache (cache.go); set it with WithCache.
 	Cache *Cache
+	// Verify, when set, says whether what a succeeded node's outputs
+	// point to still exists, so that a later run may take them over (a
+	// rerun's reused nodes): nil when they do, an error saying what is
+	// gone otherwise. with is the node's resolved `with`. Without it the
+	// worker checks the outputs generically (objects they name in the
+	// object store, Iceberg snapshots, model versions).
+	Verify func(ctx context.Context, with, outputs map[string]any) error
 
 	err error // a schema New could not derive, reported by Validate
 }

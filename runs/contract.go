@@ -90,6 +90,10 @@ type PipelineInput struct {
 	// Refresh does so for the nodes it names only.
 	NoCache bool     `json:"no_cache,omitempty"`
 	Refresh []string `json:"refresh,omitempty"`
+	// Reuse makes the run a rerun of an earlier one (Rerun): it takes
+	// over the earlier run's results of the nodes it may reuse instead of
+	// running them. Nil for an ordinary run.
+	Reuse *Reuse `json:"reuse,omitempty"`
 }
 
 // CheckIDPrefix starts the workflow id of every dry run `retrain schedule
@@ -134,6 +138,15 @@ type NodeState struct {
 	Error       string         `json:"error,omitempty"`
 	Reason      string         `json:"reason,omitempty"` // why it was skipped or cancelled
 	Compensates string         `json:"compensates,omitempty"`
+	// ReusedFrom is the run that computed the result of this node a
+	// rerun took over instead of running it (its outputs, attempts and
+	// times are that run's): the earlier run, or the run that one took
+	// it over from in turn; empty for a node this run ran.
+	ReusedFrom string `json:"reused_from,omitempty"`
+	// NotReused says why a rerun ran this node instead of reusing the
+	// earlier run's result ("failed in run R", "downstream of --from
+	// train", "snapshot 42 of ml.training is gone"); empty otherwise.
+	NotReused string `json:"not_reused,omitempty"`
 	// Cache is the node cache's word on a node marked `cache:`: served
 	// from it, or computed and why; nil for other nodes.
 	Cache *NodeCache `json:"cache,omitempty"`
@@ -170,18 +183,29 @@ func (c *NodeCache) Note(now time.Time) string {
 
 // Result is a run's report, returned at the end and by the state query.
 type Result struct {
-	ID            string         `json:"id"` // run id (the workflow id)
-	Pipeline      string         `json:"pipeline"`
-	Status        Status         `json:"status"`
-	Error         string         `json:"error,omitempty"`
-	Params        map[string]any `json:"params,omitempty"`
-	ParamsDigest  string         `json:"params_digest,omitempty"`
-	LogicalDate   string         `json:"logical_date,omitempty"` // ${run.logical_date}
-	StartedAt     time.Time      `json:"started_at"`
-	EndedAt       *time.Time     `json:"ended_at,omitempty"`
-	Nodes         []NodeState    `json:"nodes"`
-	Compensations []NodeState    `json:"compensations,omitempty"`
-	DryRun        bool           `json:"dry_run,omitempty"` // resolved and validated only (PipelineInput.DryRun)
+	ID           string         `json:"id"` // run id (the workflow id)
+	Pipeline     string         `json:"pipeline"`
+	Status       Status         `json:"status"`
+	Error        string         `json:"error,omitempty"`
+	Params       map[string]any `json:"params,omitempty"`
+	ParamsDigest string         `json:"params_digest,omitempty"`
+	LogicalDate  string         `json:"logical_date,omitempty"` // ${run.logical_date}
+	// LogicalTime is ${run.logical_time} (RFC 3339): what a rerun starts
+	// with, so that it is for the same moment. Empty in runs recorded
+	// before it was kept.
+	LogicalTime string `json:"logical_time,omitempty"`
+	// SpecDigest identifies the spec the run resolved: "sha256:" and the
+	// hex SHA-256 of its text as the worker read it. Empty in runs
+	// recorded before it was kept.
+	SpecDigest string `json:"spec_digest,omitempty"`
+	// ReusedFrom is the earlier run a rerun reused node results of (see
+	// NodeState.ReusedFrom); empty for an ordinary run.
+	ReusedFrom    string      `json:"reused_from,omitempty"`
+	StartedAt     time.Time   `json:"started_at"`
+	EndedAt       *time.Time  `json:"ended_at,omitempty"`
+	Nodes         []NodeState `json:"nodes"`
+	Compensations []NodeState `json:"compensations,omitempty"`
+	DryRun        bool        `json:"dry_run,omitempty"` // resolved and validated only (PipelineInput.DryRun)
 }
 
 // Node returns the state of node id, or nil.

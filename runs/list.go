@@ -75,7 +75,10 @@ type RunInfo struct {
 	// (model@version, "(rolled back)" when a compensation moved it back);
 	// empty when it deployed nothing or when unknown.
 	Deployed string `json:"deployed,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// ReusedFrom is the earlier run a rerun took node results over from
+	// (Result.ReusedFrom); empty for an ordinary run or when unknown.
+	ReusedFrom string `json:"reused_from,omitempty"`
+	Error      string `json:"error,omitempty"`
 
 	// nominal is the schedule action's nominal time of a run a schedule
 	// started (TemporalScheduledStartTime): its logical time, even when
@@ -287,6 +290,7 @@ func addDetails(ctx context.Context, c client.Client, namespace string, list []R
 			}
 			r.Gate = Verdict(res)
 			r.Deployed = Deployed(res)
+			r.ReusedFrom = res.ReusedFrom
 			if r.Error == "" {
 				r.Error = res.Error
 			}

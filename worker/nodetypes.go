@@ -65,6 +65,8 @@ func customTypes(custom []nodetype.Type) ([]nodetype.Type, error) {
 		runs.PipelineWorkflow:        "the pipeline workflow",
 		nodetype.CacheLookupActivity: "the node cache's lookup activity",
 		nodetype.CacheStoreActivity:  "the node cache's store activity",
+		runs.VerifyReuseActivity:     "the rerun's check of reused outputs",
+		runs.LoadReuseActivity:       "the rerun's read of the run it reruns",
 	}
 	for _, t := range builtin(deps{}) {
 		for name := range t.Activities {

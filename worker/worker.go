@@ -304,6 +304,12 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	})
 	workflows.Register(main)
 	main.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
+	verifier := &reuseVerifier{types: map[string]nodetype.Type{}, store: d.Store, lake: d.Lake, logger: logger}
+	for _, t := range types {
+		verifier.types[t.NodeType.Name] = t
+	}
+	main.RegisterActivityWithOptions(verifier.Verify, activity.RegisterOptions{Name: runs.VerifyReuseActivity})
+	main.RegisterActivityWithOptions(rerunLoader{c: c}.Load, activity.RegisterOptions{Name: runs.LoadReuseActivity})
 	registerTypes(main, types, true)
 	cache := newNodeCache(store, types, self, logger.With("component", "nodecache"))
 	registerCache(main, cache)

@@ -42,7 +42,7 @@ func (r *pipelineRun) skipCache(id string) string {
 // and, when it succeeds, stores its result under the key the lookup
 // derived. The cache's own failures never fail the node: a lookup that
 // fails is a miss, a store that fails is logged.
-func (r *pipelineRun) executeCached(ctx workflow.Context, node dags.PlanNode, with nodeWith) workflow.Future {
+func (r *pipelineRun) executeCached(ctx workflow.Context, node dags.PlanNode, with nodeWith, prov *nodetype.Provenance) workflow.Future {
 	fut, set := workflow.NewFuture(ctx)
 	state := &r.result.Nodes[r.index[node.ID]]
 	in := nodeInput(r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with)
@@ -55,6 +55,9 @@ func (r *pipelineRun) executeCached(ctx workflow.Context, node dags.PlanNode, wi
 			nodetype.CacheLookupActivity, look).Get(ctx, &lr); err != nil {
 			lr = nodetype.CacheLookupResult{Reason: "cache lookup failed: " + unwrapActivity(err).Error()}
 		}
+		if lr.Key != "" {
+			r.keys[node.ID] = lr.Key // what provenance records of the nodes downstream
+		}
 		if lr.Hit {
 			at := lr.Time
 			state.Cache = &runs.NodeCache{Hit: true, Key: lr.Key, Run: lr.Run, Time: &at}
@@ -63,7 +66,7 @@ func (r *pipelineRun) executeCached(ctx workflow.Context, node dags.PlanNode, wi
 		}
 		state.Cache = &runs.NodeCache{Key: lr.Key, Reason: lr.Reason}
 		var res nodetype.Result
-		err := startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with).Get(ctx, &res)
+		err := startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with, prov).Get(ctx, &res)
 		if err == nil && lr.Components != nil && checkOutputs(node, res) == nil {
 			// Stored before the node's dependents start, so a run that
 			// ends right after still leaves its entries.

@@ -177,6 +177,9 @@ func writeRow(b *strings.Builder, n runs.NodeState, compensates string) {
 		// "ago" as of the node's start: the workflow has no clock of its own.
 		b.WriteString(" · " + cell(n.Cache.Note(*n.ScheduledAt), maxCellRunes))
 	}
+	if n.ReusedFrom != "" { // a rerun took the result over (rerun.go)
+		b.WriteString(" · reused from run " + cell(n.ReusedFrom, maxCellRunes))
+	}
 	if n.Status == runs.NodeRunning {
 		// The workflow never sees heartbeats; the UI shows them.
 		b.WriteString(" (progress: Pending Activities)")

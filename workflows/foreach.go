@@ -281,7 +281,7 @@ func ForeachChunk(ctx workflow.Context, in ChunkInput) (*ChunkResult, error) {
 			now := workflow.Now(ctx)
 			state.Status, state.ScheduledAt = runs.NodeRunning, &now
 			running++
-			sel.AddFuture(startNode(ctx, in.Pipeline, in.RunID, logicalTimeOf(in.Scope.Run), node, state.ID, with), func(f workflow.Future) {
+			sel.AddFuture(startNode(ctx, in.Pipeline, in.RunID, logicalTimeOf(in.Scope.Run), node, state.ID, with, nil), func(f workflow.Future) {
 				running--
 				var res nodetype.Result
 				if err := f.Get(ctx, &res); err != nil {

@@ -43,6 +43,7 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 	// Known before the pipeline resolves: a scheduled run whose pipeline
 	// does not resolve still reports its nominal date (state and result).
 	run.result.LogicalDate = start.values.LogicalDate
+	run.result.LogicalTime = start.values.LogicalTime
 	resolved, err := resolve(ctx, in)
 	if err != nil {
 		return run.invalid(ctx, in, unwrapActivity(err))
@@ -60,6 +61,12 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 	if in.DryRun { // resolved and validated: that was all it asked
 		run.result.DryRun = true
 		return run.finish(ctx, nil)
+	}
+	run.result.SpecDigest = resolved.Plan.SpecDigest
+	if in.Reuse != nil { // a rerun: take over what it need not run (rerun.go)
+		if err := run.reuse(ctx, in.Reuse); err != nil {
+			return run.invalid(ctx, in, err)
+		}
 	}
 	run.reportURL = resolved.ReportURL
 	run.showDetails(ctx)
@@ -109,10 +116,15 @@ type pipelineRun struct {
 
 	noCache bool     // recompute every cached node (cache.go)
 	refresh []string // recompute these
+	// keys are the content keys of node executions, by node id, which
+	// provenance records (nodetype.Origin.Key). The node cache sets them
+	// (cache.go); a node without a key is left out.
+	keys map[string]string
 }
 
 func (r *pipelineRun) start(plan *dags.Plan) {
 	r.plan = plan
+	r.keys = map[string]string{}
 	r.result.Pipeline = plan.Pipeline
 	r.result.Params = plan.Params
 	r.result.ParamsDigest = plan.ParamsDigest
@@ -146,7 +158,10 @@ func (r *pipelineRun) scope() dags.Scope {
 func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 	var ready []string
 	for i, n := range r.plan.Nodes {
-		if len(r.edges.Needs[i]) == 0 {
+		// Nodes a rerun took over are succeeded and have counted down
+		// their dependents' waits (rerun.go); in any other run every
+		// node is pending and waits for all its needs.
+		if r.waiting[n.ID] == 0 && r.result.Nodes[i].Status == runs.NodePending {
 			ready = append(ready, n.ID)
 		}
 	}

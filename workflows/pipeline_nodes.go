@@ -71,16 +71,19 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with nod
 	// Plans recorded before caching existed have no Cache: their runs
 	// never reach GetVersion, and replay as they ran.
 	if node.Cache != nil && workflow.GetVersion(ctx, nodeCacheChange, workflow.DefaultVersion, 1) >= 1 {
-		return r.executeCached(ctx, node, with) // cache.go
+		return r.executeCached(ctx, node, with, r.provenance(node)) // cache.go
 	}
-	return startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with)
+	return startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with, r.provenance(node))
 }
 
 // startNode starts one node, or one instance of a foreach node (id is
 // then ID[i]), as an activity or a child workflow. logicalTime is the
 // run's ${run.logical_time}.
-func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith) workflow.Future {
+//
+// prov is sent to node types that record provenance; nil for the others.
+func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith, prov *nodetype.Provenance) workflow.Future {
 	in := nodeInput(pipeline, runID, logicalTime, node, id, with)
+	in.Provenance = prov
 	retry := nodetype.RetryPolicy(node.Retry)
 	if target, ok := spreadTarget(node, with.values); ok {
 		// A node on several hosts: its child workflow forms the gang and

@@ -41,6 +41,10 @@ type harness struct {
 	maxInFly atomic.Int32
 	types    []dags.NodeType // registered next to step, run by the same activity
 	dryRun   bool            // runs.PipelineInput.DryRun
+	reuse    *runs.Reuse     // runs.PipelineInput.Reuse (rerun_test.go)
+	source   *runs.Reuse     // what LoadReuseActivity answers for source.Run
+	gone     map[string]string
+	verified []string // nodes VerifyReuseActivity was asked about
 }
 
 func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, error) {
@@ -84,7 +88,23 @@ func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*ru
 	for _, t := range h.types {
 		env.RegisterActivityWithOptions(nodetype.Activity(h.step), activity.RegisterOptions{Name: t.Name})
 	}
-	in := runs.PipelineInput{Params: params, DryRun: h.dryRun}
+	env.RegisterActivityWithOptions(func(_ context.Context, checks []runs.ReuseCheck) (runs.ReuseVerdict, error) {
+		v := runs.ReuseVerdict{Gone: map[string]string{}}
+		for _, c := range checks {
+			h.verified = append(h.verified, c.Node)
+			if why, ok := h.gone[c.Node]; ok {
+				v.Gone[c.Node] = why
+			}
+		}
+		return v, nil
+	}, activity.RegisterOptions{Name: runs.VerifyReuseActivity})
+	env.RegisterActivityWithOptions(func(_ context.Context, run string) (*runs.Reuse, error) {
+		if h.source == nil || h.source.Run != run {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("rerun: run %q does not exist", run), "InvalidPipeline", nil)
+		}
+		return h.source, nil
+	}, activity.RegisterOptions{Name: runs.LoadReuseActivity})
+	in := runs.PipelineInput{Params: params, DryRun: h.dryRun, Reuse: h.reuse}
 	if lib != nil {
 		in.Pipeline = spec
 	} else {

@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/version"
 )
 
 // ResolveInput names the pipeline to run: a pipeline the worker knows, or a
@@ -106,6 +109,9 @@ func (r *Resolver) Resolve(ctx context.Context, in ResolveInput) (ResolveOutput,
 	if in.Parallelism > 0 {
 		plan.Parallelism = in.Parallelism
 	}
+	sum := sha256.Sum256(data)
+	plan.SpecDigest = "sha256:" + hex.EncodeToString(sum[:])
+	plan.Retrain = version.Version
 	return ResolveOutput{Plan: plan, SearchAttributes: r.SearchAttributes, RunSearchAttributes: r.RunSearchAttributes, ReportURL: r.ReportURL}, nil
 }
 

@@ -271,7 +271,8 @@ func stringList(v any) []string {
 // Type returns the canary node type, its activities run by a.
 func Type(a *Activities) nodetype.Type {
 	return nodetype.NewWorkflow[With, Outputs](dags.NodeType{
-		Name: Name,
+		Name:       Name,
+		Provenance: true,
 		Doc: "Deploy a candidate on live traffic: move a canary alias to it (compare-and-swap), tell the serving system each " +
 			"traffic step by webhook ({model, production, canary, canary_percent}), and during each step's bake (a durable timer) " +
 			"evaluate checks every interval against Prometheus: a PromQL query per check, its $${version} the canary's or production's, " +

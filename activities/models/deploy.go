@@ -143,7 +143,8 @@ func (m *Models) deployType() nodetype.Type {
 			"(`retrain model webhooks`), whose deliveries the alias history records. " +
 			"A retry finishes an interrupted deploy and never registers a second version. " +
 			"A failed webhook is retried and reported in the outputs; it does not undo the deploy.",
-		Check: checkDeploy,
+		Check:      checkDeploy,
+		Provenance: true,
 	}, m.Deploy)
 }
 
@@ -270,7 +271,7 @@ func (m *Models) candidate(ctx context.Context, in nodetype.Input, w CandidateWi
 		}
 		v, err = reg.Register(ctx, w.Model, artifacts, w.Version, models.Meta{
 			Metrics: metrics, DataSnapshots: w.DataSnapshots, PipelineRun: in.RunID, Labels: w.Labels,
-			LogicalTime: in.LogicalTime,
+			LogicalTime: in.LogicalTime, Provenance: provenanceOf(in),
 		})
 		if err != nil {
 			return models.Version{}, modelsError(err)
@@ -378,4 +379,25 @@ func describeFigure(v any, f float64) string {
 		return "null"
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// provenanceOf is what a version registered by node in records of how
+// it was made; nil when the run sent nothing (a run recorded before
+// provenance was sent).
+func provenanceOf(in nodetype.Input) *models.Provenance {
+	p := in.Provenance
+	if p == nil {
+		return nil
+	}
+	out := &models.Provenance{
+		Pipeline: in.Pipeline, Node: in.Node, SpecDigest: p.SpecDigest, Retrain: p.Retrain,
+		Params: p.Params, ParamsDigest: p.ParamsDigest, Trainer: p.Trainer,
+	}
+	for _, o := range p.Upstream {
+		out.Upstream = append(out.Upstream, models.Origin{Node: o.Node, Type: o.Type, Run: o.Run, Key: o.Key})
+		if o.Node == p.Trainer {
+			out.TrainKey = o.Key
+		}
+	}
+	return out
 }

@@ -115,15 +115,22 @@ S3 server under --data-dir.`,
 	register.Flags().StringToStringVar(&metrics, "metric", nil, "metric name=value to record (repeatable)")
 	register.Flags().StringToStringVar(&labels, "label", nil, "label key=value to record (repeatable)")
 
+	var trainedOn string
 	list := &cobra.Command{
-		Use:   "list NAME",
-		Short: "List the versions of a model, oldest first, with the aliases that name them",
-		Args:  cobra.ExactArgs(1),
+		Use:   "list NAME | list [NAME] --trained-on TABLE@SNAPSHOT",
+		Short: "List the versions of a model, oldest first, with the aliases that name them (--trained-on: the versions, of every model or NAME, that trained on a snapshot)",
+		Args:  cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if trainedOn == "" && len(args) == 0 {
+				return fmt.Errorf("model list: name the model, or give --trained-on TABLE@SNAPSHOT")
+			}
 			reg, err := registry(cmd)
 			if err != nil {
 				return err
+			}
+			if trainedOn != "" {
+				return listTrainedOn(ctx, app, reg, trainedOn, args, asJSON)
 			}
 			versions, err := reg.List(ctx, args[0])
 			if err != nil {
@@ -155,6 +162,8 @@ S3 server under --data-dir.`,
 			return w.Flush()
 		},
 	}
+
+	list.Flags().StringVar(&trainedOn, "trained-on", "", "only the versions that trained on this table snapshot, TABLE@SNAPSHOT_ID (as their data_snapshots record)")
 
 	show := &cobra.Command{
 		Use:   "show NAME[@VERSION|@ALIAS]",
@@ -191,6 +200,7 @@ S3 server under --data-dir.`,
 			if len(v.DataSnapshots) > 0 {
 				fmt.Fprintf(w, "data\t%s\n", strings.Join(v.DataSnapshots, ", "))
 			}
+			printProvenance(w, v.Provenance)
 			for _, k := range slices.Sorted(maps.Keys(v.Labels)) {
 				fmt.Fprintf(w, "label\t%s=%s\n", k, v.Labels[k])
 			}
@@ -276,7 +286,7 @@ S3 server under --data-dir.`,
 	aliasFlags(rollback)
 	forceFlag(rollback, &force)
 
-	cmd.AddCommand(register, list, show, history, promote, rollback)
+	cmd.AddCommand(register, list, show, history, promote, rollback, newModelDiffCommand(app, registry, &asJSON))
 	cmd.AddCommand(newWebhooksCommand(app, registry, &asJSON), newNotifyCommand(app, registry, &sf, &asJSON))
 	return cmd
 }

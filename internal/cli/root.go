@@ -57,7 +57,7 @@ func NewRoot(app *App, use string) *cobra.Command {
 		SilenceErrors: true,
 	}
 	app.AddGlobalFlags(root)
-	root.AddCommand(NewRunCommand(app), NewStatusCommand(app), NewDAGCommand(app), NewWorkerCommand(app))
+	root.AddCommand(NewRunCommand(app), NewRerunCommand(app), NewStatusCommand(app), NewDAGCommand(app), NewWorkerCommand(app))
 	root.AddCommand(NewTableCommand(app), NewDataCommand(app))
 	root.AddCommand(NewModelCommand(app), NewGCCommand(app))
 	root.AddCommand(NewApproveCommand(app), NewRejectCommand(app), NewGPUsCommand(app), NewReportCommand(app))

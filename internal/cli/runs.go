@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -99,11 +100,22 @@ func PrintRuns(w io.Writer, list []runs.RunInfo, now time.Time) {
 		fmt.Fprintln(w, "no runs")
 		return
 	}
+	// A rerun names the run it reused in a last column, there only
+	// when the list holds a rerun.
+	reruns := slices.ContainsFunc(list, func(r runs.RunInfo) bool { return r.ReusedFrom != "" })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tPIPELINE\tLOGICAL DATE\tSTATUS\tSTARTED\tDURATION\tGATE\tDEPLOYED")
+	head := "RUN\tPIPELINE\tLOGICAL DATE\tSTATUS\tSTARTED\tDURATION\tGATE\tDEPLOYED"
+	if reruns {
+		head += "\tREUSED FROM"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Pipeline), dash(r.LogicalDate), r.Status,
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.ID, dash(r.Pipeline), dash(r.LogicalDate), r.Status,
 			r.StartedAt.Local().Format(time.DateTime), shortDuration(r.Duration(now)), dash(r.Gate), dash(r.Deployed))
+		if reruns {
+			line += "\t" + dash(r.ReusedFrom)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
 }

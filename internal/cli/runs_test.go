@@ -26,6 +26,14 @@ hello-1                             hello        -             running    2026-1
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
+	// A rerun in the list adds the column naming the run it reused.
+	b.Reset()
+	list[1].ReusedFrom = "hello-0"
+	PrintRuns(&b, list, start.Add(90*time.Second))
+	if lines := strings.Split(b.String(), "\n"); !strings.HasSuffix(lines[0], "REUSED FROM") ||
+		!strings.HasSuffix(lines[1], "ctr@v3    -") || !strings.HasSuffix(lines[2], "hello-0") {
+		t.Errorf("with a rerun:\n%s", b.String())
+	}
 	b.Reset()
 	PrintRuns(&b, nil, start)
 	if b.String() != "no runs\n" {
@@ -165,5 +173,21 @@ func TestBackfillRefusesFilePath(t *testing.T) {
 	}
 	if err := checkPipelineName("ctr-retrain"); err != nil {
 		t.Errorf("a name: %v", err)
+	}
+}
+
+// TestPrintSummaryRerun: a rerun's table says which run it reused and,
+// per node, that a node was taken over or why it ran again.
+func TestPrintSummaryRerun(t *testing.T) {
+	res := &runs.Result{Pipeline: "p", Status: runs.StatusSucceeded, ReusedFrom: "r1", Nodes: []runs.NodeState{
+		{ID: "a", Type: "step", Status: runs.NodeSucceeded, ReusedFrom: "r0", Outputs: map[string]any{"summary": "did a"}},
+		{ID: "b", Type: "step", Status: runs.NodeSucceeded, NotReused: "failed in run r1", Outputs: map[string]any{"summary": "did b"}},
+	}}
+	var b bytes.Buffer
+	PrintSummary(&b, res)
+	for _, want := range []string{"reused from run r1: nodes a\n", "reused from run r0: did a", "ran again (failed in run r1): did b"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
 	}
 }

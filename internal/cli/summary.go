@@ -20,6 +20,9 @@ func PrintSummary(w io.Writer, res *runs.Result) {
 		fmt.Fprintf(w, " in %s", res.EndedAt.Sub(res.StartedAt).Round(time.Millisecond))
 	}
 	fmt.Fprintln(w)
+	if line := runs.ReusedLine(res); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// A CACHE column when a node is cached: how it was served, or why not.
 	cached := slices.ContainsFunc(res.Nodes, func(n runs.NodeState) bool { return n.Cache != nil })
@@ -81,6 +84,16 @@ func detail(n runs.NodeState) string {
 		s = n.Error
 	case n.Reason != "":
 		s = n.Reason
+	case n.ReusedFrom != "":
+		s = "reused from run " + n.ReusedFrom
+		if sum := summaryOf(n); sum != "" {
+			s += ": " + sum
+		}
+	case n.NotReused != "" && n.Status == runs.NodeSucceeded:
+		s = "ran again (" + n.NotReused + ")"
+		if sum := summaryOf(n); sum != "" {
+			s += ": " + sum
+		}
 	case summaryOf(n) != "":
 		// Nodes that read data say which rows in one line.
 		s = summaryOf(n)

@@ -54,6 +54,37 @@ type Meta struct {
 	// ([Registry.Move]). Empty for versions registered without one: such
 	// versions are not ordered.
 	LogicalTime string `json:"logical_time,omitempty"`
+	// Provenance is how the version was made, as the run that registered
+	// it knew: nil for versions registered by hand, or before it was
+	// recorded.
+	Provenance *Provenance `json:"provenance,omitempty"`
+}
+
+// Provenance is what a model version was made of: the spec, params and
+// retrain release of the run (Meta.PipelineRun) that registered it, and
+// the nodes upstream of the registering node, each with the run that
+// computed it (a rerun takes results over from an earlier run).
+type Provenance struct {
+	Pipeline     string         `json:"pipeline,omitempty"`
+	Node         string         `json:"node,omitempty"`        // the node that registered the version
+	SpecDigest   string         `json:"spec_digest,omitempty"` // "sha256:<hex>" of the spec's text
+	Retrain      string         `json:"retrain,omitempty"`     // the release that resolved the run's plan
+	Params       map[string]any `json:"params,omitempty"`      // every param of the run, bound
+	ParamsDigest string         `json:"params_digest,omitempty"`
+	// Trainer is the upstream node whose files the version holds (the
+	// node its dir referred to), and TrainKey that node's content key;
+	// TrainKey, like Origin.Key, is empty when the run knew no key.
+	Trainer  string   `json:"trainer,omitempty"`
+	TrainKey string   `json:"train_key,omitempty"`
+	Upstream []Origin `json:"upstream,omitempty"`
+}
+
+// Origin is one node upstream of the node that registered a version.
+type Origin struct {
+	Node string `json:"node"`
+	Type string `json:"type"`
+	Run  string `json:"run"`           // the run that computed its result
+	Key  string `json:"key,omitempty"` // its content key, when the run knew one
 }
 
 // LogicalDate is the date part of LogicalTime, or "".

@@ -27,6 +27,7 @@ func Write(w io.Writer, r *Report, o Options) error {
 type pageView struct {
 	Title, Status, Error, Started, Duration string
 	Params                                  string
+	Reused                                  string // "reused from run R: nodes a, b" of a rerun
 	Deploys                                 []deployView
 	Links                                   []linkView
 	Data                                    []dataView
@@ -84,6 +85,7 @@ func view(r *Report, o Options) pageView {
 		Status: string(res.Status),
 		Error:  res.Error,
 		Notes:  r.Notes,
+		Reused: runs.ReusedLine(res),
 	}
 	if !res.StartedAt.IsZero() {
 		v.Started = res.StartedAt.Format(time.RFC3339)
@@ -188,6 +190,10 @@ func nodeRow(n runs.NodeState) nodeView {
 		row.Detail = n.Error
 	case n.Reason != "":
 		row.Detail = n.Reason
+	case n.ReusedFrom != "":
+		row.Detail = "reused from run " + n.ReusedFrom + ": " + summarize(n.Outputs)
+	case n.NotReused != "":
+		row.Detail = "ran again (" + n.NotReused + "): " + summarize(n.Outputs)
 	default:
 		row.Detail = summarize(n.Outputs)
 	}
@@ -353,7 +359,7 @@ th{background:#f4f4f4}.status-succeeded{color:#186a1b}.status-failed{color:#a315
 <table class="links">
 {{range .Links}}<tr><td>{{.Label}}</td><td>{{if .Href}}<a href="{{.Href}}">{{.Text}}</a>{{else}}<code>{{.Text}}</code>{{end}}{{if .Command}} &nbsp; <code>{{.Command}}</code>{{end}}</td></tr>
 {{end}}</table>
-<p>Started {{.Started}}{{if .Duration}}, took {{.Duration}}{{end}}.{{if .Params}} Params: <code>{{.Params}}</code>{{end}}</p>
+<p>Started {{.Started}}{{if .Duration}}, took {{.Duration}}{{end}}.{{if .Params}} Params: <code>{{.Params}}</code>{{end}}</p>{{if .Reused}}<p>{{.Reused}}.</p>{{end}}
 
 {{range .Canaries}}<h2 id="canary-{{.Node}}">{{.Title}}: {{.Decision}}</h2>
 <p>{{.Reason}}</p>
