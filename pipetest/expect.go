@@ -272,7 +272,7 @@ func table(res *runs.Result, expected map[string]*NodeExpect, failures []string)
 	seen := map[string]bool{}
 	mismatch := func(id string) bool {
 		for _, f := range failures {
-			if strings.HasPrefix(f, "node "+id+":") {
+			if strings.HasPrefix(f, "node "+id+":") || strings.HasPrefix(f, "node "+id+" (") {
 				return true
 			}
 		}

@@ -679,7 +679,7 @@ func didYouMean(word string, candidates []string) string {
 			best, bestD = c, d
 		}
 	}
-	if best == "" || bestD > max(1, len(word)/3) {
+	if best == "" || bestD > max(2, len(word)/3) || bestD >= len(word) {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
