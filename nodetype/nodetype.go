@@ -130,6 +130,10 @@ type Type struct {
 	// queue it polls, so a workflow that picked the host sends them there
 	// (a gang's GPU leases and ranks).
 	Hosted []string
+	// OutputTypes are the types of the outputs New derived from its
+	// outputs struct (nil for a map): what `retrain test` checks a
+	// node's stubbed outputs against.
+	OutputTypes map[string]OutputType
 
 	err error // a schema New could not derive, reported by Validate
 }
@@ -158,7 +162,8 @@ func New[W, O any](t dags.NodeType, run func(ctx context.Context, in Input, with
 		t.Outputs = outputs
 	}
 	return Type{
-		NodeType: t,
+		NodeType:    t,
+		OutputTypes: OutputTypes[O](),
 		Run: func(ctx context.Context, in Input) (map[string]any, error) {
 			with, err := DecodeWith[W](in.With)
 			if err != nil {

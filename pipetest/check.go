@@ -1,7 +1,6 @@
 package pipetest
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/runs"
 )
 
@@ -22,6 +22,7 @@ type Suite struct {
 	SpecFile string
 	Dir      string // the pipeline's folder: the test's pipeline library
 	types    *dags.Registry
+	outputs  map[string]map[string]nodetype.OutputType // node type -> its outputs' types
 }
 
 // runnable are the node types a case may run for real (run: true): they
@@ -30,10 +31,12 @@ var runnable = map[string]bool{"command": true, "noop": true, "gate": true}
 
 // Load reads a test file, finds its pipeline (PIPELINE.yaml beside
 // PIPELINE.test.yaml, or the file of the pipeline it names in its
-// folder), validates the pipeline against reg and checks every case
-// against it: nodes, instances and outputs that exist, stubs that fit their
-// node's type. Errors carry file:line.
-func Load(path string, reg *dags.Registry) (*Suite, error) {
+// folder), validates the pipeline against the runner's node types and
+// checks every case against it: nodes, instances, params and outputs that
+// exist, stubs that fit their node's type (names and types of outputs).
+// Errors carry file:line.
+func (r *Runner) Load(path string) (*Suite, error) {
+	reg := r.reg
 	f, err := ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -54,7 +57,10 @@ func Load(path string, reg *dags.Registry) (*Suite, error) {
 		return nil, &dags.Error{File: f.Path, Line: f.PipelinePos.Line, Col: f.PipelinePos.Col,
 			Msg: fmt.Sprintf("pipeline %q: %s defines pipeline %q", f.Pipeline, specFile, spec.Name)}
 	}
-	s := &Suite{File: f, Spec: spec, SpecFile: specFile, Dir: dir, types: reg}
+	s := &Suite{File: f, Spec: spec, SpecFile: specFile, Dir: dir, types: reg, outputs: map[string]map[string]nodetype.OutputType{}}
+	for _, t := range r.types {
+		s.outputs[t.NodeType.Name] = t.OutputTypes
+	}
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -241,6 +247,16 @@ func (s *Suite) checkOutputs(what string, n *dags.Node, out map[string]any, at m
 				what, k, n.ID, k, didYouMean(k, names), strings.Join(names, ", ")))
 		}
 	}
+	typed := s.outputs[n.Type]
+	for _, k := range slices.Sorted(maps.Keys(out)) {
+		t, ok := typed[k]
+		if _, decl := n.Outputs[k]; decl || !ok || t.Type == dags.ParamAny || (out[k] == nil && t.Nullable) {
+			continue
+		}
+		if err := dags.CheckOutputs(map[string]dags.ParamType{k: t.Type}, map[string]any{k: out[k]}); err != nil {
+			errs = append(errs, s.errAt(at[k], "%s: %v (type %s's output)", what, err, n.Type))
+		}
+	}
 	if len(n.Outputs) > 0 {
 		declared := n.Outputs
 		if !stub { // an expectation names some outputs: check those
@@ -290,5 +306,3 @@ func instanceIndex(id string) int {
 	}
 	return -1
 }
-
-var _ = errors.New

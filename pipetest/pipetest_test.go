@@ -84,6 +84,7 @@ func TestStubOutputsMustMatchTheNode(t *testing.T) {
 		"wrong type":   {`{outputs: {auc: high, model: /m}}`, `output auc is a string ("high"), want number`},
 		"missing":      {`{outputs: {model: /m}}`, "output auc is missing, want number"},
 		"closed type":  {"", ""},
+		"typed output": {"", ""},
 		"unknown node": {"", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -92,6 +93,9 @@ func TestStubOutputsMustMatchTheNode(t *testing.T) {
 			case "closed type":
 				stubs = "      train: {outputs: {auc: 0.9, model: /m}}\n      gate: {outputs: {passd: true}}\n"
 				tc.want = `mini.test.yaml:5:24: case "c": stub gate (type gate): output passd: node gate has no output passd (did you mean "passed"?)`
+			case "typed output":
+				stubs = "      train: {outputs: {auc: 0.9, model: /m}}\n      gate: {outputs: {passed: \"yes\", reason: ok}}\n"
+				tc.want = `mini.test.yaml:5:24: case "c": stub gate (type gate): output passed is a string ("yes"), want bool (type gate's output)`
 			case "unknown node":
 				stubs = "      trian: {outputs: {auc: 0.9, model: /m}}\n"
 				tc.want = `mini.test.yaml:4:7: case "c": stub for node trian: pipeline mini has no node trian (did you mean "train"?)`

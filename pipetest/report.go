@@ -98,7 +98,7 @@ func (r *Runner) RunFiles(ctx context.Context, files []string, out io.Writer) *R
 			break
 		}
 		fr := FileReport{Path: path}
-		s, err := Load(path, r.reg)
+		s, err := r.Load(path)
 		if err != nil {
 			fr.Error = err
 			fmt.Fprintf(out, "FAIL %s: not run:\n%s\n", path, indent(err.Error(), "    "))
