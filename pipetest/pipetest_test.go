@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/nodetype"
 )
 
 const miniPipeline = `name: mini
@@ -242,4 +245,49 @@ func TestJUnit(t *testing.T) {
 	if !strings.Contains(got.Suites[0].Cases[1].Failure.Text, "node gate (type gate) has no stub") {
 		t.Errorf("failure text: %s", got.Suites[0].Cases[1].Failure.Text)
 	}
+}
+
+// A team's own node type is stubbed like a built-in one, its outputs
+// checked against its outputs struct.
+func TestCustomNodeTypes(t *testing.T) {
+	type with struct {
+		URL string `json:"url" required:"true"`
+	}
+	type outputs struct {
+		Status int  `json:"status"`
+		OK     bool `json:"ok"`
+	}
+	probe := nodetype.New(dags.NodeType{Name: "probe", Doc: "probe a URL"}, func(context.Context, nodetype.Input, with) (outputs, error) {
+		t.Error("the probe ran for real")
+		return outputs{}, nil
+	})
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("check.yaml", "name: check\nnodes:\n  - {id: probe, type: probe, with: {url: 'http://x'}}\n")
+	r, err := NewRunner(Options{NodeTypes: []nodetype.Type{probe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep := r.RunFiles(context.Background(), []string{write("check.test.yaml", `cases:
+  - name: up
+    stubs: {probe: {outputs: {status: 200, ok: true}}}
+    expect: {status: succeeded, nodes: {probe: {outputs: {ok: true}}}}
+`)}, &out)
+	if rep.Failed() != 0 {
+		t.Fatalf("want passed:\n%s", out.String())
+	}
+	out.Reset()
+	r.RunFiles(context.Background(), []string{write("check.test.yaml", `cases:
+  - name: typo
+    stubs: {probe: {outputs: {status: "200", okk: true}}}
+    expect: {status: succeeded}
+`)}, &out)
+	mustContain(t, out.String(), `output okk: node probe has no output okk (did you mean "ok"?)`, `output status is a string ("200"), want int (type probe's output)`)
 }

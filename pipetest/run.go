@@ -38,6 +38,9 @@ type Options struct {
 	// WallTimeout bounds one case's wall-clock time (a real command that
 	// hangs); 0 means DefaultWallTimeout.
 	WallTimeout time.Duration
+	// NodeTypes are a team's own node types, as its worker binary
+	// registers them (worker.WithNodeTypes): their nodes are stubbed.
+	NodeTypes []nodetype.Type
 }
 
 // DefaultWallTimeout is a case's wall-clock limit.
@@ -59,7 +62,10 @@ func NewRunner(opts Options) (*Runner, error) {
 	if opts.WallTimeout <= 0 {
 		opts.WallTimeout = DefaultWallTimeout
 	}
-	types := worker.OfflineTypes(opts.Logger, opts.AllowCommands, opts.Env)
+	if _, err := worker.Registry(opts.NodeTypes...); err != nil {
+		return nil, err // a custom type that a worker would refuse
+	}
+	types := append(worker.OfflineTypes(opts.Logger, opts.AllowCommands, opts.Env), opts.NodeTypes...)
 	nts := make([]dags.NodeType, len(types))
 	for i, t := range types {
 		nts[i] = t.NodeType
