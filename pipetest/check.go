@@ -216,10 +216,10 @@ func (s *Suite) checkStub(c *Case, st *Stub) []*dags.Error {
 
 // outputNames are the output keys a node can have, and whether others
 // may come (a command that declares none).
-func (s *Suite) outputNames(n *dags.Node) ([]string, bool) {
+func (s *Suite) outputNames(n *dags.Node, stub bool) ([]string, bool) {
 	t, _ := s.types.Lookup(n.Type)
 	names := slices.Clone(t.Outputs)
-	if n.Foreach != nil {
+	if n.Foreach != nil && !stub {
 		// The node's own outputs are its instances'; a stub answers an
 		// instance, as the type's outputs. Expectations may read these.
 		names = append(names, dags.ForeachItems, dags.ForeachCount)
@@ -240,7 +240,7 @@ func (s *Suite) outputNames(n *dags.Node) ([]string, bool) {
 // the run would refuse it).
 func (s *Suite) checkOutputs(what string, n *dags.Node, out map[string]any, at map[string]dags.Pos, p dags.Pos, stub bool) []*dags.Error {
 	var errs []*dags.Error
-	names, open := s.outputNames(n)
+	names, open := s.outputNames(n, stub)
 	for _, k := range slices.Sorted(maps.Keys(out)) {
 		if !open && !slices.Contains(names, k) {
 			errs = append(errs, s.errAt(at[k], "%s: output %s: node %s has no output %s%s; its outputs are %s",

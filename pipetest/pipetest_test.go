@@ -291,3 +291,20 @@ func TestCustomNodeTypes(t *testing.T) {
 `)}, &out)
 	mustContain(t, out.String(), `output okk: node probe has no output okk (did you mean "ok"?)`, `output status is a string ("200"), want int (type probe's output)`)
 }
+
+// An approval the gate never waited for fails the case: the case meant
+// to exercise a wait that did not happen.
+func TestAnApprovalNobodyWaitedForFails(t *testing.T) {
+	rep, out := suite(t, `cases:
+  - name: the gate passed at once
+    stubs:
+      train: {outputs: {auc: 0.9, model: /m}}
+      gate: {run: true, approve: {after: 1m}}
+      deploy: {outputs: {}}
+    expect: {status: succeeded}
+`)
+	if rep.Failed() != 1 {
+		t.Fatalf("want the case failed:\n%s", out)
+	}
+	mustContain(t, out, "node gate: the stubbed approve (1m0s in) never came: the node had ended before, not waiting for it")
+}

@@ -189,6 +189,7 @@ func (r *Runner) runCase(s *Suite, c *Case) (res CaseResult) {
 	if timedOut != "" {
 		h.problem("%s", timedOut)
 	}
+	h.unfired()
 	res.Failures, res.Table = compare(c, run, h)
 	res.Passed = len(res.Failures) == 0
 	return res

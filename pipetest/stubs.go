@@ -16,7 +16,6 @@ import (
 
 	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	gatenode "github.com/retrain-ml/retrain/activities/gate"
-	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/canary"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -31,19 +30,21 @@ type caseRun struct {
 	stubs map[string]*Stub
 	env   *testsuite.TestWorkflowEnvironment
 
-	mu       sync.Mutex
-	attempts map[string]int            // node id -> attempts dispatched
-	with     map[string]map[string]any // node id -> the last `with` it got
-	errTypes map[string]string         // node id -> its last error's type
-	running  map[string]string         // node id -> "running" or "waiting to retry"
-	traffic  map[string][]float64      // canary node id -> splits, in order
-	steps    map[string]int            // canary node id -> step baking (1-based)
-	problems []string                  // what fails the case whatever it expects
+	mu        sync.Mutex
+	attempts  map[string]int            // node id -> attempts dispatched
+	with      map[string]map[string]any // node id -> the last `with` it got
+	errTypes  map[string]string         // node id -> its last error's type
+	running   map[string]string         // node id -> "running" or "waiting to retry"
+	traffic   map[string][]float64      // canary node id -> splits, in order
+	steps     map[string]int            // canary node id -> step baking (1-based)
+	problems  []string                  // what fails the case whatever it expects
+	fired     map[*Decision]bool        // stubbed decisions due (their step came)
+	delivered map[*Decision]bool        // and signalled to a running node
 }
 
 func newCaseRun(c *Case, env *testsuite.TestWorkflowEnvironment) *caseRun {
 	h := &caseRun{c: c, env: env, stubs: map[string]*Stub{}, attempts: map[string]int{}, with: map[string]map[string]any{},
-		errTypes: map[string]string{}, running: map[string]string{}, traffic: map[string][]float64{}, steps: map[string]int{}}
+		errTypes: map[string]string{}, running: map[string]string{}, traffic: map[string][]float64{}, steps: map[string]int{}, fired: map[*Decision]bool{}, delivered: map[*Decision]bool{}}
 	for _, s := range c.Stubs {
 		h.stubs[s.Node] = s
 	}
@@ -173,7 +174,7 @@ func (h *caseRun) childFunc(t nodetype.Type, real nodeWorkflow) nodeWorkflow {
 		case (st.Run || st.Canary != nil) && real != nil:
 			if d := st.Approve; d != nil && t.NodeType.Name == gatenode.Name {
 				id := workflow.GetInfo(ctx).WorkflowExecution.ID
-				h.decideLater(id, gatenode.ApproveSignal, gatenode.Approval{By: d.By, Reason: d.Reason}, d.After)
+				h.decideLater(in.Node, d, id, gatenode.ApproveSignal, gatenode.Approval{By: d.By, Reason: d.Reason})
 			}
 			return real(ctx, in)
 		case len(st.Attempts) == 0:
@@ -190,12 +191,44 @@ func (h *caseRun) childFunc(t nodetype.Type, real nodeWorkflow) nodeWorkflow {
 
 // decideLater signals a person's decision to a gate's or canary's
 // workflow after a (skipped) while, as `retrain approve` would.
-func (h *caseRun) decideLater(workflowID, signal string, arg any, after time.Duration) {
+func (h *caseRun) decideLater(node string, d *Decision, workflowID, signal string, arg any) {
+	h.mu.Lock()
+	h.fired[d] = true
+	h.mu.Unlock()
 	h.env.RegisterDelayedCallback(func() {
-		if err := h.env.SignalWorkflowByID(workflowID, signal, arg); err != nil {
-			h.problem("could not %s %s: %v", signal, workflowID, err)
+		if err := h.env.SignalWorkflowByID(workflowID, signal, arg); err == nil {
+			h.mu.Lock()
+			h.delivered[d] = true
+			h.mu.Unlock()
 		}
-	}, max(after, time.Second))
+	}, max(d.After, time.Second))
+}
+
+// unfired reports the decisions of stubs whose node ran but never got
+// where its decision was to come (a canary that ended before the step).
+func (h *caseRun) unfired() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.c.Stubs {
+		for _, d := range []*Decision{s.Approve, s.Reject} {
+			if d == nil || h.delivered[d] || h.attempts[s.Node] == 0 {
+				continue
+			}
+			verb := "approve"
+			if d == s.Reject {
+				verb = "reject"
+			}
+			msg := fmt.Sprintf("node %s: the stubbed %s (%s in) never came: the node had ended before, not waiting for it", s.Node, verb, d.After)
+			if !h.fired[d] {
+				msg = fmt.Sprintf("node %s: the stubbed %s at step %d never came: the canary did not reach that step", s.Node, verb, d.Step)
+			}
+			{
+				if !slices.Contains(h.problems, msg) {
+					h.problems = append(h.problems, msg)
+				}
+			}
+		}
+	}
 }
 
 // registerCanary registers the canary's activities, answered by the
@@ -241,10 +274,10 @@ func (h *caseRun) registerCanary(reg func(string, any)) {
 		if st := h.stub(s.In.Node); st != nil {
 			id := activity.GetInfo(ctx).WorkflowExecution.ID
 			if d := st.Approve; d != nil && d.Step == step {
-				h.decideLater(id, canarynode.ApproveName, canarynode.Approval{By: d.By, Reason: d.Reason}, d.After)
+				h.decideLater(s.In.Node, d, id, canarynode.ApproveName, canarynode.Approval{By: d.By, Reason: d.Reason})
 			}
 			if d := st.Reject; d != nil && d.Step == step {
-				h.decideLater(id, canarynode.RejectName, canarynode.Approval{By: d.By, Reason: d.Reason}, d.After)
+				h.decideLater(s.In.Node, d, id, canarynode.RejectName, canarynode.Approval{By: d.By, Reason: d.Reason})
 			}
 		}
 		return canarynode.WebhookCalls{}, nil
@@ -309,5 +342,3 @@ func (h *caseRun) waitingOn() string {
 	}
 	return "waiting on " + strings.Join(parts, ", ")
 }
-
-var _ = dags.ForeachItems
