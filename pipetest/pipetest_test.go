@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -307,4 +308,31 @@ func TestAnApprovalNobodyWaitedForFails(t *testing.T) {
 		t.Fatalf("want the case failed:\n%s", out)
 	}
 	mustContain(t, out, "node gate: the stubbed approve (1m0s in) never came: the node had ended before, not waiting for it")
+}
+
+// A command that runs for real and hangs fails its case at the
+// wall-clock limit, naming it, and the next case runs.
+func TestWallClockLimit(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hang.yaml"), []byte("name: hang\nnodes:\n  - {id: slow, type: command, with: {argv: [sleep, '20']}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "hang.test.yaml")
+	if err := os.WriteFile(path, []byte(`cases:
+  - {name: hangs, stubs: {slow: run}, expect: {status: succeeded}}
+  - {name: stubbed, stubs: {slow: {outputs: {}}}, expect: {status: succeeded}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRunner(Options{WallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	started := time.Now()
+	rep := r.RunFiles(context.Background(), []string{path}, &out)
+	if rep.Failed() != 1 || rep.Cases() != 2 || time.Since(started) > 15*time.Second {
+		t.Fatalf("want 1 of 2 failed, promptly:\n%s", out.String())
+	}
+	mustContain(t, out.String(), "the case ran longer than 1s of wall-clock time: waiting on node slow (running)", "PASS ")
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -172,7 +173,8 @@ func (r *Runner) runCase(s *Suite, c *Case) (res CaseResult) {
 	}, c.Timeout)
 	start := env.Now()
 	if msg := execute(env, in); msg != "" {
-		res.Failures = append(res.Failures, fmt.Sprintf("the case ran longer than %s of wall-clock time (%s): %s", r.opts.WallTimeout, h.waitingOn(), msg))
+		res.Failures = append(res.Failures, fmt.Sprintf("the case ran longer than %s of wall-clock time: %s (%s)", r.opts.WallTimeout, h.waitingOn(), msg))
+		h.stop()
 		return res
 	}
 	res.RunTime = env.Now().Sub(start)
@@ -200,7 +202,7 @@ func (r *Runner) runCase(s *Suite, c *Case) (res CaseResult) {
 func execute(env *testsuite.TestWorkflowEnvironment, in runs.PipelineInput) (msg string) {
 	defer func() {
 		if p := recover(); p != nil {
-			msg = fmt.Sprint(p)
+			msg, _, _ = strings.Cut(fmt.Sprint(p), ", workflow stack") // the stack is the interpreter's, not the pipeline's
 			if len(msg) > 300 {
 				msg = msg[:300] + "..."
 			}

@@ -40,6 +40,16 @@ type caseRun struct {
 	problems  []string                  // what fails the case whatever it expects
 	fired     map[*Decision]bool        // stubbed decisions due (their step came)
 	delivered map[*Decision]bool        // and signalled to a running node
+	cancels   []context.CancelFunc      // of the nodes that run for real
+}
+
+// stop cancels the nodes that run for real: the case is over.
+func (h *caseRun) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.cancels {
+		c()
+	}
 }
 
 func newCaseRun(c *Case, env *testsuite.TestWorkflowEnvironment) *caseRun {
@@ -146,6 +156,13 @@ func (h *caseRun) activityFunc(t nodetype.Type) nodetype.Func {
 		case st == nil:
 			return nil, h.notStubbed(in, "")
 		case st.Run:
+			// Cancelled when the case runs out of wall-clock time, so that a
+			// program that hangs is stopped (its process group killed).
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			h.mu.Lock()
+			h.cancels = append(h.cancels, cancel)
+			h.mu.Unlock()
 			return t.Run(ctx, in)
 		case len(st.Attempts) == 0:
 			return nil, h.notStubbed(in, " of outputs or an error")
