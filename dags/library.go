@@ -17,7 +17,8 @@ import (
 var ErrNotFound = errors.New("pipeline not found")
 
 // Library is the set of pipeline files a worker or CLI knows: the *.yaml
-// and *.yml files at the top of a file system. It reads the files on every
+// and *.yml files at the top of a file system, but test files
+// (NAME.test.yaml, see IsTestFile). It reads the files on every
 // call rather than caching them, so that a pipeline added or edited in the
 // folder is seen at once; files are small and only their name is decoded.
 type Library struct {
@@ -46,7 +47,7 @@ func (e libEntry) pipelineName() string {
 }
 
 // entries reads every pipeline file. Files starting with "." (editor and
-// OS droppings) are skipped.
+// OS droppings) and test files (IsTestFile) are skipped.
 func (l *Library) entries() ([]libEntry, error) {
 	dir, err := fs.ReadDir(l.fsys, ".")
 	if err != nil {
@@ -56,7 +57,7 @@ func (l *Library) entries() ([]libEntry, error) {
 	for _, d := range dir {
 		name := d.Name()
 		ext := path.Ext(name)
-		if d.IsDir() || strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
+		if d.IsDir() || strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") || IsTestFile(name) {
 			continue
 		}
 		data, err := fs.ReadFile(l.fsys, name)

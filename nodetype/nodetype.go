@@ -171,6 +171,10 @@ type Type struct {
 	// worker checks the outputs generically (objects they name in the
 	// object store, Iceberg snapshots, model versions).
 	Verify func(ctx context.Context, with, outputs map[string]any) error
+	// OutputTypes are the types of the outputs New derived from its
+	// outputs struct (nil for a map): what `retrain test` checks a
+	// node's stubbed outputs against.
+	OutputTypes map[string]OutputType
 
 	err error // a schema New could not derive, reported by Validate
 }
@@ -199,7 +203,8 @@ func New[W, O any](t dags.NodeType, run func(ctx context.Context, in Input, with
 		t.Outputs = outputs
 	}
 	return Type{
-		NodeType: t,
+		NodeType:    t,
+		OutputTypes: OutputTypes[O](),
 		Run: func(ctx context.Context, in Input) (map[string]any, error) {
 			with, err := DecodeWith[W](in.With)
 			if err != nil {

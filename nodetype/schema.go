@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/retrain-ml/retrain/dags"
 )
@@ -210,4 +211,71 @@ func Outputs[O any](out O) (map[string]any, error) {
 		return nil, fmt.Errorf("outputs must encode as a JSON object: %w", err)
 	}
 	return m, nil
+}
+
+// OutputTypes returns the type of each output of a node whose outputs are
+// an O, as a spec would declare it (dags.ParamType), by JSON name; nil for
+// a map, which declares none. A value that may encode as null (a pointer,
+// a slice, a map, an interface) is marked nullable. `retrain test` checks
+// stubbed outputs against them.
+func OutputTypes[O any]() map[string]OutputType {
+	t := reflect.TypeFor[O]()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	out := map[string]OutputType{}
+	for _, sf := range reflect.VisibleFields(t) {
+		if !sf.IsExported() || sf.Anonymous {
+			continue
+		}
+		if name, ok := jsonName(sf); ok {
+			out[name] = outputType(sf.Type)
+		}
+	}
+	return out
+}
+
+// OutputType is an output's type and whether it may be null.
+type OutputType struct {
+	Type     dags.ParamType
+	Nullable bool
+}
+
+var (
+	timeType      = reflect.TypeFor[time.Time]()
+	marshalerType = reflect.TypeFor[json.Marshaler]()
+)
+
+func outputType(t reflect.Type) OutputType {
+	nullable := false
+	for t.Kind() == reflect.Pointer {
+		t, nullable = t.Elem(), true
+	}
+	switch {
+	case t == timeType:
+		return OutputType{Type: dags.ParamString, Nullable: nullable}
+	case t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType):
+		return OutputType{Type: dags.ParamAny, Nullable: true}
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return OutputType{Type: dags.ParamString, Nullable: nullable}
+	case reflect.Bool:
+		return OutputType{Type: dags.ParamBool, Nullable: nullable}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return OutputType{Type: dags.ParamInt, Nullable: nullable}
+	case reflect.Float32, reflect.Float64:
+		return OutputType{Type: dags.ParamNumber, Nullable: nullable}
+	case reflect.Slice, reflect.Array:
+		return OutputType{Type: dags.ParamList, Nullable: true}
+	case reflect.Map:
+		return OutputType{Type: dags.ParamMap, Nullable: true}
+	case reflect.Struct:
+		return OutputType{Type: dags.ParamMap, Nullable: nullable}
+	}
+	return OutputType{Type: dags.ParamAny, Nullable: true}
 }

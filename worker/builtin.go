@@ -84,3 +84,13 @@ func Types() *dags.Registry {
 	}
 	return reg
 }
+
+// OfflineTypes returns the built-in node types as a worker without an
+// object store, a lake or GPUs builds them, under the given allowed
+// programs and program environment: what `retrain test` runs the nodes
+// that need nothing external with (a command, a gate, a noop). A type
+// that needs the store or the lake fails its nodes as such a worker's
+// would.
+func OfflineTypes(logger *slog.Logger, allowCommands []string, env progenv.Policy) []nodetype.Type {
+	return builtin(deps{Logger: logger, AllowCommands: allowCommands, Env: env})
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/internal/redact"
 	"github.com/retrain-ml/retrain/internal/version"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -204,7 +205,8 @@ func pipelinesToken(cfg Config) string {
 }
 
 // pipelineFiles returns name, content, name, content... of the files a
-// dags.Library reads: *.yaml and *.yml at the top, not hidden.
+// dags.Library reads: *.yaml and *.yml at the top, not hidden, not test
+// files.
 func pipelineFiles(fsys fs.FS) ([]string, error) {
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
@@ -214,7 +216,7 @@ func pipelineFiles(fsys fs.FS) ([]string, error) {
 	for _, e := range entries {
 		name := e.Name()
 		ext := path.Ext(name)
-		if e.IsDir() || strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
+		if e.IsDir() || strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") || dags.IsTestFile(name) {
 			continue
 		}
 		data, err := fs.ReadFile(fsys, name)

@@ -463,3 +463,15 @@ func (a *Activities) Decide(ctx context.Context, s StepInput) (Decided, error) {
 	}
 	return d, nil
 }
+
+// PlanOf checks a canary node's input as the start activity does and
+// returns its plan without the registry's part (the versions, the
+// candidate's files): what `retrain test` starts a canary with, its
+// versions stubbed.
+func PlanOf(in nodetype.Input) (Plan, error) {
+	w, spec, err := decode(in)
+	if err != nil {
+		return Plan{}, err
+	}
+	return Plan{Spec: spec, Model: w.Model, Alias: w.Alias, ProductionAlias: w.ProductionAlias, Webhooks: len(w.Webhooks), Force: w.Force}, nil
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/pipetest"
 )
 
 // NewDAGCommand returns `retrain dag`: validate and draw specs offline.
@@ -20,7 +21,26 @@ func NewDAGCommand(app *App) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(_ *cobra.Command, files []string) error {
 			failed := 0
+			var tests *pipetest.Runner
 			for _, f := range files {
+				if dags.IsTestFile(f) {
+					// A pipeline's test file: checked against its pipeline
+					// as `retrain test` would, without running a case.
+					if tests == nil {
+						var err error
+						if tests, err = pipetest.NewRunner(pipetest.Options{}); err != nil {
+							return err
+						}
+					}
+					s, err := tests.Load(f)
+					if err != nil {
+						fmt.Fprintln(app.Err, err)
+						failed++
+						continue
+					}
+					fmt.Fprintf(app.Out, "%s: ok (tests of pipeline %s, %d cases; run them with retrain test)\n", f, s.Spec.Name, len(s.File.Cases))
+					continue
+				}
 				spec, err := LoadSpec(f)
 				if err != nil {
 					fmt.Fprintln(app.Err, err)

@@ -113,8 +113,8 @@ func summarizeChanges(changes []schedules.Change, dryRun bool) string {
 }
 
 // loadScheduleSpecs loads and validates the specs in files and directories (their
-// .yaml, .yml and .json files, not recursively), and maps each pipeline to
-// its file.
+// .yaml, .yml and .json files but test files, not recursively), and maps
+// each pipeline to its file.
 func loadScheduleSpecs(args []string) ([]*dags.Spec, map[string]string, error) {
 	var paths []string
 	for _, arg := range args {
@@ -131,7 +131,7 @@ func loadScheduleSpecs(args []string) ([]*dags.Spec, map[string]string, error) {
 			return nil, nil, err
 		}
 		for _, e := range entries {
-			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") && !dags.IsTestFile(e.Name()) {
 				paths = append(paths, filepath.Join(arg, e.Name()))
 			}
 		}

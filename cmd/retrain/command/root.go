@@ -16,7 +16,7 @@ import (
 func NewRoot() *cobra.Command {
 	app := &cli.App{GPUs: gpuOpener()}
 	root := cli.NewRoot(app, "retrain")
-	root.AddCommand(newDevCommand(app), newDemoCommand(app), newBenchCommand(app))
+	root.AddCommand(newDevCommand(app), newDemoCommand(app), newBenchCommand(app), cli.NewTestCommand(app))
 	root.Version = version.Version
 	root.SetVersionTemplate(version.Read().Text("retrain"))
 	return root
