@@ -172,7 +172,7 @@ func TestApprovalWaitsAndTheRunTimeLimit(t *testing.T) {
     expect:
       status: succeeded
       nodes:
-        gate: {outputs: {passed: true, forced: true, forced_by: alice}}
+        gate: {outputs: {passed: true, forced: true, forced_by: "claimed by alice"}}
         deploy: succeeded
   - name: nobody approves within the case's timeout
     timeout: 1h

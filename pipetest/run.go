@@ -136,6 +136,12 @@ func (r *Runner) runCase(s *Suite, c *Case) (res CaseResult) {
 	workflows.Register(env)
 	env.RegisterActivityWithOptions(resolver.Resolve, activity.RegisterOptions{Name: runs.ResolveActivity})
 	reg := func(name string, fn any) { env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name}) }
+	// A case never reads or writes the node cache: every node marked
+	// cache: runs its stub, and says why.
+	reg(nodetype.CacheLookupActivity, func(context.Context, nodetype.CacheLookup) (nodetype.CacheLookupResult, error) {
+		return nodetype.CacheLookupResult{Reason: "retrain test never reads the node cache"}, nil
+	})
+	reg(nodetype.CacheStoreActivity, func(context.Context, nodetype.CacheStore) error { return nil })
 	for _, t := range r.types {
 		if t.NodeType.Kind == dags.KindWorkflow {
 			real, _ := t.Workflow.(nodeWorkflow)

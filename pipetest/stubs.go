@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	approvalnode "github.com/retrain-ml/retrain/activities/approval"
 	canarynode "github.com/retrain-ml/retrain/activities/canary"
 	gatenode "github.com/retrain-ml/retrain/activities/gate"
 	"github.com/retrain-ml/retrain/internal/canary"
@@ -259,6 +260,9 @@ func (h *caseRun) registerCanary(reg func(string, any)) {
 		}
 		return st.Canary, nil
 	}
+	// Decisions are verified as a worker without an approvers list
+	// verifies them: taken, and recorded as claimed by their sender.
+	reg(canarynode.VerifyActivity, (&approvalnode.Activities{}).Verify)
 	reg(canarynode.StartActivity, func(_ context.Context, in nodetype.Input) (canarynode.Plan, error) {
 		cs, err := stubOf(in)
 		if err != nil {
