@@ -47,6 +47,9 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 			checkConversions(&e, n, t.FieldTypes(), bound, outs, pos)
 		}
 	}
+	if len(e.list) == 0 { // Check may assume the fields convert
+		compileChecks(&e, s, reg, bound) // validate_check.go
+	}
 	if err := e.list.Err(); err != nil {
 		return nil, err
 	}

@@ -155,6 +155,10 @@ type Node struct {
 	WhenPos        Pos
 	WithPos        Pos            // the with key
 	WithKeyPos     map[string]Pos // line of each with key
+	// WithPaths are the positions of values nested in with, by their
+	// path as messages write it ("checks[0]", "steps[2].percent",
+	// "metrics.auc"); top-level keys are in WithKeyPos.
+	WithPaths map[string]Pos
 	CompensatesPos Pos
 	OutputsPos     Pos            // the outputs key
 	OutputKeyPos   map[string]Pos // position of each declared output
