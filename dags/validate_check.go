@@ -100,39 +100,60 @@ func escapeText(v any) any {
 	return v
 }
 
-// typeCheck runs t.Check on n's `with` with the params in known resolved,
-// reporting each error at the line of the value it names. An error in a
-// field that used params says which, with how they were known (paramsAre:
-// "at their defaults", "as given for this run").
-func typeCheck(e *errs, n *Node, t NodeType, w string, blockPos Pos, with map[string]any, used map[string][]string, paramsAre string) {
+// typeCheck runs t.Check on n's `with` as written, and when that passes
+// and resolving the params in known changed it, on the resolved block,
+// reporting each error at the line of the value it names. An error found
+// only with params resolved says which, and how they were known
+// (paramsAre: "at their defaults", "as given for this run"). Errors in
+// the block as written keep their message (a reference as written says
+// more than its default's value).
+func typeCheck(e *errs, n *Node, t NodeType, w string, blockPos Pos, resolved map[string]any, used map[string][]string, paramsAre string) {
 	if t.Check == nil {
 		return
 	}
-	// Check gets a copy: a careless Check must not change the spec.
+	if errList := runCheck(t, n.With); len(errList) > 0 {
+		reportCheck(e, n, w, blockPos, errList, nil, "")
+		return
+	}
+	if len(used) == 0 {
+		return
+	}
+	reportCheck(e, n, w, blockPos, runCheck(t, resolved), used, paramsAre)
+}
+
+// runCheck runs Check on a copy (a careless Check must not change the
+// spec) and returns its errors one by one.
+func runCheck(t NodeType, with map[string]any) []error {
 	in, _ := deepCopy(with).(map[string]any)
 	if in == nil {
 		in = map[string]any{}
 	}
-	err := t.Check(in)
-	if err == nil {
-		return
+	if err := t.Check(in); err != nil {
+		return checkErrors(err)
 	}
-	for _, ce := range checkErrors(err) {
+	return nil
+}
+
+func reportCheck(e *errs, n *Node, w string, blockPos Pos, errList []error, used map[string][]string, paramsAre string) {
+	for _, ce := range errList {
 		pos, field := blockPos, ""
 		if fe, ok := errors.AsType[*FieldError](ce); ok {
 			field = fe.Field
 			pos = n.fieldPos(fe.Field, fe.Error(), blockPos)
 		}
 		msg := ce.Error()
-		if names := used[field]; field != "" && len(names) > 0 {
-			msg += fmt.Sprintf(" (checked with params %s %s)", strings.Join(names, ", "), paramsAre)
-		} else if field == "" && len(used) > 0 {
-			var all []string
+		var names []string
+		if field != "" {
+			names = used[field]
+		} else {
 			for _, k := range slices.Sorted(maps.Keys(used)) {
-				all = append(all, used[k]...)
+				names = append(names, used[k]...)
 			}
-			slices.Sort(all)
-			msg += fmt.Sprintf(" (checked with params %s %s)", strings.Join(slices.Compact(all), ", "), paramsAre)
+			slices.Sort(names)
+			names = slices.Compact(names)
+		}
+		if len(names) > 0 {
+			msg += fmt.Sprintf(" (checked with params %s %s)", strings.Join(names, ", "), paramsAre)
 		}
 		e.at(pos, "%s: %s", w, msg)
 	}
@@ -174,13 +195,21 @@ func (n *Node) fieldPos(field, msg string, blockPos Pos) Pos {
 // could use (-p bake_2=oops), which must fail before any node runs.
 func compileChecks(e *errs, s *Spec, reg *Registry, bound map[string]any) {
 	defaults := s.knownDefaults()
+	// A null param is left to the run, as a null default is: the node
+	// may treat it as "not set".
+	known := map[string]any{}
+	for k, v := range bound {
+		if v != nil {
+			known[k] = v
+		}
+	}
 	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
 		for _, n := range group {
 			t, ok := reg.Lookup(n.Type)
 			if !ok || t.Check == nil || len(n.With) == 0 {
 				continue
 			}
-			atRun, used := knownWith(n.With, bound)
+			atRun, used := knownWith(n.With, known)
 			atValidate, _ := knownWith(n.With, defaults)
 			if reflect.DeepEqual(atRun, atValidate) {
 				continue // validation checked exactly this

@@ -22,6 +22,8 @@ func NewRunCommand(app *App) *cobra.Command {
 	var (
 		params       []string
 		wait, asJSON bool
+		dry          bool
+		pipelines    string
 		id, queue    string
 		logicalDate  string
 		parallelism  int
@@ -39,6 +41,10 @@ func NewRunCommand(app *App) *cobra.Command {
 			}
 			if err := checkLogicalDate(logicalDate); err != nil {
 				return err
+			}
+			if dry {
+				return dryRun(app.Out, dryRunOptions{target: args[0], params: values, logicalDate: logicalDate, id: id,
+					pipelines: pipelines, asJSON: asJSON, now: time.Now()})
 			}
 			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue, LogicalDate: logicalDate}
 			if isFile(args[0]) {
@@ -116,6 +122,8 @@ func NewRunCommand(app *App) *cobra.Command {
 	cmd.Flags().StringVar(&queue, "task-queue", runs.DefaultTaskQueue, "task queue the workers poll")
 	cmd.Flags().IntVar(&parallelism, "parallelism", 0, "max nodes at once (default: the spec's)")
 	cmd.Flags().StringVar(&logicalDate, "logical-date", "", "the date (YYYY-MM-DD) or time (RFC 3339) the run is for: ${run.logical_date} (default: now)")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "start nothing: print which nodes would run, skip or wait on outputs, each with its with resolved from the params and run values (needs no server)")
+	cmd.Flags().StringVar(&pipelines, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "with --dry-run: the folder of pipelines a PIPELINE name is looked up in, as the worker's --pipelines (default: the built-in examples; env RETRAIN_PIPELINES)")
 	otel.AddFlags(cmd.Flags(), "retrain")
 	return cmd
 }
