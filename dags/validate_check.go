@@ -21,7 +21,16 @@ import (
 
 // knownWith returns with, its references to the params in known
 // resolved, and for each top-level field the params it used.
-func knownWith(with map[string]any, known map[string]any) (map[string]any, map[string][]string) {
+func knownWith(with map[string]any, params map[string]any) (map[string]any, map[string][]string) {
+	// A param whose value holds run values (a schedule's
+	// ${date_add(run.logical_date, -1)}) is known only when the run
+	// starts; a null one is left to the node (it may mean "not set").
+	known := make(map[string]any, len(params))
+	for k, v := range params {
+		if v != nil && !HasRef(v) {
+			known[k] = v
+		}
+	}
 	out := make(map[string]any, len(with))
 	used := map[string][]string{}
 	for k, v := range with {
@@ -195,21 +204,13 @@ func (n *Node) fieldPos(field, msg string, blockPos Pos) Pos {
 // could use (-p bake_2=oops), which must fail before any node runs.
 func compileChecks(e *errs, s *Spec, reg *Registry, bound map[string]any) {
 	defaults := s.knownDefaults()
-	// A null param is left to the run, as a null default is: the node
-	// may treat it as "not set".
-	known := map[string]any{}
-	for k, v := range bound {
-		if v != nil {
-			known[k] = v
-		}
-	}
 	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
 		for _, n := range group {
 			t, ok := reg.Lookup(n.Type)
 			if !ok || t.Check == nil || len(n.With) == 0 {
 				continue
 			}
-			atRun, used := knownWith(n.With, known)
+			atRun, used := knownWith(n.With, bound)
 			atValidate, _ := knownWith(n.With, defaults)
 			if reflect.DeepEqual(atRun, atValidate) {
 				continue // validation checked exactly this

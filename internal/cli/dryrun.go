@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ type dryRunOptions struct {
 	params      map[string]any // -p
 	logicalDate string         // --logical-date; "" is now
 	id          string         // --id; "" leaves ${run.id} unresolved
+	schedule    string         // --schedule: a run as this schedule of the spec starts it
 	pipelines   string         // folder of named pipelines; "" is the built-in examples
 	asJSON      bool
 	now         time.Time
@@ -39,11 +41,17 @@ func dryRun(out io.Writer, o dryRunOptions) error {
 	if err != nil {
 		return err
 	}
-	plan, err := dags.Compile(spec, worker.Types(), o.params)
+	params, tz := o.params, ""
+	if o.schedule != "" {
+		if params, tz, err = scheduleParams(spec, o.schedule, o.params); err != nil {
+			return err
+		}
+	}
+	plan, err := dags.Compile(spec, worker.Types(), params)
 	if err != nil {
 		return err
 	}
-	rv, err := dryRunValues(plan.Pipeline, o)
+	rv, err := dryRunValues(plan.Pipeline, tz, o)
 	if err != nil {
 		return err
 	}
@@ -76,17 +84,46 @@ func readPipeline(target, dir string) (file string, data []byte, err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("%w (in %s; --pipelines DIR names the folder a worker runs pipelines from)", err, where)
 	}
-	if dir != "" {
-		name = strings.TrimSuffix(dir, "/") + "/" + name
+	if dir == "" {
+		return "built-in example " + name, data, nil
 	}
-	return name, data, nil
+	return strings.TrimSuffix(dir, "/") + "/" + name, data, nil
 }
 
-// dryRunValues are the run values the workflow computes for a run started
-// by hand: the logical date given (a date is midnight UTC), else the time
-// it starts, now.
-func dryRunValues(pipeline string, o dryRunOptions) (dags.RunValues, error) {
+// scheduleParams are the params a run of the spec's schedule id gets: the
+// schedule's, with those given on the command line over them, and the
+// time zone its logical dates are taken in.
+func scheduleParams(spec *dags.Spec, id string, given map[string]any) (map[string]any, string, error) {
+	var ids []string
+	for _, sc := range spec.Schedules {
+		if sc.ID == id {
+			params := maps.Clone(sc.Params)
+			if params == nil {
+				params = map[string]any{}
+			}
+			maps.Copy(params, given)
+			return params, sc.Timezone, nil
+		}
+		ids = append(ids, sc.ID)
+	}
+	if len(ids) == 0 {
+		return nil, "", fmt.Errorf("--schedule %q: pipeline %s has no schedules", id, spec.Name)
+	}
+	return nil, "", fmt.Errorf("--schedule %q: pipeline %s has no such schedule; its schedules: %s", id, spec.Name, strings.Join(ids, ", "))
+}
+
+// dryRunValues are the run values the workflow computes: the logical date
+// given (a date is midnight in the time zone tz, default UTC), else the
+// time the run starts, now.
+func dryRunValues(pipeline, tz string, o dryRunOptions) (dags.RunValues, error) {
 	loc := time.UTC
+	if tz != "" {
+		l, err := time.LoadLocation(tz)
+		if err != nil {
+			return dags.RunValues{}, fmt.Errorf("schedule time zone %q: %w", tz, err)
+		}
+		loc = l
+	}
 	t := o.now
 	if o.logicalDate != "" {
 		var err error
@@ -189,11 +226,13 @@ func printDryNode(w io.Writer, n dags.DryNode, indent string) error {
 
 // printYAML prints v as YAML, each line indented.
 func printYAML(w io.Writer, v any, indent string) error {
-	b, err := yaml.Marshal(v)
-	if err != nil {
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	for line := range strings.SplitSeq(strings.TrimRight(string(b), "\n"), "\n") {
+	for line := range strings.SplitSeq(strings.TrimRight(b.String(), "\n"), "\n") {
 		fmt.Fprintf(w, "%s%s\n", indent, line)
 	}
 	return nil

@@ -24,6 +24,7 @@ func NewRunCommand(app *App) *cobra.Command {
 		wait, asJSON bool
 		dry          bool
 		pipelines    string
+		schedule     string
 		id, queue    string
 		logicalDate  string
 		parallelism  int
@@ -44,7 +45,7 @@ func NewRunCommand(app *App) *cobra.Command {
 			}
 			if dry {
 				return dryRun(app.Out, dryRunOptions{target: args[0], params: values, logicalDate: logicalDate, id: id,
-					pipelines: pipelines, asJSON: asJSON, now: time.Now()})
+					schedule: schedule, pipelines: pipelines, asJSON: asJSON, now: time.Now()})
 			}
 			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue, LogicalDate: logicalDate}
 			if isFile(args[0]) {
@@ -124,6 +125,7 @@ func NewRunCommand(app *App) *cobra.Command {
 	cmd.Flags().StringVar(&logicalDate, "logical-date", "", "the date (YYYY-MM-DD) or time (RFC 3339) the run is for: ${run.logical_date} (default: now)")
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "start nothing: print which nodes would run, skip or wait on outputs, each with its with resolved from the params and run values (needs no server)")
 	cmd.Flags().StringVar(&pipelines, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "with --dry-run: the folder of pipelines a PIPELINE name is looked up in, as the worker's --pipelines (default: the built-in examples; env RETRAIN_PIPELINES)")
+	cmd.Flags().StringVar(&schedule, "schedule", "", "with --dry-run: as a run the spec's schedule ID starts (its params and time zone; -p over them)")
 	otel.AddFlags(cmd.Flags(), "retrain")
 	return cmd
 }
