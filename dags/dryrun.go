@@ -18,10 +18,10 @@ import (
 
 // What a dry run says of a node.
 const (
-	DryRun       = "run"       // it runs (its with is resolved as far as the params allow)
-	DrySkipped   = "skipped"   // its when is false, or an upstream node's was
-	DryUndecided = "undecided" // its when reads an output only the run makes, or an upstream node's does
-	DryFails     = "fails"     // the run would fail here: its when or with cannot be evaluated
+	DryRun       = "run"        // it runs (its with is resolved as far as the params allow)
+	DrySkipped   = "skipped"    // its when is false, or an upstream node's was
+	DryUndecided = "undecided"  // its when reads an output only the run makes, or an upstream node's does
+	DryFails     = "fails"      // the run would fail here: its when or with cannot be evaluated
 	DryOnFailure = "on_failure" // an on_failure node: runs only if the run fails
 	// DryNotStarted: an upstream node fails, so the run never gets here.
 	DryNotStarted = "not_started"
