@@ -37,6 +37,12 @@ const (
 	MetricNodeAttempts   = "retrain_node_attempts_total"     // counter: node_type, status; one per activity attempt
 	MetricNodeRetries    = "retrain_node_retries_total"      // counter: node_type; attempts after the first
 	MetricGateDecisions  = "retrain_gate_decisions_total"    // counter: decision (passed, rejected, approved)
+	// MetricScheduledGate counts the gate verdicts of runs that schedules
+	// started: pipeline, schedule, verdict (passed, rejected, undecided:
+	// no gate, or it did not decide). A run whose gate rejects ends
+	// succeeded (on_reject: skip) and ships nothing; rejections with no
+	// pass in a window are a nightly that never ships (docs/alerts.yaml).
+	MetricScheduledGate = "retrain_scheduled_gate_verdicts_total"
 	MetricDeploys        = "retrain_deploys_total"           // counter: status
 	MetricRollbacks      = "retrain_rollbacks_total"         // counter: status
 	MetricGPUUtilization = "retrain_gpu_utilization_percent" // gauge: gpu (UUID)
@@ -54,6 +60,7 @@ var metricsHelp = map[string]string{
 	MetricNodeAttempts:              "Node activity attempts, by node type and status.",
 	MetricNodeRetries:               "Node activity attempts after the first, by node type.",
 	MetricGateDecisions:             "Gate decisions: passed, rejected, or approved (a rejected candidate forced through).",
+	MetricScheduledGate:             "Gate verdicts of scheduled runs, by pipeline, schedule and verdict (passed, rejected, undecided).",
 	MetricDeploys:                   "Deploy node attempts, by status.",
 	MetricCanaryDecisions:           "Canary deploy decisions: promoted, approved, rolled_back, rejected, refused (production moved meanwhile).",
 	MetricRollbacks:                 "rollback_model node attempts, by status.",
@@ -329,12 +336,34 @@ func (i *outcomeInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.E
 		}
 		pipeline, status := runOutcome(in, res, err)
 		h.WithTags(map[string]string{"pipeline": pipeline, "status": status}).Counter(MetricRuns).Inc(1)
+		if pin, ok := firstArg[runs.PipelineInput](in); ok && pin.Schedule != "" {
+			h.WithTags(map[string]string{"pipeline": pipeline, "schedule": pin.Schedule, "verdict": scheduledVerdict(res)}).
+				Counter(MetricScheduledGate).Inc(1)
+		}
 	case gateWorkflowName:
 		if decision := gateDecision(res); decision != "" {
 			h.WithTags(map[string]string{"decision": decision}).Counter(MetricGateDecisions).Inc(1)
 		}
 	}
 	return res, err
+}
+
+// scheduledVerdict is a finished run's gate verdict for
+// MetricScheduledGate: rejected when a gate rejected the candidate (and
+// the run went on: on_reject: skip), passed when every gate passed it,
+// else undecided.
+func scheduledVerdict(res any) string {
+	r, ok := res.(*runs.Result)
+	if !ok || r == nil {
+		return "undecided"
+	}
+	switch rejected, passed := runs.GateOutcome(runs.Verdict(r)); {
+	case rejected:
+		return "rejected"
+	case passed:
+		return "passed"
+	}
+	return "undecided"
 }
 
 // firstArg is the workflow's first argument as a T, if it is one.
