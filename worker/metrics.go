@@ -32,22 +32,23 @@ import (
 // workflow code this way stays deterministic. Timers are exported as
 // histograms named NAME_seconds.
 const (
-	MetricRuns          = "retrain_runs_total"           // counter: pipeline, status (succeeded, failed, cancelled)
-	MetricNodeDuration  = "retrain_node_duration"        // timer: node_type, status (ok, failed, cancelled)
-	MetricNodeAttempts  = "retrain_node_attempts_total"  // counter: node_type, status; one per activity attempt
-	MetricNodeRetries   = "retrain_node_retries_total"   // counter: node_type; attempts after the first
-	MetricGateDecisions = "retrain_gate_decisions_total" // counter: decision (passed, rejected, approved)
-	// MetricScheduledGate counts the gate verdicts of runs that schedules
-	// started: pipeline, schedule, verdict (passed, rejected, undecided:
-	// no gate, or it did not decide). A run whose gate rejects ends
-	// succeeded (on_reject: skip) and ships nothing; rejections with no
-	// pass in a window are a nightly that never ships (docs/alerts.yaml).
-	MetricScheduledGate  = "retrain_scheduled_gate_verdicts_total"
+	MetricRuns           = "retrain_runs_total"              // counter: pipeline, status (succeeded, failed, cancelled)
+	MetricNodeDuration   = "retrain_node_duration"           // timer: node_type, status (ok, failed, cancelled)
+	MetricNodeAttempts   = "retrain_node_attempts_total"     // counter: node_type, status; one per activity attempt
+	MetricNodeRetries    = "retrain_node_retries_total"      // counter: node_type; attempts after the first
+	MetricGateDecisions  = "retrain_gate_decisions_total"    // counter: decision (passed, rejected, approved)
 	MetricDeploys        = "retrain_deploys_total"           // counter: status
 	MetricRollbacks      = "retrain_rollbacks_total"         // counter: status
 	MetricGPUUtilization = "retrain_gpu_utilization_percent" // gauge: gpu (UUID)
 	MetricGPUsLeased     = "retrain_gpus_leased"             // gauge
 )
+
+// MetricScheduledGate counts the gate verdicts of runs that schedules
+// started: pipeline, schedule, verdict (passed, rejected, undecided:
+// no gate, or it did not decide). A run whose gate rejects ends
+// succeeded (on_reject: skip) and ships nothing; rejections with no
+// pass in a window are a nightly that never ships (docs/alerts.yaml).
+const MetricScheduledGate = "retrain_scheduled_gate_verdicts_total"
 
 // MetricCanaryDecisions is counted by the canary workflow itself, when it
 // decides: decision (promoted, approved, rolled_back, rejected, refused).
