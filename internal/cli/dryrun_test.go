@@ -74,3 +74,44 @@ func TestRunDryRunRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A foreach over run values, a node a param turns off and on, and
+// secrets that stay references.
+func TestRunDryRunNightly(t *testing.T) {
+	for _, c := range []struct {
+		params       []string
+		want, absent []string
+	}{
+		{nil, []string{
+			"foreach ${date_range(date_add(run.logical_date, -3), date_add(run.logical_date, -1))}: 3 instances",
+			`run         backfill[2] item "2026-11-19" (command)`,
+			"WANDB_API_KEY: ${secret.WANDB_API_KEY}",
+			`skip        notify (command): when "${params.notify}" is false`,
+			"5 nodes: 3 run, 1 skipped, 1 depend on outputs",
+		}, []string{"SLACK_TOKEN"}},
+		{[]string{"-p", "notify=true", "-p", "model=ranker"}, []string{
+			"run         notify (command)",
+			"SLACK_TOKEN: ${secret.SLACK_TOKEN}",
+			"- ranker trained for 2026-11-20",
+			"- --model=ranker",
+			"5 nodes: 4 run, 0 skipped, 1 depend on outputs",
+		}, nil},
+	} {
+		var out, errOut bytes.Buffer
+		cmd := NewRunCommand(&App{Out: &out, Err: &errOut})
+		cmd.SetArgs(append([]string{"../../dags/testdata/dryrun/nightly.yaml", "--dry-run", "--logical-date", "2026-11-20"}, c.params...))
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v\n%s", c.params, err, errOut.String())
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: output lacks %q:\n%s", c.params, w, out.String())
+			}
+		}
+		for _, a := range c.absent {
+			if strings.Contains(out.String(), a) {
+				t.Errorf("%v: output has %q:\n%s", c.params, a, out.String())
+			}
+		}
+	}
+}
