@@ -75,8 +75,11 @@ type DryForeach struct {
 // NewDryRun makes the dry run of plan with run values rv (rv.ID empty:
 // ${run.id} is not known and stays a reference). Params that hold run
 // values (a schedule's ${date_add(run.logical_date, -1)}) are resolved
-// first, as the run resolves them when it starts.
-func NewDryRun(plan *Plan, rv RunValues) (*DryRunPlan, error) {
+// first, as the run resolves them when it starts. With reg, each node
+// type's Check also sees the node's `with` as far as this run resolves
+// it (a schedule's dates, say, which validation cannot know); a block it
+// refuses marks the node as failing. A nil reg skips that.
+func NewDryRun(plan *Plan, rv RunValues, reg *Registry) (*DryRunPlan, error) {
 	params, changed, err := ResolveRunParams(plan.Params, &rv)
 	if err != nil {
 		return nil, err
@@ -95,7 +98,7 @@ func NewDryRun(plan *Plan, rv RunValues) (*DryRunPlan, error) {
 	pending := func(r Ref) bool { return r.Kind == "nodes" || (r.Kind == "run" && r.Name == "id" && rv.ID == "") }
 	byID := map[string]*DryNode{}
 	for _, n := range plan.Nodes { // topological order: needs come first
-		dn := dryNode(n, sc, pending)
+		dn := dryNode(n, sc, pending, reg)
 		if dn.Decision == DryRun || dn.Decision == DryUndecided {
 			// A node waits on its needs: one skipped skips it (as the
 			// run's skip does), one undecided leaves it undecided.
@@ -123,7 +126,7 @@ func NewDryRun(plan *Plan, rv RunValues) (*DryRunPlan, error) {
 		byID[n.ID] = &d.Nodes[len(d.Nodes)-1]
 	}
 	for _, n := range plan.OnFailure {
-		dn := dryNode(n, sc, pending)
+		dn := dryNode(n, sc, pending, reg)
 		if dn.Decision != DryFails {
 			dn.Decision = DryOnFailure
 			dn.Reason = "runs only if the run fails"
@@ -137,10 +140,10 @@ func NewDryRun(plan *Plan, rv RunValues) (*DryRunPlan, error) {
 }
 
 // dryNode decides one node by itself, without its needs.
-func dryNode(n PlanNode, sc Scope, pending func(Ref) bool) DryNode {
+func dryNode(n PlanNode, sc Scope, pending func(Ref) bool, reg *Registry) DryNode {
 	dn := DryNode{ID: n.ID, Type: n.Type, Needs: n.Needs, Compensates: n.Compensates, When: n.When, Decision: DryRun}
 	if n.Foreach != nil {
-		dryForeach(&dn, n, sc, pending)
+		dryForeach(&dn, n, sc, pending, reg)
 		return dn
 	}
 	decideWhen(&dn, n.When, sc, pending)
@@ -148,7 +151,69 @@ func dryNode(n PlanNode, sc Scope, pending func(Ref) bool) DryNode {
 		return dn
 	}
 	dryWith(&dn, n.With, sc, pending)
+	checkDry(&dn, n, reg, sc, pending)
 	return dn
+}
+
+// checkDry runs the node type's Check on the node's `with` as far as sc
+// resolves it, written as spec text (what stays pending stays a
+// reference, which Check leaves to the run). Validation ran it on the
+// block as written; what it refuses now, it refuses because of the
+// values this run gives, and the run would fail at the node.
+func checkDry(dn *DryNode, n PlanNode, reg *Registry, sc Scope, pending func(Ref) bool) {
+	if reg == nil || dn.Decision == DryFails || dn.Decision == DrySkipped || len(n.With) == 0 {
+		return
+	}
+	t, ok := reg.Lookup(n.Type)
+	if !ok || t.Check == nil || len(runCheck(t, n.With)) > 0 {
+		return
+	}
+	with, _ := specText(n.With, sc, pending).(map[string]any)
+	var msgs []string
+	for _, err := range runCheck(t, with) {
+		msgs = append(msgs, err.Error())
+	}
+	if len(msgs) > 0 {
+		dn.Decision, dn.Reason = DryFails, "with, as this run resolves it: "+strings.Join(msgs, "; ")
+	}
+}
+
+// specText resolves the strings of v whose references sc knows, writing
+// the result as spec text ("${" as "$${"); the others stay as written.
+func specText(v any, sc Scope, pending func(Ref) bool) any {
+	switch x := v.(type) {
+	case string:
+		if !HasRef(x) {
+			return x
+		}
+		refs, err := Refs(x)
+		if err != nil {
+			return x
+		}
+		for _, r := range refs {
+			if pending(r) {
+				return x
+			}
+		}
+		r, err := interpolateString(x, sc, "", nil)
+		if err != nil {
+			return x
+		}
+		return escapeText(r)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, item := range x {
+			out[k] = specText(item, sc, pending)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			out[i] = specText(item, sc, pending)
+		}
+		return out
+	}
+	return v
 }
 
 // decideWhen evaluates a node's when, or says why it cannot.
@@ -197,7 +262,7 @@ func dryWith(dn *DryNode, with map[string]any, sc Scope, pending func(Ref) bool)
 }
 
 // dryForeach expands a foreach node whose list the params give.
-func dryForeach(dn *DryNode, n PlanNode, sc Scope, pending func(Ref) bool) {
+func dryForeach(dn *DryNode, n PlanNode, sc Scope, pending func(Ref) bool, reg *Registry) {
 	f := &DryForeach{Expr: n.Foreach.Expr, Count: -1}
 	dn.Foreach = f
 	refs, err := Refs(n.Foreach.Expr)
@@ -234,6 +299,7 @@ func dryForeach(dn *DryNode, n PlanNode, sc Scope, pending func(Ref) bool) {
 		if in.Decision != DryFails {
 			dryWith(&in, n.With, isc, pending)
 		}
+		checkDry(&in, n, reg, isc, pending)
 		in.Foreach = &DryForeach{Count: -1, Item: item}
 		f.Instances = append(f.Instances, in)
 	}

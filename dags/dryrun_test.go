@@ -1,6 +1,7 @@
 package dags
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -64,7 +65,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	rv := RunValues{Pipeline: "dry", LogicalTime: "2026-11-20T00:00:00Z", LogicalDate: "2026-11-20"}
-	d, err := NewDryRun(plan, rv)
+	d, err := NewDryRun(plan, rv, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestDryRun(t *testing.T) {
 
 	// With a run id given, ${run.id} resolves.
 	rv.ID = "dry-1"
-	d, _ = NewDryRun(plan, rv)
+	d, _ = NewDryRun(plan, rv, nil)
 	if argv := d.Nodes[0].With["argv"].([]any); argv[3] != "dry-1" || d.Nodes[0].Pending != nil {
 		t.Errorf("run id: %v pending %v", argv, d.Nodes[0].Pending)
 	}
@@ -154,11 +155,56 @@ nodes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDryRun(plan, RunValues{LogicalDate: "2026-11-20"})
+	d, err := NewDryRun(plan, RunValues{LogicalDate: "2026-11-20"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Nodes[0].Decision != DryFails || d.Nodes[1].Decision != DryNotStarted {
 		t.Fatalf("got %+v", d.Nodes)
+	}
+}
+
+// With the registry, a node type's Check sees the `with` as this run
+// resolves it: a schedule's date, which validation could not know, is
+// refused there, and the node is marked as where the run would fail.
+func TestDryRunChecksResolvedWith(t *testing.T) {
+	reg, err := NewRegistry(NodeType{
+		Name:   "load",
+		Fields: []Field{{Name: "date", Type: FieldString}, {Name: "table", Type: FieldString}},
+		Check: func(with map[string]any) error {
+			if d, ok := with["date"].(string); ok && !HasRef(d) && d < "2026-01-01" {
+				return AtField("date", fmt.Errorf("date %s: the table starts on 2026-01-01", d))
+			}
+			return nil
+		},
+		Outputs: []string{"rows"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustParse(t, `name: load
+params:
+  day: {type: string, default: "${date_add(run.logical_date, -1)}"}
+nodes:
+  - {id: a, type: load, with: {date: "${params.day}", table: t}}
+  - {id: b, type: load, needs: [a], with: {date: "${nodes.a.outputs.rows}"}}
+`)
+	plan, err := Compile(s, reg, nil) // the date is not known yet: it compiles
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDryRun(plan, RunValues{LogicalDate: "2026-01-01"}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Nodes[0]; n.Decision != DryFails || n.Reason != "with, as this run resolves it: date 2025-12-31: the table starts on 2026-01-01" {
+		t.Errorf("a: %s %q", n.Decision, n.Reason)
+	}
+	if n := d.Nodes[1]; n.Decision != DryNotStarted {
+		t.Errorf("b: %s %q", n.Decision, n.Reason)
+	}
+	d, _ = NewDryRun(plan, RunValues{LogicalDate: "2026-03-01"}, reg)
+	if n := d.Nodes[0]; n.Decision != DryRun || n.With["date"] != "2026-02-28" {
+		t.Errorf("a on 2026-03-01: %s %q %v", n.Decision, n.Reason, n.With)
 	}
 }

@@ -55,7 +55,7 @@ func dryRun(out io.Writer, o dryRunOptions) error {
 	if err != nil {
 		return err
 	}
-	d, err := dags.NewDryRun(plan, rv)
+	d, err := dags.NewDryRun(plan, rv, worker.Types())
 	if err != nil {
 		return err
 	}
