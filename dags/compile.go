@@ -45,6 +45,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 				pos = n.Pos
 			}
 			checkConversions(&e, n, t.FieldTypes(), bound, outs, pos)
+			checkBound(&e, n, t, bound, outs, pos)
 		}
 	}
 	if len(e.list) == 0 { // Check may assume the fields convert
@@ -201,6 +202,14 @@ func coerceParam(t ParamType, v any) (any, error) {
 			return nil, fmt.Errorf("want a finite number, got %v", f)
 		}
 		return f, nil
+	case ParamDuration:
+		if !isStr {
+			return nil, fmt.Errorf(`want a duration such as "5m" or "1h30m", got %s`, describeValue(v))
+		}
+		if err := CheckQueryDuration(s); err != nil {
+			return nil, err
+		}
+		return s, nil
 	case ParamBool:
 		if isStr {
 			switch strings.ToLower(strings.TrimSpace(s)) {

@@ -178,7 +178,8 @@ func (t template) eval(sc Scope) (string, error) {
 }
 
 // evalSecrets is eval that also reports, to found, where in the result
-// each secret reference of the template landed. Values substituted for
+// each secret reference of the template landed, and (with name "") where
+// each value substituted for a reference begins. Values substituted for
 // references are never searched: a "${secret.X}" inside one is text.
 func (t template) evalSecrets(sc Scope, found func(name string, start int)) (string, error) {
 	var b strings.Builder
@@ -196,6 +197,9 @@ func (t template) evalSecrets(sc Scope, found func(name string, start int)) (str
 		v, err := seg.value(sc)
 		if err != nil {
 			return "", err
+		}
+		if found != nil {
+			found("", b.Len())
 		}
 		// Sized before format builds it, counted before it is written.
 		if err := sc.grow(b.Len(), sizeOf(v, MaxValueBytes)); err != nil {

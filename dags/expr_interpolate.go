@@ -97,11 +97,21 @@ func interpolateString(s string, sc Scope, ptr string, secrets *[]SecretRef) (an
 		return t.eval(sc)
 	}
 	var spans []SecretSpan
+	literal := -1
 	out, err := t.evalSecrets(sc, func(name string, start int) {
+		if name == "" {
+			if literal < 0 {
+				literal = start
+			}
+			return
+		}
 		spans = append(spans, SecretSpan{Name: name, Start: start})
 	})
 	if err == nil && len(spans) > 0 {
-		*secrets = append(*secrets, SecretRef{Path: ptr, Spans: spans})
+		if literal < 0 {
+			literal = len(out)
+		}
+		*secrets = append(*secrets, SecretRef{Path: ptr, Spans: spans, Literal: &literal})
 	}
 	return out, err
 }

@@ -33,7 +33,7 @@ func ParseNested(tag string) ([]Nested, error) {
 			return nil, fmt.Errorf("nested %q: want PATH:TYPE", item)
 		}
 		switch ft := FieldType(t); ft {
-		case FieldString, FieldInt, FieldNumber, FieldBool, FieldDuration:
+		case FieldString, FieldInt, FieldNumber, FieldBool, FieldDuration, FieldQuery:
 			out = append(out, Nested{Path: path, Type: ft})
 		default:
 			return nil, fmt.Errorf("nested %q: type %q is not a scalar field type", item, t)
@@ -57,6 +57,9 @@ func checkNested(e *errs, n *Node, fields []Field, known map[string]any, outs ma
 			pos = blockPos
 		}
 		for _, nt := range f.Nested {
+			if nt.Type == FieldQuery {
+				continue // checkQueryRefs (query.go)
+			}
 			walkNested(raw, static, strings.Split(nt.Path, "."), "with."+f.Name, func(path string, raw, v any) {
 				if msg := nestedProblem(nt.Type, raw, v, path); msg != "" {
 					e.at(pos, "node %s: %s", n.ID, msg)

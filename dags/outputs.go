@@ -103,9 +103,9 @@ type declared struct {
 func declaredFits(ft FieldType, t ParamType) bool {
 	switch ft {
 	case FieldString:
-		return t == ParamString || t == ParamInt || t == ParamNumber || t == ParamBool
+		return t == ParamString || t == ParamInt || t == ParamNumber || t == ParamBool || t == ParamDuration
 	case FieldDuration:
-		return t == ParamString
+		return t == ParamString || t == ParamDuration
 	case FieldInt:
 		return t == ParamInt
 	case FieldNumber:

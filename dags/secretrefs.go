@@ -24,6 +24,12 @@ import (
 type SecretRef struct {
 	Path  string       `json:"path"`
 	Spans []SecretSpan `json:"spans"`
+	// Literal is how much of the string, from its start, is the spec's own
+	// text: the offset where the first value of a ${params...} or
+	// ${nodes...} begins (the string's length when none does). A URL that
+	// carries a secret is refused unless its scheme, host and path lie in
+	// it. Nil in inputs from workers before it was recorded.
+	Literal *int `json:"literal,omitempty"`
 }
 
 // SecretSpan is one ${secret.NAME} in a string: Name, starting at byte

@@ -53,15 +53,19 @@ const (
 	ParamBool   ParamType = "bool"
 	ParamList   ParamType = "list"
 	ParamMap    ParamType = "map"
+	// ParamDuration is a duration written as PromQL and ParseDuration
+	// both read it ("5m", "1h30m", "2d"): nothing else, so it may go into
+	// a query (a check's PromQL) as a value, never as text.
+	ParamDuration ParamType = "duration"
 	// ParamAny is for declared outputs only (a param cannot be of any
 	// type): the output must be present, whatever its value.
 	ParamAny ParamType = "any"
 )
 
-var paramTypes = []string{"string", "int", "number", "bool", "list", "map"}
+var paramTypes = []string{"string", "int", "number", "bool", "list", "map", "duration"}
 
 // outputTypes are the types a node's declared outputs may have.
-var outputTypes = append(slices.Clone(paramTypes), string(ParamAny))
+var outputTypes = append(slices.Clone(paramTypes[:6]), string(ParamAny))
 
 // Defaults are the settings nodes inherit when they do not set their own.
 type Defaults struct {

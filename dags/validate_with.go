@@ -71,6 +71,7 @@ func (v *validator) with(n *Node, onFailure bool) {
 		before := len(v.list)
 		checkConversions(&v.errs, n, t.FieldTypes(), v.s.knownDefaults(), v.outs, blockPos)
 		checkNested(&v.errs, n, t.Fields, v.s.knownDefaults(), v.outs, blockPos)
+		checkQueryRefs(&v.errs, n, t.Fields, v.s.paramTypes(), blockPos) // query.go
 		bad = len(v.list) > before
 	}
 	// Check may assume the fields have their declared types, so it only

@@ -73,6 +73,10 @@ const (
 	// and every rank was stopped. Retried, resuming from the last
 	// checkpoint.
 	RankHung = "RankHung"
+	// OverLimit: a train node asked a host for more than the worker's
+	// operator allows (processes per host above --max-processes-per-host,
+	// hosts above --max-hosts). Nothing started. Never retried.
+	OverLimit = "OverLimit"
 )
 
 // Refused: a workflow or activity that reached a worker without a

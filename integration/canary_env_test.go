@@ -43,6 +43,7 @@ nodes:
       model: ctr
       version: v2
       prometheus_url: ${params.prom}
+      prometheus_hosts: [127.0.0.1]
       webhooks: ["${params.hook}"]
       webhook_attempts: 1
       interval: 2s

@@ -111,12 +111,13 @@ func TestCanaryApproveAndReject(t *testing.T) {
 		res := wait(t, id)
 		wantStatus(t, res, runs.StatusSucceeded)
 		decision, steps, out := canaryOutputs(t, res)
-		if decision != "approved" || out["decided_by"] != "alice" || len(steps) != 1 || time.Since(start) > 30*time.Second {
+		// The worker has no approvers list: the name is recorded as claimed.
+		if decision != "approved" || out["decided_by"] != "claimed by alice" || len(steps) != 1 || time.Since(start) > 30*time.Second {
 			t.Fatalf("decision %q by %v after %d steps", decision, out["decided_by"], len(steps))
 		}
 		e.wantMoves(t, []string{"promote:->v1", "promote:v1->v2"}, nil, nil)
 		h, _ := e.reg.History(t.Context(), "ctr", "production")
-		if r := h[len(h)-1].Reason; !strings.Contains(r, "approved by alice: dashboards look fine") {
+		if r := h[len(h)-1].Reason; !strings.Contains(r, "approved, claimed by alice: dashboards look fine") {
 			t.Errorf("promotion's reason %q does not say who approved and why", r)
 		}
 	})
@@ -134,7 +135,7 @@ func TestCanaryApproveAndReject(t *testing.T) {
 		res := wait(t, id)
 		wantStatus(t, res, runs.StatusFailed)
 		decision, _, out := canaryOutputs(t, res)
-		if decision != "rejected" || out["decided_by"] != "bob" || !strings.Contains(node(t, res, "canary").Error, "support tickets up") {
+		if decision != "rejected" || out["decided_by"] != "claimed by bob" || !strings.Contains(node(t, res, "canary").Error, "support tickets up") {
 			t.Fatalf("decision %q by %v: %s", decision, out["decided_by"], node(t, res, "canary").Error)
 		}
 		e.wantMoves(t, []string{"promote:->v1"}, []string{"promote:->v2", "rollback:v2->v1"}, nil)

@@ -402,7 +402,7 @@ nodes:
 	}
 	wantStatus(t, res, runs.StatusSucceeded)
 	g := node(t, res, "gate").Outputs
-	if g["passed"] != true || g["forced"] != true || g["forced_by"] != "alice" || g["force_reason"] != "label delay on the eval day" || g["candidate_id"] != "cand-7" {
+	if g["passed"] != true || g["forced"] != true || g["forced_by"] != "claimed by alice" || g["force_reason"] != "label delay on the eval day" || g["candidate_id"] != "cand-7" {
 		t.Fatalf("gate outputs %v", g)
 	}
 	if d := node(t, res, "deploy"); d.Status != runs.NodeSucceeded {

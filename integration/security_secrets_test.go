@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -136,6 +137,7 @@ nodes:
     with: {argv: [echo, "${params.x}"]}
 `,
 	}
+	maps.Copy(files, leakySpecs(e.modelDir))
 	for name, body := range files {
 		writeFile(t, filepath.Join(e.pipelines, name), body)
 	}

@@ -25,10 +25,26 @@ func withSecretRefs(ctx context.Context, refs []dags.SecretRef) context.Context 
 		return ctx
 	}
 	byPath := make(map[string][]dags.SecretSpan, len(refs))
+	literal := map[string]int{}
 	for _, r := range refs {
 		byPath[r.Path] = append(byPath[r.Path], r.Spans...)
+		if r.Literal != nil {
+			literal[r.Path] = *r.Literal
+		}
 	}
+	ctx = context.WithValue(ctx, secretLiteralKey{}, literal)
 	return context.WithValue(ctx, secretRefsKey{}, byPath)
+}
+
+type secretLiteralKey struct{}
+
+// SecretLiteral returns how much of the string at path, from its start,
+// is the spec's own text (dags.SecretRef.Literal); ok is false when the
+// string holds no secret reference or its input did not record it.
+func SecretLiteral(ctx context.Context, path string) (n int, ok bool) {
+	m, _ := ctx.Value(secretLiteralKey{}).(map[string]int)
+	n, ok = m[path]
+	return n, ok
 }
 
 // WithSecretRefs is withSecretRefs for steps run outside Activity: tests,

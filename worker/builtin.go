@@ -17,6 +17,8 @@ import (
 	"github.com/retrain-ml/retrain/activities/train"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/approval"
+	"github.com/retrain-ml/retrain/internal/gang"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -46,6 +48,9 @@ type deps struct {
 	// queue's live hosts (host.go).
 	Host  train.Host
 	Hosts train.HostDirectory
+	// Limits bound the ranks per host and hosts a train node may ask of
+	// this worker (--max-processes-per-host, --max-hosts).
+	Limits gang.Limits
 }
 
 // builtin returns every node type retrain ships, each from its package
@@ -61,9 +66,9 @@ func builtin(d deps) []nodetype.Type {
 	types = append(types, checkpoint.TypeWith(checkpoint.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
 	types = append(types, models.TypesWith(models.Deps{Store: d.Store, Logger: d.Logger, Env: d.Env})...)
 	types = append(types, split.Type(split.Deps{Catalog: d.Lake, Store: d.Store, Logger: d.Logger, Env: d.Env}))
-	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands, Env: d.Env, Host: d.Host, Hosts: d.Hosts}))
+	types = append(types, train.Type(train.Deps{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.GPUMonitor, AllowCommands: d.AllowCommands, Env: d.Env, Host: d.Host, Hosts: d.Hosts, Limits: d.Limits}))
 	types = append(types, evaluate.TypeWith(evaluate.Deps{Store: d.Store, Logger: d.Logger, AllowCommands: d.AllowCommands, Env: d.Env}))
-	types = append(types, gate.Types(d.Store)...)
+	types = append(types, gate.TypesWith(d.Store, approval.Approvers{SecretsDir: d.Env.SecretsDir})...)
 	types = append(types, canarynode.Type(&canarynode.Activities{
 		Models: &models.Models{Store: d.Store, Logger: d.Logger, Env: d.Env}, Logger: d.Logger,
 	}))

@@ -99,3 +99,16 @@ func CheckGPU(cfg Config, logger *slog.Logger) error {
 	closeGPUs(h, logger)
 	return nil
 }
+
+// healthyGPUs counts h's healthy GPUs; 0 without GPUs (nil h) or when
+// their health cannot be read.
+func healthyGPUs(h GPUHost) int {
+	if h == nil {
+		return 0
+	}
+	hs, err := h.Health()
+	if err != nil {
+		return 0
+	}
+	return len(gpu.Healthy(hs))
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retrain-ml/retrain/activities/train"
+	"github.com/retrain-ml/retrain/internal/gang"
 )
 
 // Environment variables that default the host flags.
@@ -28,6 +30,8 @@ const (
 	EnvHostID             = "RETRAIN_HOST_ID"
 	EnvAdvertiseAddress   = "RETRAIN_ADVERTISE_ADDRESS"
 	EnvAdvertiseInterface = "RETRAIN_ADVERTISE_INTERFACE"
+	EnvMaxProcesses       = "RETRAIN_MAX_PROCESSES_PER_HOST"
+	EnvMaxHosts           = "RETRAIN_MAX_HOSTS"
 )
 
 // HostConfig is the worker as a host of training gangs (a train node with
@@ -46,6 +50,17 @@ type HostConfig struct {
 	// Frontend is the Temporal frontend's HOST:PORT, which the default
 	// address is the way to; the CLI sets it from --address.
 	Frontend string
+	// MaxProcesses bounds the ranks one train node starts on this worker
+	// (its processes, or one per GPU); MaxHosts the hosts of a gang this
+	// worker joins or a run it resolves asks for. 0: the defaults
+	// (gang.DefaultLimits: this machine's CPU cores or GPUs, whichever is
+	// more; 16 hosts). The validator refuses a run past the resolving
+	// worker's limits, and every worker refuses a node past its own
+	// before anything starts.
+	MaxProcesses int
+	MaxHosts     int
+	// envErr is a limit's environment variable that is not a number.
+	envErr error
 }
 
 func (h *HostConfig) addFlags(fs *pflag.FlagSet) {
@@ -55,6 +70,46 @@ func (h *HostConfig) addFlags(fs *pflag.FlagSet) {
 		"the IP other hosts' training ranks reach this worker's ranks on (default: the address of the interface that reaches the Temporal frontend; env "+EnvAdvertiseAddress+")")
 	fs.StringVar(&h.AdvertiseInterface, "advertise-interface", os.Getenv(EnvAdvertiseInterface),
 		"the network interface whose address to advertise, e.g. eth1; also sets GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME for the ranks (env "+EnvAdvertiseInterface+")")
+	fs.IntVar(&h.MaxProcesses, "max-processes-per-host", h.envInt(EnvMaxProcesses),
+		"the most ranks one train node may start on this worker (its processes, or one per GPU); runs that ask for more are refused before anything starts (default: this machine's CPU cores or GPUs, whichever is more; env "+EnvMaxProcesses+")")
+	fs.IntVar(&h.MaxHosts, "max-hosts", h.envInt(EnvMaxHosts),
+		fmt.Sprintf("the most hosts one train node's gang may span; runs that ask for more are refused before anything starts (default %d; env %s)", gang.DefaultMaxHosts, EnvMaxHosts))
+}
+
+// envInt is the number in the environment variable name, 0 when unset; a
+// value that is not one is reported by limits.
+func (h *HostConfig) envInt(name string) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		h.envErr = fmt.Errorf("%s=%q: want a whole number", name, v)
+	}
+	return n
+}
+
+// limits are what one train node may ask of this worker, on a machine
+// with cores CPU cores and gpus healthy GPUs (those of --gpu; 0 without).
+func (h HostConfig) limits(cores, gpus int) (gang.Limits, error) {
+	if h.envErr != nil {
+		return gang.Limits{}, h.envErr
+	}
+	if h.MaxProcesses < 0 {
+		return gang.Limits{}, fmt.Errorf("--max-processes-per-host %d: want a positive number (0: the default)", h.MaxProcesses)
+	}
+	if h.MaxHosts < 0 {
+		return gang.Limits{}, fmt.Errorf("--max-hosts %d: want a positive number (0: the default)", h.MaxHosts)
+	}
+	l := gang.DefaultLimits(cores, gpus)
+	if h.MaxProcesses > 0 {
+		l.MaxProcesses = h.MaxProcesses
+	}
+	if h.MaxHosts > 0 {
+		l.MaxHosts = h.MaxHosts
+	}
+	return l, nil
 }
 
 // hostIDPattern is what a host id may be: it is a segment of a task

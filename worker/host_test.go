@@ -3,6 +3,10 @@ package worker
 import (
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/retrain-ml/retrain/internal/gang"
 )
 
 func TestIdentityCarriesHost(t *testing.T) {
@@ -42,5 +46,37 @@ func TestResolveHost(t *testing.T) {
 		if _, err := cfg.resolve(quiet); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: %v, want %q", cfg, err, want)
 		}
+	}
+}
+
+func TestHostLimits(t *testing.T) {
+	l, err := HostConfig{}.limits(12, 0)
+	if err != nil || l.MaxProcesses != 12 || l.MaxHosts != gang.DefaultMaxHosts {
+		t.Errorf("defaults on 12 cores: %+v, %v", l, err)
+	}
+	if l, _ := (HostConfig{}).limits(4, 8); l.MaxProcesses != 8 {
+		t.Errorf("defaults on 4 cores and 8 GPUs: %+v, want a rank per GPU", l)
+	}
+	if l, _ := (HostConfig{MaxProcesses: 3, MaxHosts: 2}).limits(64, 8); l.MaxProcesses != 3 || l.MaxHosts != 2 {
+		t.Errorf("operator's limits: %+v", l)
+	}
+	if _, err := (HostConfig{MaxProcesses: -1}).limits(4, 0); err == nil || !strings.Contains(err.Error(), "--max-processes-per-host -1") {
+		t.Errorf("negative: %v", err)
+	}
+	if _, err := (HostConfig{MaxHosts: -2}).limits(4, 0); err == nil || !strings.Contains(err.Error(), "--max-hosts -2") {
+		t.Errorf("negative: %v", err)
+	}
+	h := HostConfig{}
+	t.Setenv(EnvMaxHosts, "many")
+	fs := pflag.NewFlagSet("w", pflag.ContinueOnError)
+	h.addFlags(fs)
+	if _, err := h.limits(4, 0); err == nil || !strings.Contains(err.Error(), EnvMaxHosts) {
+		t.Errorf("%s=many: %v", EnvMaxHosts, err)
+	}
+	t.Setenv(EnvMaxHosts, "5")
+	h = HostConfig{}
+	h.addFlags(pflag.NewFlagSet("w", pflag.ContinueOnError))
+	if l, err := h.limits(4, 0); err != nil || l.MaxHosts != 5 {
+		t.Errorf("%s=5: %+v, %v", EnvMaxHosts, l, err)
 	}
 }

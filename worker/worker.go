@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -235,8 +236,14 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 		closeGPUs(gpus, logger)
 		return nil, err
 	}
+	limits, err := cfg.Host.limits(runtime.NumCPU(), healthyGPUs(gpus))
+	if err != nil {
+		met.stop()
+		closeGPUs(gpus, logger)
+		return nil, err
+	}
 	d := deps{Logger: logger, Lake: lake.NewLazy(cfg.Lake, logger.With("component", "lake")), Store: store, AllowCommands: cfg.AllowCommands, Env: cfg.Env,
-		Host: host, Hosts: hostDirectory(c, namespace)}
+		Host: host, Hosts: hostDirectory(c, namespace), Limits: limits}
 	if gpus != nil {
 		d.GPUs = leases
 		d.GPUMonitor = gpus

@@ -11,9 +11,11 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	approvalnode "github.com/retrain-ml/retrain/activities/approval"
 	"github.com/retrain-ml/retrain/activities/models"
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/approval"
 	"github.com/retrain-ml/retrain/internal/canary"
 	regmodels "github.com/retrain-ml/retrain/internal/models"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -26,6 +28,16 @@ type Activities struct {
 	Logger *slog.Logger
 	// HTTP queries Prometheus; nil: a client with a 10 s timeout.
 	HTTP *http.Client
+}
+
+// verifier verifies decisions against the approvers list in the secrets
+// folder the worker's nodes read.
+func (a *Activities) verifier() *approvalnode.Activities {
+	v := &approvalnode.Activities{}
+	if a != nil && a.Models != nil {
+		v.Approvers = approval.Approvers{SecretsDir: a.Models.Env.SecretsDir}
+	}
+	return v
 }
 
 // Plan is what the start activity settled: the spec, parsed, and the
@@ -100,7 +112,7 @@ func (a *Activities) Series(ctx context.Context, s StepInput) ([]RangeSeries, er
 	if err != nil {
 		return nil, err
 	}
-	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header}
+	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header, Logger: a.log(s.In)}
 	end := time.Now()
 	from := s.From
 	if from.IsZero() || !from.Before(end) {
@@ -161,7 +173,7 @@ func decode(in nodetype.Input) (With, canary.Spec, error) {
 		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
 	spec, err := canary.ParseSpec(in.With["steps"], in.With["checks"], canary.Settings{
-		Interval: w.Interval, PrometheusURL: w.PrometheusURL, Warmup: w.Warmup, FailureLimit: w.FailureLimit, InconclusiveTimeout: w.InconclusiveTimeout,
+		Interval: w.Interval, PrometheusURL: w.PrometheusURL, PrometheusHosts: w.PrometheusHosts, Warmup: w.Warmup, FailureLimit: w.FailureLimit, InconclusiveTimeout: w.InconclusiveTimeout,
 	})
 	if err != nil {
 		return With{}, canary.Spec{}, nodetype.Permanent(errtype.BadInput, "%v", err)
@@ -332,7 +344,7 @@ func (a *Activities) Evaluate(ctx context.Context, s StepInput) ([]canary.Sample
 	if err != nil {
 		return nil, err
 	}
-	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header}
+	p := canary.Prometheus{URL: s.Plan.Spec.PrometheusURL, HTTP: a.HTTP, Header: header, Logger: a.log(s.In)}
 	now := time.Now()
 	out := make([]canary.Sample, len(s.Plan.Spec.Checks))
 	for i, c := range s.Plan.Spec.Checks {

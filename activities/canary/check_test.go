@@ -2,6 +2,7 @@ package canary
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,8 +55,61 @@ func TestCheckCanary(t *testing.T) {
 	w := validWith()
 	w["steps"] = "${params.steps}"
 	w["prometheus_url"] = "${params.prom}"
+	w["prometheus_hosts"] = []any{"127.0.0.1", "prometheus:9090"}
 	if err := checkCanary(w); err != nil {
 		t.Errorf("references are checked at run time: %v", err)
+	}
+}
+
+// TestPrometheusURLFromParams: a prometheus_url a param or an output
+// supplies may only choose a host the spec lists; its path and query are
+// the spec's, and at run time the URL must be scheme://HOST[:PORT] with
+// HOST listed.
+func TestPrometheusURLFromParams(t *testing.T) {
+	for _, tc := range []struct {
+		url   string
+		hosts []any
+		want  string // "" for no error
+	}{
+		{"${params.prom}", nil, "prometheus_hosts"},
+		{"http://${params.host}:9090", nil, "prometheus_hosts"},
+		{"${params.prom}", []any{"127.0.0.1"}, ""},
+		{"http://${params.host}:9090", []any{"prometheus"}, ""},
+		{"http://${params.host}/internal/admin", []any{"prometheus"}, "no path, query"},
+		{"http://prometheus:9090/${params.prefix}", []any{"prometheus"}, "no path, query"},
+		{"http://${params.host}?x=1", []any{"prometheus"}, "no path, query"},
+		{"${params.prom}", []any{"http://prometheus:9090"}, "not a host"},
+		{"http://prometheus:9090/api?x=1", nil, "query or fragment"},
+		{"http://prometheus:9090/#frag", nil, "query or fragment"},
+		{"http://other:9090", []any{"prometheus"}, "not one of the spec's prometheus_hosts"},
+	} {
+		w := validWith()
+		w["prometheus_url"] = tc.url
+		if tc.hosts != nil {
+			w["prometheus_hosts"] = tc.hosts
+		}
+		err := checkCanary(w)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s with hosts %v: %v, want %q", tc.url, tc.hosts, err, tc.want)
+		}
+	}
+	// At run time, the resolved URL (the param's value) against the list.
+	for _, tc := range []struct{ url, want string }{
+		{"http://127.0.0.1:9090", ""},
+		{"http://127.0.0.1:8080/internal/admin/drop-all?confirm=yes&ignored=", "query or fragment"},
+		{"http://127.0.0.1:8080/internal/admin/drop-all", "a path is refused"},
+		{"http://127.0.0.1:8080/x#", "query or fragment"},
+		{"http://127.0.0.1:8080?", "query or fragment"},
+		{"http://10.0.0.1:9090", "not one of the spec's prometheus_hosts"},
+		{"http://user@127.0.0.1:9090", "user information"},
+	} {
+		w := validWith()
+		w["prometheus_url"] = tc.url
+		w["prometheus_hosts"] = []any{"127.0.0.1"}
+		_, _, err := decode(nodetype.Input{Node: "canary", With: w})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("run with %s: %v, want %q", tc.url, err, tc.want)
+		}
 	}
 }
 
@@ -174,5 +228,55 @@ nodes:
 	}
 	if !p.Nodes[0].CancelOnClose || !back.Nodes[0].CancelOnClose {
 		t.Fatalf("cancel_on_close %v, after a round trip %v", p.Nodes[0].CancelOnClose, back.Nodes[0].CancelOnClose)
+	}
+}
+
+// TestLeakySpecPatternsRefused: the spec patterns that leak a secret or
+// redirect a request are validation errors at their field's line: a
+// webhook carrying a secret whose host comes from a param, a
+// prometheus_url from a param without a host list, and a string param
+// spliced into PromQL.
+func TestLeakySpecPatternsRefused(t *testing.T) {
+	const head = `name: c
+params:
+  hook: {type: string, default: "http://serving:9201"}
+  prom: {type: string, default: "http://prometheus:9090"}
+  rate_window: {type: %s, default: "5m"}
+nodes:
+  - id: canary
+    type: canary
+    with:
+      model: ctr
+      version: v2
+      prometheus_url: %s
+      steps: [{percent: 10, bake: 1m}, {percent: 100}]
+      checks: [{name: e, query: 'sum(rate(errors{version="$${version}"}[${params.rate_window}]))', max: 1}]
+      webhooks: [%s]
+`
+	for _, tc := range []struct {
+		name, typ, url, hook, want string
+	}{
+		{"ok", "duration", "http://prometheus:9090", `"https://serving.example/deployed?token=${secret.WEBHOOK_TOKEN}&from=${params.hook}"`, ""},
+		{"hosts listed", "duration", "${params.prom}\n      prometheus_hosts: [prometheus]", `"${params.hook}"`, ""},
+		{"secret to a param's host", "duration", "http://prometheus:9090", `"${params.hook}/deployed?token=${secret.WEBHOOK_TOKEN}"`,
+			`c.yaml:15:7: node "canary" (type canary): webhook "${params.hook}/deployed?...": its scheme, host and path must be written in the spec because it carries a secret, but ${params.hook} supplies part of them`},
+		{"secret to a param's path", "duration", "http://prometheus:9090", `"https://serving.example/${params.hook}?token=${secret.WEBHOOK_TOKEN}"`,
+			`c.yaml:15:7: node "canary" (type canary): webhook "https://serving.example/${params.hook}?...": its scheme, host and path must be written`},
+		{"prometheus from a param", "duration", "${params.prom}", `"${params.hook}"`,
+			`c.yaml:12:7: node "canary" (type canary): prometheus_url "${params.prom}" takes part of the URL from a param or an output`},
+		{"string param in PromQL", "string", "http://prometheus:9090", `"${params.hook}"`,
+			`c.yaml:14:7: node canary: with.checks[0].query: ${params.rate_window} is a string param spliced into a query as text`},
+	} {
+		spec := fmt.Sprintf(head, tc.typ, tc.url, tc.hook)
+		s, err := dags.Parse("c.yaml", []byte(spec))
+		if err == nil {
+			_, err = dags.Compile(s, nodetest.Registry(t, Type(&Activities{})), nil)
+		}
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v\nwant an error with %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/retrain-ml/retrain/activities/approval"
 	"github.com/retrain-ml/retrain/activities/models"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/canary"
@@ -37,7 +38,11 @@ func (r *run) finish(ctx workflow.Context, started time.Time, decision, reason s
 	r.countHooks(d.Results)
 	r.out.Decision, r.out.Reason, r.out.DecidedBy = decision, reason, "checks"
 	if r.human != nil {
-		r.out.DecidedBy = r.human.By
+		r.out.DecidedBy = r.who
+	}
+	r.out.RefusedApprovals = []string{}
+	if r.keeper != nil && r.keeper.Refused != nil {
+		r.out.RefusedApprovals = r.keeper.Refused
 	}
 	if d.Refused != "" {
 		r.out.Decision = Refused
@@ -88,7 +93,7 @@ func (r *run) summary() string {
 	case Promoted, Approved:
 		by := "every check passed"
 		if r.out.Decision == Approved {
-			by = "approved by " + r.out.DecidedBy
+			by = approval.Phrase("approved", r.out.DecidedBy)
 		}
 		return fmt.Sprintf("%s %s: %s → %s after %d steps (%s)", p.Model, p.ProductionAlias, p.Production, p.Version, len(r.out.Steps), by)
 	case Refused:

@@ -35,6 +35,9 @@ const (
 	// ProductionActivity checks at each step that production still names
 	// what the canary started against.
 	ProductionActivity = "CanaryProduction"
+	// VerifyActivity verifies a human's decision against the worker's
+	// approvers list (activities/approval).
+	VerifyActivity = "CanaryVerifyApproval"
 
 	// ApproveName and RejectName are the update and signal a human's
 	// decision goes by (the update answers; the signal is for tools that
@@ -70,12 +73,13 @@ type With struct {
 	Alias                 string            `json:"alias" default:"canary" doc:"the alias that names the version serving the canary's share"`
 	ProductionAlias       string            `json:"production_alias" default:"production" doc:"the alias promoted when the canary passes"`
 	Steps                 any               `json:"steps" required:"true" type:"any" nested:"*.percent:number,*.bake:string,*.warmup:string" doc:"traffic steps [{percent, bake, warmup}], percents increasing, the last 100; each bake is a durable timer during which the checks run; a step's warmup overrides the node's"`
-	Checks                any               `json:"checks" required:"true" type:"any" nested:"*.name:string,*.query:string,*.direction:string,*.min:number,*.max:number,*.min_absolute_change:number,*.min_relative_change:number,*.count_query:string,*.min_count:number,*.min_samples:number,*.on_no_data:string,*.failure_limit:number" doc:"checks on live metrics [{name, query, one of min/max/min_absolute_change/min_relative_change, direction, count_query, min_count, min_samples, on_no_data, failure_limit}]; the query's $${version} and $${alias} select a version's series; a change threshold compares with the same query for production (the gate's rules); no data in a step's warmup or first min_samples evaluations is inconclusive"`
+	Checks                any               `json:"checks" required:"true" type:"any" nested:"*.name:string,*.query:query,*.direction:string,*.min:number,*.max:number,*.min_absolute_change:number,*.min_relative_change:number,*.count_query:query,*.min_count:number,*.min_samples:number,*.on_no_data:string,*.failure_limit:number" doc:"checks on live metrics [{name, query, one of min/max/min_absolute_change/min_relative_change, direction, count_query, min_count, min_samples, on_no_data, failure_limit}]; the query's $${version} and $${alias} select a version's series; a change threshold compares with the same query for production (the gate's rules); no data in a step's warmup or first min_samples evaluations is inconclusive"`
 	Interval              string            `json:"interval" type:"duration" default:"30s" doc:"how often the checks run during a bake"`
 	Warmup                string            `json:"warmup" type:"duration" doc:"each step's warmup unless it sets its own: evaluations in a step's first warmup that find no data are inconclusive, not breaches; at most the step's bake"`
 	FailureLimit          int               `json:"failure_limit" default:"2" doc:"consecutive breached evaluations of a check (no data past the warmup counts) that roll the canary back; a check's own failure_limit overrides it; 1 rolls back at the first"`
 	InconclusiveTimeout   string            `json:"inconclusive_timeout" type:"duration" default:"1h" doc:"how long an inconclusive step (a check without min_samples passing evaluations when its bake ended) waits for retrain approve or reject; then the canary rolls back. Capped by the node's timeout"`
-	PrometheusURL         string            `json:"prometheus_url" required:"true" doc:"http(s) URL of the Prometheus server the checks query (/api/v1/query)"`
+	PrometheusURL         string            `json:"prometheus_url" required:"true" doc:"http(s) URL of the Prometheus server the checks query (its path + /api/v1/query; no query or fragment); written out, or with a ${...} in its host only, then scheme://HOST[:PORT] with HOST one of prometheus_hosts"`
+	PrometheusHosts       []string          `json:"prometheus_hosts" literal:"true" doc:"the hosts (host, or host:port) a prometheus_url with a ${...} may name; written in the spec"`
 	PrometheusBearerToken string            `json:"prometheus_bearer_token" doc:"bearer token sent to Prometheus (Authorization: Bearer ...): a ${secret.NAME}, resolved on the worker and masked"`
 	PrometheusBasicAuth   map[string]string `json:"prometheus_basic_auth" doc:"{username, password} sent to Prometheus as basic auth; the password a ${secret.NAME}"`
 	PrometheusHeaders     map[string]string `json:"prometheus_headers" doc:"extra headers sent to Prometheus (a tenant, a proxy's key); a header that authenticates (Authorization, Cookie, or a name with auth, token, key, secret or password) must hold a ${secret.NAME}"`
@@ -89,7 +93,7 @@ type With struct {
 // rolled back, where the run's result shows them).
 type Outputs struct {
 	Decision        string `json:"decision"`   // promoted, rolled_back, approved, rejected, refused, superseded
-	DecidedBy       string `json:"decided_by"` // "checks", or the person who approved or rejected
+	DecidedBy       string `json:"decided_by"` // "checks", or who approved or rejected: a verified name, or "claimed by NAME"
 	Reason          string `json:"reason"`
 	Model           string `json:"model"`
 	Version         string `json:"version"`
@@ -117,6 +121,9 @@ type Outputs struct {
 	Webhooks       int           `json:"webhooks"` // calls made (one per split per webhook)
 	WebhooksFailed int           `json:"webhooks_failed"`
 	Summary        string        `json:"summary"`
+	// RefusedApprovals says the latest approvals or rejections the worker
+	// refused (unsigned, badly signed, an unknown name), newest last.
+	RefusedApprovals []string `json:"refused_approvals"`
 }
 
 // StepRecord is one traffic step as it went.
@@ -230,8 +237,13 @@ func checkCanary(with map[string]any) error {
 			errs = append(errs, dags.AtField("inconclusive_timeout", errors.New("inconclusive_timeout: want a duration above 0")))
 		}
 	}
+	hosts := stringList(with["prometheus_hosts"])
+	errs = append(errs, dags.AtField("prometheus_hosts", canary.CheckPrometheusHosts(hosts)))
 	if s, ok := with["prometheus_url"].(string); ok && !dags.HasRef(s) {
 		errs = append(errs, dags.AtField("prometheus_url", canary.CheckPrometheusURL(s)))
+		errs = append(errs, dags.AtField("prometheus_url", canary.CheckPrometheusHost(s, hosts)))
+	} else if ok {
+		errs = append(errs, dags.AtField("prometheus_url", canary.CheckPrometheusTemplate(s, hosts)))
 	}
 	errs = append(errs, checkAuth(with)...)
 	if a, ok := with["alias"].(string); ok {
@@ -264,6 +276,19 @@ func joined(err error) []error {
 	return []error{err}
 }
 
+// stringList reads a list of strings from a `with` value; nil when it is
+// not one (the field checks say so).
+func stringList(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Type returns the canary node type, its activities run by a.
 func Type(a *Activities) nodetype.Type {
 	return nodetype.NewWorkflow[With, Outputs](dags.NodeType{
@@ -292,6 +317,7 @@ func Type(a *Activities) nodetype.Type {
 		DecideActivity:     a.Decide,
 		SeriesActivity:     a.Series,
 		ProductionActivity: a.Production,
+		VerifyActivity:     a.verifier().Verify,
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/retrain-ml/retrain/activities/approval"
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/canary"
@@ -18,8 +19,11 @@ import (
 
 // State is what the canary query returns: where the canary is.
 type State struct {
-	Phase    string        `json:"phase"` // starting, baking, paused (inconclusive: waiting for a person), deciding, done
-	Step     int           `json:"step"`  // 1-based
+	Phase string `json:"phase"` // starting, baking, paused (inconclusive: waiting for a person), deciding, done
+	// Refused says the latest approvals or rejections the worker refused
+	// (unsigned, badly signed, an unknown name), newest last.
+	Refused  []string      `json:"refused,omitempty"`
+	Step     int           `json:"step"` // 1-based
 	Steps    int           `json:"steps"`
 	Percent  float64       `json:"percent"`
 	BakeEnds time.Time     `json:"bake_ends"`
@@ -34,6 +38,11 @@ type State struct {
 type Approval struct {
 	By     string `json:"by"`
 	Reason string `json:"reason"`
+	// At and Signature sign the decision with the approver's key (see
+	// internal/approval); a worker with an approvers list takes only
+	// signed decisions.
+	At        string `json:"at,omitempty"`
+	Signature string `json:"signature,omitempty"`
 }
 
 // maxPoints bounds the samples a series keeps in the outputs (history
@@ -47,7 +56,9 @@ type run struct {
 	out     Outputs
 	state   State
 	human   *Approval
+	who     string // how the human is recorded: a verified name, or "claimed by NAME"
 	reject  bool
+	keeper  *approval.Keeper
 	hooks   int
 	failed  int
 	breach  *BreachRecord
@@ -93,6 +104,7 @@ func Canary(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	r.out = Outputs{
 		Model: p.Model, Version: p.Version, Ref: p.Model + "@" + p.Version, Alias: p.Alias,
 		ProductionAlias: p.ProductionAlias, PreviousVersion: p.Production, Steps: []StepRecord{}, Series: r.newSeries(),
+		RefusedApprovals: []string{},
 	}
 	r.state.Steps, r.state.Version = len(p.Spec.Steps), p.Version
 	r.totals = make([]canary.Tally, len(p.Spec.Checks))
@@ -111,8 +123,11 @@ func cancelled(ctx workflow.Context, i int, step canary.Step) (string, string) {
 	return RolledBack, fmt.Sprintf("the canary was cancelled at step %d (%s%% of traffic): rolled back to production", i+1, fmtPct(step.Percent))
 }
 
-// listen takes a human's approval or rejection, by update or signal.
+// listen takes a human's approval or rejection, by update or signal. The
+// worker verifies who sent it (activities/approval): a refused decision
+// changes nothing, and the canary keeps baking.
 func (r *run) listen(ctx workflow.Context) error {
+	r.keeper = approval.NewKeeper(ctx, VerifyActivity)
 	valid := func(a Approval) error {
 		switch {
 		case r.human != nil || r.state.Phase == "done" || r.state.Phase == "deciding":
@@ -126,19 +141,33 @@ func (r *run) listen(ctx workflow.Context) error {
 	}
 	for _, name := range []string{ApproveName, RejectName} {
 		reject := name == RejectName
-		take := func(a Approval) {
-			r.human, r.reject = &a, reject
+		// take verifies a and, when the worker takes it and the canary
+		// has not decided meanwhile, makes it the decision.
+		take := func(ctx workflow.Context, a Approval) (string, error) {
+			who, refusal := r.keeper.Check(ctx, name, approval.Decision{By: a.By, Reason: a.Reason, At: a.At, Signature: a.Signature})
+			if refusal != "" {
+				r.state.Refused = r.keeper.Refused
+				return "", errors.New(refusal)
+			}
+			if err := valid(a); err != nil {
+				return "", err
+			}
+			r.human, r.who, r.reject = &a, who, reject
+			return who, nil
 		}
 		err := workflow.SetUpdateHandlerWithOptions(ctx, name, func(ctx workflow.Context, a Approval) (string, error) {
 			if err := valid(a); err != nil {
 				return "", err
 			}
-			take(a)
-			verb := "approved by %s: promoting %s to %s now"
-			if reject {
-				verb = "rejected by %s: rolling %s back now; %s stays"
+			who, err := take(ctx, a)
+			if err != nil {
+				return "", err
 			}
-			return fmt.Sprintf("canary %s "+verb, workflow.GetInfo(ctx).WorkflowExecution.ID, a.By, r.plan.Version, r.plan.ProductionAlias), nil
+			verb := approval.Phrase("approved", who) + ": promoting %s to %s now"
+			if reject {
+				verb = approval.Phrase("rejected", who) + ": rolling %s back now; %s stays"
+			}
+			return fmt.Sprintf("canary %s "+verb, workflow.GetInfo(ctx).WorkflowExecution.ID, r.plan.Version, r.plan.ProductionAlias), nil
 		}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error { return valid(a) }})
 		if err != nil {
 			return err
@@ -154,7 +183,9 @@ func (r *run) listen(ctx workflow.Context) error {
 					workflow.GetLogger(ctx).Warn("canary signal ignored", "signal", name, "error", err)
 					continue
 				}
-				take(a)
+				if _, err := take(ctx, a); err != nil {
+					workflow.GetLogger(ctx).Warn("canary signal ignored", "signal", name, "error", err)
+				}
 			}
 		})
 	}
@@ -243,9 +274,9 @@ func (r *run) humanDecision() (string, string, bool) {
 		return "", "", false
 	}
 	if r.reject {
-		return Rejected, fmt.Sprintf("rejected by %s: %s", r.human.By, r.human.Reason), true
+		return Rejected, fmt.Sprintf("%s: %s", approval.Phrase("rejected", r.who), r.human.Reason), true
 	}
-	return Approved, fmt.Sprintf("approved by %s: %s", r.human.By, r.human.Reason), true
+	return Approved, fmt.Sprintf("%s: %s", approval.Phrase("approved", r.who), r.human.Reason), true
 }
 
 func (r *run) endStep(ctx workflow.Context) {

@@ -3,6 +3,8 @@ package canary
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +13,9 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	approvalnode "github.com/retrain-ml/retrain/activities/approval"
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/internal/approval"
 	"github.com/retrain-ml/retrain/internal/canary"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -27,6 +31,8 @@ type fake struct {
 	value   func(since time.Duration) (*float64, error)
 	timeout time.Duration // the node's (the run timeout); 0: none
 	during  func(env *testsuite.TestWorkflowEnvironment)
+	// approvers is the worker's approvers list (the zero one: none).
+	approvers approval.Approvers
 
 	env     *testsuite.TestWorkflowEnvironment
 	decided []StepInput
@@ -98,6 +104,7 @@ func (f *fake) run(t *testing.T) (nodetype.Result, error) {
 		return Decided{}, nil
 	})
 	reg(SeriesActivity, func(context.Context, StepInput) ([]RangeSeries, error) { return nil, nil })
+	reg(VerifyActivity, (&approvalnode.Activities{Approvers: f.approvers, Now: env.Now}).Verify)
 	if f.during != nil {
 		f.during(env)
 	}
@@ -148,7 +155,86 @@ func TestCanaryApprovalSignal(t *testing.T) {
 	}}
 	res, err := f.run(t)
 	out := f.wantDecision(t, res, err, Approved, true)
-	if out["decided_by"] != "alice" {
+	// The worker has no approvers list: the name is what the sender claims.
+	if out["decided_by"] != "claimed by alice" || !strings.HasPrefix(out["reason"].(string), "approved, claimed by alice: looks fine") {
+		t.Fatalf("outputs %v", out)
+	}
+	if strings.Contains(out["summary"].(string), "approved by alice") || !strings.Contains(f.decided[0].Reason, "claimed by alice") {
+		t.Fatalf("summary %q, alias history reason %q", out["summary"], f.decided[0].Reason)
+	}
+}
+
+// listed returns an approvers list naming alice with key.
+func listed(t *testing.T, key string) approval.Approvers {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, approval.Dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, approval.Dir, "alice"), []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return approval.Approvers{SecretsDir: dir}
+}
+
+// signedBy is a canary decision by alice signed with key, for the test
+// environment's workflow execution.
+func signedBy(env *testsuite.TestWorkflowEnvironment, key, decision string) Approval {
+	r := approval.Stamp([]byte(key), approval.Request{Workflow: "default-test-workflow-id", Execution: "default-test-run-id",
+		Decision: decision, By: "alice", Reason: "looks fine"}, env.Now())
+	return Approval{By: r.By, Reason: r.Reason, At: r.At, Signature: r.Signature}
+}
+
+// TestCanaryApprovalVerified: with an approvers list, a forged, unsigned
+// or unknown decision is refused (the canary keeps baking and says why),
+// and alice's signed one promotes, recorded as hers.
+func TestCanaryApprovalVerified(t *testing.T) {
+	const key = "alice-key-0123456789abcdef0123456789"
+	f := &fake{approvers: listed(t, key), during: func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(ApproveName, Approval{By: "alice (head of ML platform)", Reason: "ship it"})
+		}, 2*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(ApproveName, signedBy(env, "not alice's key, but long enough", ApproveName))
+		}, 3*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(ApproveName, signedBy(env, key, RejectName)) // her signature on another decision
+		}, 4*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(ApproveName, Approval{By: "alice", Reason: "unsigned"})
+		}, 5*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(ApproveName, signedBy(env, key, ApproveName))
+		}, 10*time.Minute)
+	}}
+	res, err := f.run(t)
+	out := f.wantDecision(t, res, err, Approved, true)
+	if out["decided_by"] != "alice" || !strings.HasPrefix(out["reason"].(string), "approved by alice: looks fine") {
+		t.Fatalf("outputs %v", out)
+	}
+	refused, _ := out["refused_approvals"].([]any)
+	want := []string{"not an approver", "signature is not alice's", "signature is not alice's", "not signed"}
+	if len(refused) != len(want) {
+		t.Fatalf("refused_approvals %v, want %d", refused, len(want))
+	}
+	for i, w := range want {
+		if s, _ := refused[i].(string); !strings.Contains(s, w) {
+			t.Errorf("refusal %d %q, want it to say %q", i, s, w)
+		}
+	}
+}
+
+// TestCanaryForgedApprovalKeepsBaking: a forged approval changes nothing:
+// the checks decide.
+func TestCanaryForgedApprovalKeepsBaking(t *testing.T) {
+	f := &fake{approvers: listed(t, "alice-key-0123456789abcdef0123456789"), during: func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(ApproveName, Approval{By: "alice", Reason: "ship it"})
+		}, 2*time.Minute)
+	}}
+	res, err := f.run(t)
+	out := f.wantDecision(t, res, err, Promoted, true)
+	if out["decided_by"] != "checks" || len(out["refused_approvals"].([]any)) != 1 {
 		t.Fatalf("outputs %v", out)
 	}
 }

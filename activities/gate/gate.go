@@ -8,10 +8,12 @@ import (
 	"strings"
 	"time"
 
+	approvalnode "github.com/retrain-ml/retrain/activities/approval"
 	"github.com/retrain-ml/retrain/activities/evaluate"
 	"github.com/retrain-ml/retrain/nodetype"
 
 	"github.com/retrain-ml/retrain/dags"
+	"github.com/retrain-ml/retrain/internal/approval"
 	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/internal/number"
 	"github.com/retrain-ml/retrain/internal/s3store"
@@ -67,12 +69,15 @@ type Outputs struct {
 	Passed      bool              `json:"passed"`
 	Reason      string            `json:"reason"`
 	Forced      bool              `json:"forced"`
-	ForcedBy    string            `json:"forced_by"`
+	ForcedBy    string            `json:"forced_by"` // a verified name, or "claimed by NAME"
 	ForceReason string            `json:"force_reason"`
 	Comparisons []gate.Comparison `json:"comparisons"`
 	// Failed names each failed comparison with its figures.
-	Failed          []string `json:"failed"`
-	BaselineVersion string   `json:"baseline_version"`
+	Failed []string `json:"failed"`
+	// RefusedApprovals says the latest approvals the worker refused while
+	// the gate waited (unsigned, badly signed, an unknown name).
+	RefusedApprovals []string `json:"refused_approvals"`
+	BaselineVersion  string   `json:"baseline_version"`
 	// BaselineLogicalDate is the date of the data the baseline was
 	// trained for, when the registry recorded one.
 	BaselineLogicalDate string `json:"baseline_logical_date"`
@@ -101,7 +106,7 @@ func gateSummary(r gate.Result) string {
 	var s string
 	switch {
 	case r.Forced:
-		s = fmt.Sprintf("forced through by %s (%d of %d checks failed)", r.ForcedBy, failed, total)
+		s = fmt.Sprintf("%s (%d of %d checks failed)", approvalnode.Phrase("forced through", r.ForcedBy), failed, total)
 	case r.Passed:
 		s = fmt.Sprintf("passed %d of %d checks", total-failed-skipped, total)
 	default:
@@ -400,7 +405,7 @@ func GateOutputs(r gate.Result, waited bool) Outputs {
 	return Outputs{
 		Passed: r.Passed, Reason: r.Reason, Forced: r.Forced, ForcedBy: r.ForcedBy, ForceReason: r.ForceReason,
 		Comparisons: comparisons, Failed: failed, BaselineVersion: r.BaselineVersion,
-		CandidateID: r.CandidateID, HasBaseline: r.HasBaseline, Waited: waited,
+		CandidateID: r.CandidateID, HasBaseline: r.HasBaseline, Waited: waited, RefusedApprovals: []string{},
 		Summary: gateSummary(r),
 	}
 }
@@ -425,7 +430,14 @@ func RejectionMessage(r gate.Result) string {
 // store is the worker's object store, where a registry baseline is read
 // (nil: none configured; such a gate then fails as bad input).
 func Types(store *s3store.Store) []nodetype.Type {
+	return TypesWith(store, approval.Approvers{})
+}
+
+// TypesWith is Types on a worker whose approvers list is approvers: a
+// failed gate takes only the approvals it verifies (activities/approval).
+func TypesWith(store *s3store.Store, approvers approval.Approvers) []nodetype.Type {
 	b := &Baselines{Store: store}
+	v := &approvalnode.Activities{Approvers: approvers}
 	return []nodetype.Type{nodetype.NewWorkflow[With, Outputs](dags.NodeType{
 		Name: Name,
 		Doc: "Compare a candidate's metrics with thresholds and with the baseline's, from an evaluate node's evaluation or from any " +
@@ -437,5 +449,8 @@ func Types(store *s3store.Store) []nodetype.Type {
 			"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
 		Check:        checkGate,
 		CheckMetrics: checkGateMetrics,
-	}, GateWorkflow, Gate, map[string]any{BaselineActivity: b.Read})}
+	}, GateWorkflow, Gate, map[string]any{BaselineActivity: b.Read, VerifyActivity: v.Verify})}
 }
+
+// VerifyActivity verifies an approval against the worker's approvers list.
+const VerifyActivity = "GateVerifyApproval"

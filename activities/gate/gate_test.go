@@ -295,7 +295,7 @@ func TestSchema(t *testing.T) {
 		}
 	}
 	wantOut := []string{"passed", "reason", "forced", "forced_by", "force_reason", "comparisons", "failed",
-		"baseline_version", "baseline_logical_date", "baseline_source", "candidate_id", "has_baseline", "waited", "summary"}
+		"refused_approvals", "baseline_version", "baseline_logical_date", "baseline_source", "candidate_id", "has_baseline", "waited", "summary"}
 	if !slices.Equal(nt.Outputs, wantOut) {
 		t.Errorf("outputs %v, want %v", nt.Outputs, wantOut)
 	}
@@ -425,7 +425,7 @@ func TestGateSummary(t *testing.T) {
 func TestWaitingDetails(t *testing.T) {
 	r := gate.Result{CandidateID: "sha256:ab", HasBaseline: true, BaselineVersion: "v2",
 		Comparisons: []gate.Comparison{{Metric: "auc", Check: "value_min", Reason: "auc 0.61 is below min 0.65"}, {Metric: "log_loss", Passed: true}}}
-	got := waitingDetails(r, time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC), "ctr-retrain-1")
+	got := waitingDetails(r, time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC), "ctr-retrain-1", nil)
 	for _, want := range []string{"until 2026-11-25 19:00:00 UTC", "candidate sha256:ab against v2", "- auc value_min: auc 0.61 is below min 0.65",
 		"`retrain approve ctr-retrain-1 --force --reason \"...\"`"} {
 		if !strings.Contains(got, want) {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/retrain-ml/retrain/activities/approval"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -27,12 +28,20 @@ const (
 type Approval struct {
 	By     string `json:"by"`
 	Reason string `json:"reason"`
+	// At and Signature sign the decision with the approver's key (see
+	// internal/approval); a worker with an approvers list takes only
+	// signed decisions.
+	At        string `json:"at,omitempty"`
+	Signature string `json:"signature,omitempty"`
 }
 
 // GateState is what the gate query returns.
 type GateState struct {
 	Result  gate.Result `json:"result"`
 	Waiting bool        `json:"waiting"` // waiting for an approval now
+	// Refused says the latest approvals the worker refused (unsigned,
+	// badly signed, an unknown name), newest last.
+	Refused []string `json:"refused,omitempty"`
 }
 
 // Gate runs a gate node: it evaluates the thresholds (a pure function,
@@ -65,22 +74,25 @@ func Gate(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	waited := false
 	if !state.Result.Passed && d.Wait > 0 {
 		waited = true
-		approved, err := awaitApproval(ctx, &state, d)
+		approved, who, err := awaitApproval(ctx, &state, d)
 		if err != nil {
 			return nodetype.Result{}, err
 		}
 		if approved != nil {
-			forced, err := gate.Force(state.Result, approved.By, approved.Reason)
+			forced, err := gate.Force(state.Result, who, approved.Reason)
 			if err != nil { // the validators make this unreachable
 				return nodetype.Result{}, temporal.NewNonRetryableApplicationError(err.Error(), errtype.BadInput, nil)
 			}
 			state.Result = forced
-			workflow.GetLogger(ctx).Info("gate forced", "by", approved.By, "reason", approved.Reason)
+			workflow.GetLogger(ctx).Info("gate forced", "by", who, "reason", approved.Reason)
 		}
 	}
 
 	out := GateOutputs(state.Result, waited)
 	out.BaselineSource, out.BaselineLogicalDate = source, d.BaselineLogicalDate
+	if state.Refused != nil {
+		out.RefusedApprovals = state.Refused
+	}
 	outputs, err := nodetype.Outputs(out)
 	if err != nil {
 		return nodetype.Result{}, err
@@ -98,9 +110,13 @@ func Gate(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 }
 
 // awaitApproval waits up to d.Wait for an approval by update or signal and
-// returns it, or nil when the time ran out.
-func awaitApproval(ctx workflow.Context, state *GateState, d GateDecision) (*Approval, error) {
+// returns it with how its maker is recorded, or nil when the time ran out.
+// The worker verifies who sent it (activities/approval): a refused
+// approval changes nothing, and the gate keeps waiting.
+func awaitApproval(ctx workflow.Context, state *GateState, d GateDecision) (*Approval, string, error) {
+	keeper := approval.NewKeeper(ctx, VerifyActivity)
 	var approved *Approval
+	var who string
 	valid := func(a Approval) error {
 		switch {
 		case !state.Waiting || approved != nil:
@@ -112,18 +128,37 @@ func awaitApproval(ctx workflow.Context, state *GateState, d GateDecision) (*App
 		}
 		return nil
 	}
+	until := workflow.Now(ctx).Add(d.Wait)
+	// take verifies a and, when the worker takes it and the gate still
+	// waits, makes it the approval.
+	take := func(ctx workflow.Context, a Approval) (string, error) {
+		by, refusal := keeper.Check(ctx, ApproveUpdate, approval.Decision{By: a.By, Reason: a.Reason, At: a.At, Signature: a.Signature})
+		if refusal != "" {
+			state.Refused = keeper.Refused
+			workflow.SetCurrentDetails(ctx, waitingDetails(state.Result, until, runOf(ctx), state.Refused))
+			return "", errors.New(refusal)
+		}
+		if err := valid(a); err != nil {
+			return "", err
+		}
+		approved, who = &a, by
+		return by, nil
+	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, ApproveUpdate,
 		func(ctx workflow.Context, a Approval) (string, error) {
 			if err := valid(a); err != nil {
 				return "", err
 			}
-			approved = &a
-			return "gate " + workflow.GetInfo(ctx).WorkflowExecution.ID + " forced to pass by " + a.By, nil
+			by, err := take(ctx, a)
+			if err != nil {
+				return "", err
+			}
+			return "gate " + workflow.GetInfo(ctx).WorkflowExecution.ID + " " + approval.Phrase("forced to pass", by), nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a Approval) error { return valid(a) }},
 	)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	signals := workflow.GetSignalChannel(ctx, ApproveSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -136,7 +171,9 @@ func awaitApproval(ctx workflow.Context, state *GateState, d GateDecision) (*App
 				workflow.GetLogger(ctx).Warn("approval signal ignored", "error", err, "by", a.By)
 				continue
 			}
-			approved = &a
+			if _, err := take(ctx, a); err != nil {
+				workflow.GetLogger(ctx).Warn("approval signal ignored", "error", err)
+			}
 		}
 	})
 
@@ -144,17 +181,17 @@ func awaitApproval(ctx workflow.Context, state *GateState, d GateDecision) (*App
 	workflow.GetLogger(ctx).Info("gate failed; waiting for an approval", "wait", d.Wait, "reason", state.Result.Reason)
 	// What the Web UI shows on this child's page while it waits (memory
 	// only: nothing is recorded, so replay is unaffected).
-	workflow.SetCurrentDetails(ctx, waitingDetails(state.Result, workflow.Now(ctx).Add(d.Wait), runOf(ctx)))
+	workflow.SetCurrentDetails(ctx, waitingDetails(state.Result, until, runOf(ctx), nil))
 	if _, err := workflow.AwaitWithTimeout(ctx, d.Wait, func() bool { return approved != nil }); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	state.Waiting = false
 	if approved != nil {
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Gate approved** by %s: %s", approved.By, approved.Reason))
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**Gate %s**: %s", approval.Phrase("approved", who), approved.Reason))
 	} else {
 		workflow.SetCurrentDetails(ctx, "**Gate rejected**: no approval came before the wait ended.")
 	}
-	return approved, nil
+	return approved, who, nil
 }
 
 // runOf is the id of the Pipeline run this gate belongs to: its parent's.
@@ -167,7 +204,7 @@ func runOf(ctx workflow.Context) string {
 
 // waitingDetails says what a gate waits for: the failed checks, until when,
 // and the command that approves the candidate.
-func waitingDetails(r gate.Result, until time.Time, run string) string {
+func waitingDetails(r gate.Result, until time.Time, run string, refused []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Waiting for an approval** until %s UTC: the gate rejected candidate %s", until.UTC().Format(time.DateTime), r.CandidateID)
 	if r.HasBaseline {
@@ -178,6 +215,12 @@ func waitingDetails(r gate.Result, until time.Time, run string) string {
 		fmt.Fprintf(&b, "- %s %s: %s\n", c.Metric, c.Check, c.Reason)
 	}
 	fmt.Fprintf(&b, "\nTo deploy it anyway: `retrain approve %s --force --reason \"...\"`; without an approval the gate rejects it when the wait ends.\n", run)
+	if len(refused) > 0 {
+		b.WriteString("\nRefused approvals (the gate keeps waiting):\n")
+		for _, s := range refused {
+			fmt.Fprintf(&b, "- %s\n", s)
+		}
+	}
 	return b.String()
 }
 

@@ -125,7 +125,10 @@ func checkDeploy(with map[string]any) error {
 				}
 			}
 			if from, to := hostRange(s); strings.Contains(s[from:to], "${secret.") {
-				return fmt.Errorf("webhook %q: a secret may not be in the host (the request, and a DNS lookup of it, would send it to whoever the name points at); put it in the path, query or user information", displayURL(s))
+				return dags.AtField("webhooks", fmt.Errorf("webhook %q: a secret may not be in the host (the request, and a DNS lookup of it, would send it to whoever the name points at); put it in the path, query or user information", displayURL(s)))
+			}
+			if err := dags.CheckSecretURL(s); err != nil {
+				return dags.AtField("webhooks", fmt.Errorf("webhook %w", err))
 			}
 		}
 	}

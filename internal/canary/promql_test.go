@@ -1,7 +1,10 @@
 package canary
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -73,8 +76,48 @@ func TestPrometheusHeaders(t *testing.T) {
 	if v, err := (Prometheus{URL: srv.URL, Header: h}).Query(t.Context(), "up", time.Now()); err != nil || v == nil || *v != 1 {
 		t.Errorf("with the token: %v, %v", v, err)
 	}
-	_, err := Prometheus{URL: srv.URL}.Query(t.Context(), "up", time.Now())
-	if err == nil || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "refused the credentials") {
-		t.Errorf("without: %v", err)
+	var log bytes.Buffer
+	_, err := Prometheus{URL: srv.URL, Logger: slog.New(slog.NewTextHandler(&log, nil))}.Query(t.Context(), "up", time.Now())
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(log.String(), "HTTP 401") || !strings.Contains(log.String(), "refused the credentials") {
+		t.Errorf("without: %v; log %s", err, log.String())
+	}
+}
+
+// TestPrometheusErrorsAlike: a closed port, an open port that is not
+// HTTP, and an HTTP service that is not Prometheus give one error, the
+// same text whatever the port: a run's errors must not map a host's ports.
+func TestPrometheusErrorsAlike(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	notHTTP, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notHTTP.Close()
+	go func() {
+		for {
+			c, err := notHTTP.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("SSH-2.0-OpenSSH_9.6\r\n"))
+			c.Close()
+		}
+	}()
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("<html>admin console</html>"))
+	}))
+	defer admin.Close()
+	var texts []string
+	for _, u := range []string{closedURL, "http://" + notHTTP.Addr().String(), admin.URL} {
+		_, err := Prometheus{URL: u}.Query(t.Context(), "up", time.Now())
+		if !errors.Is(err, ErrUnreachable) {
+			t.Fatalf("%s: %v, want ErrUnreachable", u, err)
+		}
+		texts = append(texts, err.Error())
+	}
+	if texts[0] != texts[1] || texts[1] != texts[2] {
+		t.Fatalf("errors differ: %q", texts)
 	}
 }

@@ -336,7 +336,9 @@ func CheckQueries(checks []Check) error {
 	return errors.Join(errs...)
 }
 
-// CheckPrometheusURL refuses what is not an http(s) URL with a host.
+// CheckPrometheusURL refuses what is not an http(s) URL with a host, and
+// a URL with a query or a fragment: the checks' requests go to its path
+// followed by /api/v1/query, and nothing else may choose where they go.
 func CheckPrometheusURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -344,6 +346,70 @@ func CheckPrometheusURL(s string) error {
 	}
 	if u.User != nil {
 		return fmt.Errorf("prometheus_url: user information in the URL is not supported (it would be recorded with the run)")
+	}
+	if strings.ContainsAny(s, "?#") {
+		return fmt.Errorf("prometheus_url %q: a query or fragment is refused: the checks query the server's /api/v1/query, under the URL's path only", u.Scheme+"://"+u.Host+u.Path+"?...")
+	}
+	return nil
+}
+
+// hostEntryRe is a prometheus_hosts entry: a host name or IP address,
+// with or without a port.
+var hostEntryRe = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$`)
+
+// CheckPrometheusHosts refuses a prometheus_hosts entry that is not a
+// host or host:port.
+func CheckPrometheusHosts(hosts []string) error {
+	for _, h := range hosts {
+		if !hostEntryRe.MatchString(h) {
+			return fmt.Errorf("prometheus_hosts: %q is not a host or host:port (write hosts only, such as prometheus or 127.0.0.1:9090)", h)
+		}
+	}
+	return nil
+}
+
+// CheckPrometheusHost refuses a prometheus_url (whose host a param or an
+// output chose) unless hosts, the spec's prometheus_hosts, lists its host
+// (an entry without a port allows any port) and it has no path: all of
+// it but the host is the spec's.
+func CheckPrometheusHost(s string, hosts []string) error {
+	if len(hosts) == 0 {
+		return nil
+	}
+	if err := CheckPrometheusURL(s); err != nil {
+		return err
+	}
+	u, _ := url.Parse(s)
+	if u.Path != "" && u.Path != "/" {
+		return fmt.Errorf("prometheus_url: a URL whose host comes from prometheus_hosts is scheme://HOST[:PORT] only; a path is refused")
+	}
+	for _, h := range hosts {
+		if strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("prometheus_url: host %q is not one of the spec's prometheus_hosts (%s)", u.Host, strings.Join(hosts, ", "))
+}
+
+// refRe matches a ${...} of a spec's text.
+var refRe = regexp.MustCompile(`\$\{[^}]*\}`)
+
+// CheckPrometheusTemplate refuses, at validation, a prometheus_url whose
+// text holds a ${...} anywhere but its host, or that has one without a
+// prometheus_hosts list to choose from.
+func CheckPrometheusTemplate(s string, hosts []string) error {
+	if len(hosts) == 0 {
+		return fmt.Errorf("prometheus_url %q takes part of the URL from a param or an output, which would let whoever starts a run send the checks' requests (and their credentials) anywhere: write the URL out, or list the hosts it may name in prometheus_hosts", s)
+	}
+	rest := refRe.ReplaceAllString(s, "")
+	for _, scheme := range []string{"https://", "http://"} {
+		if after, ok := strings.CutPrefix(rest, scheme); ok {
+			rest = after
+			break
+		}
+	}
+	if strings.ContainsAny(rest, "/?#@") {
+		return fmt.Errorf("prometheus_url %q: with a ${...}, the URL is scheme://HOST[:PORT] only (HOST one of prometheus_hosts): no path, query or user information", s)
 	}
 	return nil
 }
@@ -361,8 +427,9 @@ func ParseFailureLimit(v any) (int, error) {
 type Settings struct {
 	Interval            string
 	PrometheusURL       string
-	Warmup              string // each step's, unless it sets its own
-	FailureLimit        int    // each check's, unless it sets its own
+	PrometheusHosts     []string // the hosts prometheus_url may name; empty: the URL is the spec's own
+	Warmup              string   // each step's, unless it sets its own
+	FailureLimit        int      // each check's, unless it sets its own
 	InconclusiveTimeout string
 }
 
@@ -404,6 +471,12 @@ func ParseSpec(steps, checks any, set Settings) (Spec, error) {
 		}
 	}
 	if err := CheckPrometheusURL(set.PrometheusURL); err != nil {
+		return Spec{}, err
+	}
+	if err := CheckPrometheusHosts(set.PrometheusHosts); err != nil {
+		return Spec{}, err
+	}
+	if err := CheckPrometheusHost(set.PrometheusURL, set.PrometheusHosts); err != nil {
 		return Spec{}, err
 	}
 	return s, nil

@@ -377,8 +377,12 @@ func canaryProgress(ctx context.Context, c client.Client, id string, now time.Ti
 // CanaryText says a canary's state in a line: "step 2/3 at 25%, bake
 // 40s left; ctr pass, p99_latency pass".
 func CanaryText(st canarynode.State, now time.Time) string {
+	refused := ""
+	if n := len(st.Refused); n > 0 {
+		refused = "; " + st.Refused[n-1] // the run keeps waiting: say why the decision did not count
+	}
 	if st.Phase != "baking" {
-		return st.Phase
+		return st.Phase + refused
 	}
 	s := fmt.Sprintf("canary %s: step %d/%d at %g%%", st.Version, st.Step, st.Steps, st.Percent)
 	if left := st.BakeEnds.Sub(now); left > 0 {
@@ -391,5 +395,5 @@ func CanaryText(st canarynode.State, now time.Time) string {
 	if len(checks) > 0 {
 		s += "; " + strings.Join(checks, ", ")
 	}
-	return s
+	return s + refused
 }

@@ -190,7 +190,7 @@ func NewTableCommand(app *App) *cobra.Command {
 	scan.Flags().StringVar(&snapID, "snapshot", "", "read this snapshot instead of main")
 	scan.Flags().BoolVar(&asJSON, "json", false, "print the checksum as JSON")
 
-	cmd.AddCommand(snapshots, rollback, scan, newTableMaintainCommand(app, cfg, &store))
+	cmd.AddCommand(snapshots, rollback, scan, newTableMaintainCommand(app, cfg, &store), newTableImportCommand(app, cfg))
 	return cmd
 }
 

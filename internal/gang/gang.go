@@ -136,7 +136,10 @@ type JoinError struct {
 	Seen         []string          // the live hosts the queue had
 	Failed       map[string]string // why hosts that were tried did not join, by host
 	Queue        string
-	Timeout      string
+	Timeout      string // gang_timeout
+	// NodeTimeout is the node's timeout when it, not gang_timeout, ended
+	// the forming (it bounds the whole attempt); "" otherwise.
+	NodeTimeout string
 }
 
 func (e *JoinError) Error() string {
@@ -152,9 +155,13 @@ func (e *JoinError) Error() string {
 	for _, h := range Sorted(slices.Collect(maps.Keys(e.Failed))) {
 		why += fmt.Sprintf("; %s did not join: %s", h, e.Failed[h])
 	}
-	return fmt.Sprintf("%d of %d hosts joined the gang within gang_timeout %s (joined: %s); queue %q lacked workers: %s%s. "+
+	within := "gang_timeout " + e.Timeout
+	if e.NodeTimeout != "" {
+		within = fmt.Sprintf("the node's timeout %s (which bounds the whole attempt and caps gang_timeout %s)", e.NodeTimeout, e.Timeout)
+	}
+	return fmt.Sprintf("%d of %d hosts joined the gang within %s (joined: %s); queue %q lacked workers: %s%s. "+
 		"Their GPU leases were released and no rank started; start %d more worker(s) on the queue, each with its own --host-id",
-		e.Joined, e.Want, e.Timeout, joined, e.Queue, seen, why, e.Want-e.Joined)
+		e.Joined, e.Want, within, joined, e.Queue, seen, why, e.Want-e.Joined)
 }
 
 // Sorted returns hosts sorted, without duplicates.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	canarynode "github.com/retrain-ml/retrain/activities/canary"
+	"github.com/retrain-ml/retrain/internal/approval"
 	"github.com/retrain-ml/retrain/internal/canary"
 	"github.com/retrain-ml/retrain/runs"
 )
@@ -63,7 +64,10 @@ func canaryRows(n runs.NodeState) (canaryView, bool) {
 		v.Title = "Canary"
 	}
 	if o.DecidedBy != "" && o.DecidedBy != "checks" {
-		v.Decision += " by " + o.DecidedBy
+		v.Decision = approval.Phrase(v.Decision, o.DecidedBy) // "approved, claimed by alice" when the worker could not verify the name
+	}
+	if len(o.RefusedApprovals) > 0 {
+		v.Reason += " Decisions the worker refused: " + strings.Join(o.RefusedApprovals, "; ") + "."
 	}
 	var t0 time.Time
 	if len(o.Steps) > 0 {

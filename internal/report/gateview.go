@@ -7,6 +7,7 @@ import (
 
 	"github.com/retrain-ml/retrain/activities/evaluate"
 
+	"github.com/retrain-ml/retrain/internal/approval"
 	"github.com/retrain-ml/retrain/internal/gate"
 	"github.com/retrain-ml/retrain/runs"
 )
@@ -92,7 +93,15 @@ func gateRows(n runs.NodeState, l *Lift, skipped []string) gateView {
 		g.Reason = n.Error
 	}
 	if n.Outputs["forced"] == true {
-		g.Forced = fmt.Sprintf("forced by %v: %v", n.Outputs["forced_by"], n.Outputs["force_reason"])
+		by, _ := n.Outputs["forced_by"].(string)
+		g.Forced = fmt.Sprintf("%s: %v", approval.Phrase("forced", by), n.Outputs["force_reason"])
+	}
+	if refused, ok := n.Outputs["refused_approvals"].([]any); ok && len(refused) > 0 {
+		var s []string
+		for _, r := range refused {
+			s = append(s, fmt.Sprint(r))
+		}
+		g.Reason += " Approvals the worker refused: " + strings.Join(s, "; ") + "."
 	}
 	g.Baseline = gateBaseline(n.Outputs)
 	if l == nil {

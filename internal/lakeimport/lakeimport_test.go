@@ -1,0 +1,233 @@
+package lakeimport_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/retrain-ml/retrain/internal/lake"
+	"github.com/retrain-ml/retrain/internal/lakeimport"
+)
+
+var clicks = arrow.NewSchema([]arrow.Field{
+	{Name: "user_id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "date", Type: arrow.FixedWidthTypes.Date32},
+	{Name: "ctr", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "country", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+// day0 is 2026-11-21 as days since the epoch.
+const day0 = 20413
+
+// writeDay writes n rows of one day (users from first) as a Parquet file
+// under dir/date=.../part.parquet and returns the sum of its user ids.
+func writeDay(t *testing.T, dir string, schema *arrow.Schema, day, first, n int) int64 {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	var sum int64
+	for i := range n {
+		u := int64(first + i)
+		sum += u
+		for j, f := range schema.Fields() {
+			switch f.Name {
+			case "user_id":
+				b.Field(j).(*array.Int64Builder).Append(u)
+			case "date":
+				b.Field(j).(*array.Date32Builder).Append(arrow.Date32(day0 + day))
+			case "ctr":
+				switch fb := b.Field(j).(type) {
+				case *array.Float64Builder:
+					fb.Append(float64(i%100) / 100)
+				case *array.Int64Builder:
+					fb.Append(int64(i % 100))
+				}
+			case "country":
+				b.Field(j).(*array.StringBuilder).Append([]string{"de", "fr", "us"}[i%3])
+			case "ctr32":
+				b.Field(j).(*array.Float32Builder).Append(0.5)
+			}
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	p := filepath.Join(dir, fmt.Sprintf("date=2026-11-%02d", 21+day), "part.parquet")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := array.NewTableFromRecords(schema, []arrow.RecordBatch{rec})
+	defer tbl.Release()
+	// WriteTable closes f.
+	if err := pqarrow.WriteTable(tbl, f, 1000, nil, pqarrow.DefaultWriterProps()); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+// contents reads the table back: rows, the sum of user_id and snapshots.
+func contents(t *testing.T, cat *lake.Catalog, name string) (rows, sum int64, snapshots int) {
+	t.Helper()
+	ctx := context.Background()
+	tbl, err := cat.Load(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshots = len(tbl.Metadata().Snapshots())
+	if tbl.CurrentSnapshot() == nil {
+		return 0, 0, snapshots
+	}
+	at, err := lake.Scan(ctx, tbl).ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	idx := at.Schema().FieldIndices("user_id")[0]
+	for _, c := range at.Column(idx).Data().Chunks() {
+		for _, v := range c.(*array.Int64).Int64Values() {
+			sum += v
+		}
+	}
+	return at.NumRows(), sum, snapshots
+}
+
+func openCatalog(t *testing.T) *lake.Catalog {
+	t.Helper()
+	cat, err := lake.Open(context.Background(), lake.Config{DataDir: t.TempDir()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	return cat
+}
+
+func TestImportCreatesAppendsAndOverwrites(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	dir := t.TempDir()
+	var want int64
+	for d := range 3 {
+		want += writeDay(t, dir, clicks, d, d*1000, 500)
+	}
+	by, err := lakeimport.ParsePartitionBy("date,bucket(4,user_id)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.clicks", From: []string{dir}, PartitionBy: by, BatchRows: 128}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Created || res.Files != 3 || res.Rows != 1500 || res.SnapshotID == 0 {
+		t.Fatalf("result %+v", res)
+	}
+	rows, sum, snaps := contents(t, cat, "ml.clicks")
+	if rows != 1500 || sum != want || snaps != 1 {
+		t.Fatalf("table holds %d rows (user sum %d) in %d snapshots; want 1500 (%d) in one", rows, sum, snaps, want)
+	}
+	tbl, _ := cat.Load(ctx, "ml.clicks")
+	if spec := tbl.Spec(); spec.NumFields() != 2 {
+		t.Errorf("partition spec %s, want date and a bucket of user_id", spec.String())
+	}
+	if res.DataFiles < 3*2 {
+		t.Errorf("%d data files: want at least one per day and bucket present", res.DataFiles)
+	}
+
+	// Append a day: a second snapshot, the table's own spec kept.
+	more := t.TempDir()
+	add := writeDay(t, more, clicks, 3, 9000, 200)
+	res, err = lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.clicks", From: []string{filepath.Join(more, "*", "*.parquet")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, sum, snaps = contents(t, cat, "ml.clicks")
+	if res.Created || rows != 1700 || sum != want+add || snaps != 2 {
+		t.Fatalf("after append: %d rows (sum %d) in %d snapshots, created %v", rows, sum, snaps, res.Created)
+	}
+
+	// Overwrite: only the new files' rows, in one more snapshot.
+	if _, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.clicks", From: []string{more}, Mode: lakeimport.Overwrite}, nil); err != nil {
+		t.Fatal(err)
+	}
+	rows, sum, snaps = contents(t, cat, "ml.clicks")
+	if rows != 200 || sum != add || snaps != 3 {
+		t.Fatalf("after overwrite: %d rows (sum %d) in %d snapshots; want 200 (%d) in 3", rows, sum, snaps, add)
+	}
+}
+
+func TestImportRefusesBeforeWriting(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	good := t.TempDir()
+	writeDay(t, good, clicks, 0, 0, 100)
+	if _, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.clicks", From: []string{good}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// A set whose second file has ctr as int64: the file is named, and
+	// neither the existing table nor a new one changes.
+	mixed := t.TempDir()
+	writeDay(t, mixed, clicks, 0, 0, 10)
+	other := arrow.NewSchema([]arrow.Field{
+		{Name: "user_id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "date", Type: arrow.FixedWidthTypes.Date32},
+		{Name: "ctr", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "country", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	writeDay(t, mixed, other, 1, 0, 10)
+	bad := filepath.Join(mixed, "date=2026-11-22", "part.parquet")
+	for _, table := range []string{"ml.clicks", "ml.fresh"} {
+		_, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: table, From: []string{mixed}}, nil)
+		if !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), `column "ctr" is int64, not float64`) {
+			t.Fatalf("into %s: %v: want a bad-input error naming %s and the column", table, err, bad)
+		}
+	}
+	if rows, _, snaps := contents(t, cat, "ml.clicks"); rows != 100 || snaps != 1 {
+		t.Errorf("ml.clicks changed: %d rows in %d snapshots", rows, snaps)
+	}
+	if ok, _ := cat.Exists(ctx, "ml.fresh"); ok {
+		t.Error("ml.fresh was created by a refused import")
+	}
+
+	// Files with a column the table lacks; a partitioning the table lacks.
+	extra := t.TempDir()
+	writeDay(t, extra, arrow.NewSchema(append(clicks.Fields(), arrow.Field{Name: "ctr32", Type: arrow.PrimitiveTypes.Float32}), nil), 0, 0, 10)
+	_, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.clicks", From: []string{extra}}, nil)
+	if !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), `column "ctr32" is not in the table`) {
+		t.Errorf("extra column: %v", err)
+	}
+	by, _ := lakeimport.ParsePartitionBy("bucket(8,user_id)")
+	_, err = lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.clicks", From: []string{good}, PartitionBy: by}, nil)
+	if !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), "is not table ml.clicks's partitioning") {
+		t.Errorf("other partitioning: %v", err)
+	}
+	by, _ = lakeimport.ParsePartitionBy("day(country)")
+	_, err = lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.other", From: []string{good}, PartitionBy: by}, nil)
+	if !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), `cannot partition column "country"`) {
+		t.Errorf("day of a string: %v", err)
+	}
+	for _, from := range [][]string{nil, {filepath.Join(good, "nothing-*.parquet")}, {"s3://bucket/x/"}} {
+		if _, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.clicks", From: from}, nil); !errors.Is(err, lakeimport.ErrBadInput) {
+			t.Errorf("from %v: %v, want bad input", from, err)
+		}
+	}
+	notParquet := filepath.Join(t.TempDir(), "x.parquet")
+	os.WriteFile(notParquet, []byte("a,b\n1,2\n"), 0o644)
+	if _, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.clicks", From: []string{notParquet}}, nil); !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), "is not a Parquet file") {
+		t.Errorf("not parquet: %v", err)
+	}
+	if rows, _, snaps := contents(t, cat, "ml.clicks"); rows != 100 || snaps != 1 {
+		t.Errorf("ml.clicks changed: %d rows in %d snapshots", rows, snaps)
+	}
+}
