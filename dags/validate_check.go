@@ -202,7 +202,9 @@ func (n *Node) fieldPos(field, msg string, blockPos Pos) Pos {
 // for the nodes whose `with` resolves differently from the defaults
 // validation used: a param given for the run can make a block no run
 // could use (-p bake_2=oops), which must fail before any node runs.
-func compileChecks(e *errs, s *Spec, reg *Registry, bound map[string]any) {
+// It returns the nodes it found errors in.
+func compileChecks(e *errs, s *Spec, reg *Registry, bound map[string]any) map[*Node]bool {
+	flagged := map[*Node]bool{}
 	defaults := s.knownDefaults()
 	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
 		for _, n := range group {
@@ -219,7 +221,12 @@ func compileChecks(e *errs, s *Spec, reg *Registry, bound map[string]any) {
 			if pos == (Pos{}) {
 				pos = n.Pos
 			}
+			before := len(e.list)
 			typeCheck(e, n, t, fmt.Sprintf("node %q (type %s)", n.ID, n.Type), pos, atRun, used, "as given for this run")
+			if len(e.list) > before {
+				flagged[n] = true
+			}
 		}
 	}
+	return flagged
 }
