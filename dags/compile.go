@@ -45,6 +45,26 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 				pos = n.Pos
 			}
 			checkConversions(&e, n, t.FieldTypes(), bound, outs, pos)
+		}
+	}
+	// The node types' checks with the run's params: first as validation
+	// ran them, spec text with nested positions (validate_check.go),
+	// then on the converted values the nodes will get (checkbound.go),
+	// for the nodes the first found nothing in.
+	var flagged map[*Node]bool
+	if len(e.list) == 0 { // Check may assume the fields convert
+		flagged = compileChecks(&e, s, reg, bound)
+	}
+	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
+		for _, n := range group {
+			if flagged[n] {
+				continue
+			}
+			t, _ := reg.Lookup(n.Type)
+			pos := n.WithPos
+			if pos == (Pos{}) {
+				pos = n.Pos
+			}
 			checkBound(&e, n, t, bound, outs, pos)
 		}
 	}

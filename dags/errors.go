@@ -99,6 +99,11 @@ func (e *errs) at(pos Pos, format string, args ...any) {
 func suggest(word string, candidates []string) string {
 	best, bestDist := "", 3
 	for _, c := range candidates {
+		if strings.EqualFold(word, c) {
+			return c // AUC for auc: a difference of case alone
+		}
+	}
+	for _, c := range candidates {
 		// The distance is at least the difference in length; skipping
 		// those keeps a huge word from costing len(word) x len(c) each.
 		if abs(len(word)-len(c)) >= bestDist {
@@ -110,6 +115,10 @@ func suggest(word string, candidates []string) string {
 	}
 	return best
 }
+
+// DidYouMean is didYouMean for node types' checks: " (did you mean
+// "auc"?)" when word is a likely typo of a candidate, else "".
+func DidYouMean(word string, candidates []string) string { return didYouMean(word, candidates) }
 
 // didYouMean formats suggest's answer as a message suffix.
 func didYouMean(word string, candidates []string) string {

@@ -85,6 +85,7 @@ func (p *parser) node(n *yaml.Node, list string, index int, onFailure bool) *Nod
 	if v := m.opt("with"); v != nil {
 		node.WithPos = m.keyPos("with")
 		node.With, node.WithKeyPos = p.with(v, what)
+		node.WithPaths = withPaths(v)
 	}
 	if v := m.get("outputs"); v != nil {
 		node.OutputsPos = m.keyPos("outputs")
@@ -148,6 +149,53 @@ func (p *parser) with(n *yaml.Node, what string) (map[string]any, map[string]Pos
 		pos[kv.key] = posOf(kv.k)
 	}
 	return with, pos
+}
+
+// Bounds on the nested positions a node records: they only place
+// messages, so a huge or deeply nested `with` records what fits.
+const (
+	maxPathDepth = 6
+	maxPaths     = 1024
+)
+
+// withPaths returns the positions of the values nested in a `with`
+// block, by the path messages name them with: "checks[0]",
+// "steps[2].percent", "metrics.auc". A mapping entry is placed at its
+// key, a list item at the item.
+func withPaths(n *yaml.Node) map[string]Pos {
+	out := map[string]Pos{}
+	var walk func(n *yaml.Node, path string, depth int)
+	walk = func(n *yaml.Node, path string, depth int) {
+		n = resolve(n)
+		if depth > maxPathDepth {
+			return
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content) && len(out) < maxPaths; i += 2 {
+				k := n.Content[i]
+				if k.Kind != yaml.ScalarNode {
+					continue
+				}
+				p := joinPath(path, k.Value)
+				if depth > 0 {
+					out[p] = posOf(k)
+				}
+				walk(n.Content[i+1], p, depth+1)
+			}
+		case yaml.SequenceNode:
+			for i, item := range n.Content {
+				if len(out) >= maxPaths {
+					return
+				}
+				p := fmt.Sprintf("%s[%d]", path, i)
+				out[p] = posOf(resolve(item))
+				walk(item, p, depth+1)
+			}
+		}
+	}
+	walk(n, "", 0)
+	return out
 }
 
 // outputs decodes a node's declared outputs: a mapping of output names to

@@ -36,6 +36,20 @@ type NodeType struct {
 	// exclusive keys). Values that hold ${...} references are only known at
 	// run time; Check should skip those. May be nil.
 	Check func(with map[string]any) error
+	// Metrics, when set, says which metric names the output named output
+	// of a node of this type holds (an evaluation, a map of metric to
+	// figure), from the node's `with` with known params resolved; ok is
+	// false when only the run knows (what a program of the user's
+	// writes), and then nothing is checked against it.
+	Metrics func(output string, with map[string]any) (names []string, ok bool)
+	// CheckMetrics, when set, checks the metric names a node of this type
+	// reads by name (a gate's thresholds) against what it reads them
+	// from. source says, for a `with` value such as
+	// ${nodes.evaluate.outputs.evaluation}, the metric names it holds and
+	// which node gives them; ok false when they cannot be known, and then
+	// CheckMetrics should say nothing rather than guess. Errors are
+	// reported as Check's are (AtField places them).
+	CheckMetrics func(with map[string]any, source func(v any) (names []string, from string, ok bool)) error
 	// Hosts, when set, lets a node of this type span several hosts: a node
 	// whose resolved `with` field Hosts.Field is above 1 runs as the child
 	// workflow Hosts.Workflow (one group of work per host, started and

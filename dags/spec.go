@@ -157,12 +157,16 @@ type Node struct {
 	// node runs once.
 	Foreach *Foreach
 
-	Pos            Pos // the node's mapping
-	TypePos        Pos
-	NeedsPos       []Pos // one per Needs entry
-	WhenPos        Pos
-	WithPos        Pos            // the with key
-	WithKeyPos     map[string]Pos // line of each with key
+	Pos        Pos // the node's mapping
+	TypePos    Pos
+	NeedsPos   []Pos // one per Needs entry
+	WhenPos    Pos
+	WithPos    Pos            // the with key
+	WithKeyPos map[string]Pos // line of each with key
+	// WithPaths are the positions of values nested in with, by their
+	// path as messages write it ("checks[0]", "steps[2].percent",
+	// "metrics.auc"); top-level keys are in WithKeyPos.
+	WithPaths      map[string]Pos
 	CompensatesPos Pos
 	OutputsPos     Pos            // the outputs key
 	OutputKeyPos   map[string]Pos // position of each declared output

@@ -1,7 +1,6 @@
 package dags
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -76,22 +75,12 @@ func (v *validator) with(n *Node, onFailure bool) {
 		bad = len(v.list) > before
 	}
 	// Check may assume the fields have their declared types, so it only
-	// runs on a block that passed the checks above. It gets a copy: a
-	// careless Check must not change the spec.
-	if !bad && t.Check != nil {
-		with, _ := deepCopy(n.With).(map[string]any)
-		if with == nil {
-			with = map[string]any{}
-		}
-		if err := t.Check(with); err != nil {
-			for _, e := range checkErrors(err) {
-				pos := blockPos
-				if fe, ok := errors.AsType[*FieldError](e); ok && n.WithKeyPos[fe.Field] != (Pos{}) {
-					pos = n.WithKeyPos[fe.Field]
-				}
-				v.at(pos, "%s: %v", w, e)
-			}
-		}
+	// runs on a block that passed the checks above; it sees the params
+	// whose defaults are known resolved (validate_check.go).
+	if !bad {
+		with, used := knownWith(n.With, v.s.knownDefaults())
+		typeCheck(&v.errs, n, t, w, blockPos, with, used, "at their defaults")
+		v.metrics(n, t, w, blockPos, with) // validate_metrics.go
 	}
 }
 

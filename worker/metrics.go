@@ -46,6 +46,13 @@ const (
 	MetricCacheLookups = "retrain_node_cache_lookups_total"
 )
 
+// MetricScheduledGate counts the gate verdicts of runs that schedules
+// started: pipeline, schedule, verdict (passed, rejected, undecided:
+// no gate, or it did not decide). A run whose gate rejects ends
+// succeeded (on_reject: skip) and ships nothing; rejections with no
+// pass in a window are a nightly that never ships (docs/alerts.yaml).
+const MetricScheduledGate = "retrain_scheduled_gate_verdicts_total"
+
 // MetricCanaryDecisions is counted by the canary workflow itself, when it
 // decides: decision (promoted, approved, rolled_back, rejected, refused).
 const MetricCanaryDecisions = canarynode.MetricDecisions
@@ -57,6 +64,7 @@ var metricsHelp = map[string]string{
 	MetricNodeAttempts:              "Node activity attempts, by node type and status.",
 	MetricNodeRetries:               "Node activity attempts after the first, by node type.",
 	MetricGateDecisions:             "Gate decisions: passed, rejected, or approved (a rejected candidate forced through).",
+	MetricScheduledGate:             "Gate verdicts of scheduled runs, by pipeline, schedule and verdict (passed, rejected, undecided).",
 	MetricDeploys:                   "Deploy node attempts, by status.",
 	MetricCanaryDecisions:           "Canary deploy decisions: promoted, approved, rolled_back, rejected, refused (production moved meanwhile).",
 	MetricRollbacks:                 "rollback_model node attempts, by status.",
@@ -333,12 +341,34 @@ func (i *outcomeInbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.E
 		}
 		pipeline, status := runOutcome(in, res, err)
 		h.WithTags(map[string]string{"pipeline": pipeline, "status": status}).Counter(MetricRuns).Inc(1)
+		if pin, ok := firstArg[runs.PipelineInput](in); ok && pin.Schedule != "" {
+			h.WithTags(map[string]string{"pipeline": pipeline, "schedule": pin.Schedule, "verdict": scheduledVerdict(res)}).
+				Counter(MetricScheduledGate).Inc(1)
+		}
 	case gateWorkflowName:
 		if decision := gateDecision(res); decision != "" {
 			h.WithTags(map[string]string{"decision": decision}).Counter(MetricGateDecisions).Inc(1)
 		}
 	}
 	return res, err
+}
+
+// scheduledVerdict is a finished run's gate verdict for
+// MetricScheduledGate: rejected when a gate rejected the candidate (and
+// the run went on: on_reject: skip), passed when every gate passed it,
+// else undecided.
+func scheduledVerdict(res any) string {
+	r, ok := res.(*runs.Result)
+	if !ok || r == nil {
+		return "undecided"
+	}
+	switch rejected, passed := runs.GateOutcome(runs.Verdict(r)); {
+	case rejected:
+		return "rejected"
+	case passed:
+		return "passed"
+	}
+	return "undecided"
 }
 
 // firstArg is the workflow's first argument as a T, if it is one.

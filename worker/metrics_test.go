@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/retrain-ml/retrain/nodetype"
+	"github.com/retrain-ml/retrain/runs"
 )
 
 // metricRef finds metric names in PromQL.
@@ -132,3 +133,24 @@ func TestGateDecision(t *testing.T) {
 }
 
 func nodetypeResult(outputs map[string]any) nodetype.Result { return nodetype.Result{Outputs: outputs} }
+
+func TestScheduledVerdict(t *testing.T) {
+	gate := func(status runs.NodeStatus, passed any) *runs.Result {
+		return &runs.Result{Nodes: []runs.NodeState{{ID: "train", Type: "command", Status: runs.NodeSucceeded},
+			{ID: "gate", Type: "gate", Status: status, Outputs: map[string]any{"passed": passed}}}}
+	}
+	for _, c := range []struct {
+		res  any
+		want string
+	}{
+		{gate(runs.NodeSucceeded, false), "rejected"},
+		{gate(runs.NodeSucceeded, true), "passed"},
+		{gate(runs.NodeFailed, nil), "undecided"},
+		{&runs.Result{}, "undecided"}, // no gate
+		{nil, "undecided"},
+	} {
+		if got := scheduledVerdict(c.res); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.res, got, c.want)
+		}
+	}
+}

@@ -158,10 +158,10 @@ nodes:
 		switch tc.name {
 		case "check failure_limit 0":
 			spec = strings.Replace(head, "max: 1}]", "max: 1, failure_limit: 0}]", 1)
-			tc.want = "c.yaml:10:7: node \"canary\" (type canary): checks[0]: failure_limit: want a whole number from 1"
+			tc.want = "c.yaml:10:16: node \"canary\" (type canary): checks[0]: failure_limit: want a whole number from 1"
 		case "step warmup past the bake":
 			spec = strings.Replace(head, "bake: 1m}", "bake: 1m, warmup: 90s}", 1)
-			tc.want = "c.yaml:9:7: node \"canary\" (type canary): steps[0].warmup: 1m30s is longer"
+			tc.want = "c.yaml:9:39: node \"canary\" (type canary): steps[0].warmup: 1m30s is longer"
 		}
 		s, err := dags.Parse("c.yaml", []byte(spec))
 		if err == nil {

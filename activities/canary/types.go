@@ -205,7 +205,10 @@ func checkCanary(with map[string]any) error {
 		return err
 	}
 	var errs []error
+	// Steps and checks are parsed as the run has them: spec text with no
+	// reference left, its escapes ($${version}) read.
 	if v, ok := with["steps"]; ok && !dags.HasRef(v) {
+		v, _ = dags.Interpolate(v, dags.Scope{})
 		_, err := canary.ParseSteps(v, 0)
 		errs = append(errs, dags.AtField("steps", err))
 		if w, ok := with["warmup"].(string); ok && err == nil && !dags.HasRef(w) {
@@ -216,8 +219,14 @@ func checkCanary(with map[string]any) error {
 		}
 	}
 	if v, ok := with["checks"]; ok && !dags.HasRef(v) {
-		_, err := canary.ParseChecks(v, 0)
-		errs = append(errs, dags.AtField("checks", err))
+		v, _ = dags.Interpolate(v, dags.Scope{})
+		checks, err := canary.ParseChecks(v, 0)
+		if err == nil {
+			err = canary.CheckQueries(checks)
+		}
+		for _, e := range joined(err) {
+			errs = append(errs, dags.AtField("checks", e))
+		}
 	}
 	if v, ok := with["failure_limit"]; ok && !dags.HasRef(v) {
 		_, err := canary.ParseFailureLimit(v)
@@ -253,6 +262,18 @@ func checkCanary(with map[string]any) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// joined is err's errors one by one (errors.Join's), so that each is
+// placed at its own check.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
 
 // stringList reads a list of strings from a `with` value; nil when it is

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
 	modelsnode "github.com/retrain-ml/retrain/activities/models"
@@ -159,6 +161,25 @@ func checkEvaluate(with map[string]any) error {
 		return fmt.Errorf("data_format %q: want parquet or npy", f)
 	}
 	return nil
+}
+
+// evaluateMetrics says which metrics an evaluate node's evaluation (and
+// its candidate and baseline maps) hold, for the validator to check a
+// gate's metric names against: the builtin scorer's, unless the node runs
+// an evaluator program, whose metrics file may add any (then unknown).
+func evaluateMetrics(output string, with map[string]any) ([]string, bool) {
+	switch output {
+	case "evaluation", "candidate", "baseline":
+	default:
+		return nil, false
+	}
+	if _, ok := with["argv"]; ok {
+		return nil, false
+	}
+	if e, ok := with["evaluator"]; ok && e != BuiltinEvaluator {
+		return nil, false
+	}
+	return slices.Sorted(maps.Keys(metricMap(trainer.Metrics{}))), true
 }
 
 // evaluator runs evaluate nodes.
@@ -329,6 +350,7 @@ func TypeWith(d Deps) nodetype.Type {
 			"scored by the builtin scorer; any other by the evaluator program argv, which writes a metrics JSON and may write predictions.npy " +
 			"(then the node computes the figures itself, as for a builtin model, so both compare like with like). Writes the metrics as JSON to the object " +
 			"store; outputs the candidate's headline figures (auc, log_loss, accuracy, calibration), the baseline's version and ${nodes.ID.outputs.evaluation} for a gate node.",
-		Check: checkEvaluate,
+		Check:   checkEvaluate,
+		Metrics: evaluateMetrics,
 	}, e.run)
 }

@@ -97,3 +97,24 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 }
+
+// The validator checks a gate's metric names against these: the builtin
+// scorer's, unless an evaluator program may write its own.
+func TestEvaluateMetrics(t *testing.T) {
+	names, ok := evaluateMetrics("evaluation", map[string]any{"candidate": "x", "data": "y"})
+	if !ok || !slices.Equal(names, []string{"accuracy", "auc", "calibration", "count", "log_loss", "mean_label", "mean_prediction"}) {
+		t.Fatalf("builtin: %v %v", names, ok)
+	}
+	for _, with := range []map[string]any{
+		{"evaluator": "command", "argv": []any{"./eval.sh"}},
+		{"argv": []any{"./eval.sh"}},         // a baseline of another trainer may be scored by it
+		{"evaluator": "${params.evaluator}"}, // known only at run time
+	} {
+		if _, ok := evaluateMetrics("evaluation", with); ok {
+			t.Errorf("%v: metrics said known", with)
+		}
+	}
+	if _, ok := evaluateMetrics("metrics_uri", map[string]any{}); ok {
+		t.Error("an output that holds no metrics said known")
+	}
+}

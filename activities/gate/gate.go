@@ -178,6 +178,46 @@ func checkGate(with map[string]any) error {
 	return errors.Join(errs...)
 }
 
+// checkGateMetrics refuses, before any run, a threshold on a metric the
+// candidate cannot have: the gate would find it missing and reject every
+// candidate (a run that "succeeds" and never ships). The names are known
+// from a candidate map written in the spec, or from the node an
+// evaluation or candidate reference reads when its type declares its
+// metrics (source); otherwise nothing is said.
+func checkGateMetrics(with map[string]any, source func(any) ([]string, string, bool)) error {
+	m, ok := with["metrics"].(map[string]any)
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	var (
+		names []string
+		from  string
+	)
+	if ev, given := with["evaluation"]; given {
+		if names, from, ok = source(ev); !ok {
+			return nil
+		}
+		from += "'s evaluation"
+	} else if c, isMap := with["candidate"].(map[string]any); isMap {
+		names, from = slices.Sorted(maps.Keys(c)), "the candidate map"
+	} else if c, given := with["candidate"]; given {
+		if names, from, ok = source(c); !ok {
+			return nil
+		}
+	} else {
+		return nil
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if slices.Contains(names, name) {
+			continue
+		}
+		errs = append(errs, dags.AtField("metrics", fmt.Errorf("metrics.%s: %s has no metric %q%s, so the gate would reject every candidate; its metrics are %s",
+			name, from, name, dags.DidYouMean(name, names), strings.Join(names, ", "))))
+	}
+	return errors.Join(errs...)
+}
+
 // literalGateConfig returns the threshold keys of with, leaving out what
 // holds a ${...} reference (only known at run time). ok is false when no
 // metric is left to check.
@@ -407,7 +447,8 @@ func TypesWith(store *s3store.Store, approvers approval.Approvers) []nodetype.Ty
 			"divided by |baseline|, a negative figure allowing that much worse; the old keys absolute and relative are refused. " +
 			"Outputs passed and every comparison with its figures. A failed gate can wait for a human " +
 			"(wait_for_approval; `retrain approve RUN --force --reason ...`), then skips (on_reject: skip, the default) or fails the run (fail).",
-		Check: checkGate,
+		Check:        checkGate,
+		CheckMetrics: checkGateMetrics,
 	}, GateWorkflow, Gate, map[string]any{BaselineActivity: b.Read, VerifyActivity: v.Verify})}
 }
 

@@ -436,3 +436,24 @@ func TestWaitingDetails(t *testing.T) {
 		t.Errorf("details list a passed check:\n%s", got)
 	}
 }
+
+// A threshold on a metric the candidate cannot have is refused at its
+// line; where the metrics are not known before the run, nothing is said.
+func TestGateMetricNamesChecked(t *testing.T) {
+	err := gateSpec(t, `
+      candidate: {auc: "${params.floor}", log_loss: 0.4}
+      metrics:
+        auc: {min: 0.7}
+        logloss: {max: 0.5}`)
+	want := `g.yaml:20:9: node "gate" (type gate): metrics.logloss: the candidate map has no metric "logloss" (did you mean "log_loss"?), so the gate would reject every candidate; its metrics are auc, log_loss`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	// The evaluation of a node whose type does not declare its metrics
+	// (here a noop): not known, not checked.
+	if err := gateSpec(t, `
+      evaluation: ${nodes.ev.outputs.evaluation}
+      metrics: {AUC: {min: 0.7}}`); err != nil {
+		t.Fatalf("unknown metrics refused: %v", err)
+	}
+}

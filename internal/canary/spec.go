@@ -198,7 +198,7 @@ func ParseSteps(v any, warmup time.Duration) ([]Step, error) {
 		steps = append(steps, s)
 	}
 	if last := steps[len(steps)-1]; last.Percent != 100 {
-		return nil, fmt.Errorf("steps: the last step's percent is %s; it must be 100 (where the canary is promoted)", fmtNum(last.Percent))
+		return nil, fmt.Errorf("steps[%d].percent: the last step's percent is %s; it must be 100 (where the canary is promoted)", len(steps)-1, fmtNum(last.Percent))
 	}
 	if !slices.ContainsFunc(steps, func(s Step) bool { return s.Bake > 0 }) {
 		return nil, errors.New("steps: no step bakes, so no check would ever run; give a step a bake")
@@ -303,6 +303,37 @@ func parseCheck(item any) (Check, error) {
 	}
 	c.Threshold = cfg.Metrics[c.Name]
 	return c, nil
+}
+
+// placeholderRe finds the ${NAME} placeholders of a query.
+var placeholderRe = regexp.MustCompile(`\$\{([^}]*)\}`)
+
+// CheckQueries refuses, before a run, queries that would mislead a
+// canary rather than fail it: a placeholder other than ${version} and
+// ${alias} (Prometheus would get it as text, and the query finds no
+// series or an error), and a check that compares with production
+// (min_relative_change, min_absolute_change) whose query selects no
+// version: production's figure would be the canary's, and the check
+// would always pass. The queries are as the run has them: ${version},
+// written $${version} in a spec.
+func CheckQueries(checks []Check) error {
+	names := []string{"version", "alias"}
+	var errs []error
+	for i, c := range checks {
+		for _, q := range []struct{ key, text string }{{"query", c.Query}, {"count_query", c.CountQuery}} {
+			for _, m := range placeholderRe.FindAllStringSubmatch(q.text, -1) {
+				if !slices.Contains(names, m[1]) {
+					errs = append(errs, fmt.Errorf("checks[%d].%s: unknown placeholder $${%s}%s; a query's placeholders are $${version} and $${alias}",
+						i, q.key, m[1], dags.DidYouMean(m[1], names)))
+				}
+			}
+		}
+		if c.Relative() && !strings.Contains(c.Query, VersionPlaceholder) && !strings.Contains(c.Query, AliasPlaceholder) {
+			errs = append(errs, fmt.Errorf("checks[%d].query: the check compares with production (%s) but its query selects no version: "+
+				"put $${version} (or $${alias}) in it, as in rate(clicks_total{version=\"$${version}\"}[5m]), or it compares production with itself", i, c.ThresholdText()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // CheckPrometheusURL refuses what is not an http(s) URL with a host, and

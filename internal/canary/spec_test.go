@@ -95,3 +95,39 @@ func TestQueryFor(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestCheckQueries(t *testing.T) {
+	parse := func(items ...map[string]any) []Check {
+		t.Helper()
+		list := make([]any, len(items))
+		for i, m := range items {
+			list[i] = m
+		}
+		checks, err := ParseChecks(list, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return checks
+	}
+	ok := parse(
+		map[string]any{"name": "ctr", "query": `sum(rate(clicks{version="${version}"}[5m]))`, "direction": "higher_is_better", "min_relative_change": -0.02,
+			"count_query": `sum(increase(impressions{alias="${alias}"}[5m]))`, "min_count": 10.0},
+		map[string]any{"name": "up", "query": "min(up)", "min": 1.0}, // absolute, fleet-wide: allowed
+	)
+	if err := CheckQueries(ok); err != nil {
+		t.Fatalf("good checks refused: %v", err)
+	}
+	for _, c := range []struct {
+		check map[string]any
+		want  string
+	}{
+		{map[string]any{"name": "a", "query": `x{version="${verison}"}`, "max": 1.0}, `checks[0].query: unknown placeholder $${verison} (did you mean "version"?)`},
+		{map[string]any{"name": "a", "query": `x{version="${version}"}`, "count_query": `n{v="${model}"}`, "max": 1.0}, "checks[0].count_query: unknown placeholder $${model}"},
+		{map[string]any{"name": "a", "query": "sum(rate(clicks[5m]))", "direction": "higher_is_better", "min_absolute_change": 0.0}, "checks[0].query: the check compares with production (min_absolute_change 0 (higher_is_better)) but its query selects no version"},
+	} {
+		err := CheckQueries(parse(c.check))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.check, err, c.want)
+		}
+	}
+}

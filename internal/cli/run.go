@@ -22,6 +22,9 @@ func NewRunCommand(app *App) *cobra.Command {
 	var (
 		params       []string
 		wait, asJSON bool
+		dry          bool
+		pipelines    string
+		schedule     string
 		id, queue    string
 		logicalDate  string
 		parallelism  int
@@ -41,6 +44,10 @@ func NewRunCommand(app *App) *cobra.Command {
 			}
 			if err := checkLogicalDate(logicalDate); err != nil {
 				return err
+			}
+			if dry {
+				return dryRun(app.Out, dryRunOptions{target: args[0], params: values, logicalDate: logicalDate, id: id,
+					schedule: schedule, pipelines: pipelines, asJSON: asJSON, now: time.Now()})
 			}
 			req := runs.Request{Params: values, Parallelism: parallelism, ID: id, TaskQueue: queue, LogicalDate: logicalDate,
 				NoCache: noCache, Refresh: refresh}
@@ -126,6 +133,9 @@ func NewRunCommand(app *App) *cobra.Command {
 	cmd.Flags().StringVar(&logicalDate, "logical-date", "", "the date (YYYY-MM-DD) or time (RFC 3339) the run is for: ${run.logical_date} (default: now)")
 	cmd.Flags().BoolVar(&noCache, "no-cache", false, "recompute every node marked cache: instead of reusing a cached result (the fresh results replace the cached ones)")
 	cmd.Flags().StringArrayVar(&refresh, "refresh", nil, "recompute this cached node instead of reusing its cached result (repeatable)")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "start nothing: print which nodes would run, skip or wait on outputs, each with its with resolved from the params and run values (needs no server)")
+	cmd.Flags().StringVar(&pipelines, "pipelines", os.Getenv("RETRAIN_PIPELINES"), "with --dry-run: the folder of pipelines a PIPELINE name is looked up in, as the worker's --pipelines (default: the built-in examples; env RETRAIN_PIPELINES)")
+	cmd.Flags().StringVar(&schedule, "schedule", "", "with --dry-run: as a run the spec's schedule ID starts (its params and time zone; -p over them)")
 	otel.AddFlags(cmd.Flags(), "retrain")
 	return cmd
 }

@@ -22,6 +22,7 @@ func NewRunsCommand(app *App) *cobra.Command {
 		status string
 		since  string
 		asJSON bool
+		warnAt int
 	)
 	list := &cobra.Command{
 		Use:   "list",
@@ -56,9 +57,17 @@ func NewRunsCommand(app *App) *cobra.Command {
 				if list == nil {
 					list = []runs.RunInfo{}
 				}
-				return enc.Encode(list)
+				if err := enc.Encode(list); err != nil {
+					return err
+				}
+			} else {
+				PrintRuns(app.Out, list, time.Now())
 			}
-			PrintRuns(app.Out, list, time.Now())
+			// A status filter hides the runs that break a streak, and a
+			// summary has no verdicts: no warning from those.
+			if o.Status == "" && !o.Summary {
+				PrintRejectedStreaks(app.Err, runs.RejectedStreaks(list, warnAt))
+			}
 			return nil
 		},
 	}
@@ -69,6 +78,7 @@ func NewRunsCommand(app *App) *cobra.Command {
 	f.StringVar(&o.Schedule, "schedule", "", "only runs this schedule started: a spec schedule id (daily, with --pipeline) or a Temporal schedule id (retrain/PIPELINE/daily)")
 	f.IntVar(&o.Limit, "limit", 20, "at most this many runs")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.IntVar(&warnAt, "warn-rejected", runs.DefaultRejectedStreak, "warn (on stderr) about a pipeline whose gate rejected this many of its latest scheduled runs in a row; 0: never")
 	cmd.AddCommand(list)
 	return cmd
 }
@@ -118,6 +128,25 @@ func PrintRuns(w io.Writer, list []runs.RunInfo, now time.Time) {
 		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
+}
+
+// PrintRejectedStreaks warns about each pipeline whose gate rejected its
+// latest scheduled runs in a row: those runs end succeeded (on_reject:
+// skip) and ship nothing, which a table of green runs would hide.
+func PrintRejectedStreaks(w io.Writer, streaks []runs.RejectedStreak) {
+	for _, s := range streaks {
+		count := fmt.Sprint(len(s.Runs))
+		if s.AtLeast {
+			count += " (or more: older runs are not listed)"
+		}
+		shown := s.Runs
+		more := ""
+		if len(shown) > 5 {
+			shown, more = shown[:5], ", ..."
+		}
+		fmt.Fprintf(w, "warning: pipeline %s: its gate rejected its last %s scheduled runs in a row (%s%s): nothing they trained shipped; `retrain status RUN` shows the failed checks\n",
+			s.Pipeline, count, strings.Join(shown, ", "), more)
+	}
 }
 
 func dash(s string) string {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,31 @@ func TestPrintSummaryRerun(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// A pipeline whose gate rejected its latest scheduled runs gets a
+// warning under `runs list`'s table: those runs are "succeeded" and
+// shipped nothing.
+func TestPrintRejectedStreaks(t *testing.T) {
+	start := time.Date(2026, 11, 20, 3, 0, 0, 0, time.UTC)
+	list := []runs.RunInfo{}
+	for i := 3; i >= 1; i-- {
+		list = append(list, runs.RunInfo{ID: fmt.Sprintf("ctr-retrain-2026112%d", i), Pipeline: "ctr-retrain", Schedule: "daily",
+			Status: runs.StatusSucceeded, StartedAt: start, Gate: "rejected"})
+	}
+	list = append(list, runs.RunInfo{ID: "ctr-retrain-20261120", Pipeline: "ctr-retrain", Schedule: "daily",
+		Status: runs.StatusSucceeded, StartedAt: start, Gate: "passed", Deployed: "ctr@v3"})
+	var b bytes.Buffer
+	PrintRejectedStreaks(&b, runs.RejectedStreaks(list, runs.DefaultRejectedStreak))
+	want := "warning: pipeline ctr-retrain: its gate rejected its last 3 scheduled runs in a row (ctr-retrain-20261123, ctr-retrain-20261122, ctr-retrain-20261121): nothing they trained shipped; `retrain status RUN` shows the failed checks\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	// Two in a row, under the threshold: no warning.
+	b.Reset()
+	PrintRejectedStreaks(&b, runs.RejectedStreaks(list[1:], runs.DefaultRejectedStreak))
+	if b.Len() != 0 {
+		t.Errorf("two rejections warned: %s", b.String())
 	}
 }
