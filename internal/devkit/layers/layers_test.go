@@ -22,7 +22,7 @@ func level(pkg string) int {
 	switch {
 	case pkg == "cmd" || strings.HasPrefix(pkg, "cmd/"), strings.HasPrefix(pkg, "examples/"), pkg == "integration", pkg == "internal/devkit/bench":
 		return 7
-	case pkg == "internal/cli":
+	case pkg == "internal/cli", pkg == "pipetest": // pipetest runs pipelines on the worker's node types, in Temporal's test environment
 		return 6
 	case pkg == "worker", pkg == "internal/devkit/devstack" || strings.HasPrefix(pkg, "internal/devkit/devstack/"):
 		return 5
