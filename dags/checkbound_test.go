@@ -94,3 +94,40 @@ nodes:
 		t.Fatalf("compile without params: %v", err)
 	}
 }
+
+// A default that a node's check refuses fails `dag validate`, but a run
+// that gives the param another value is checked with that value only:
+// the default it replaces cannot refuse it, and a value it gives that is
+// the refused default still is.
+func TestCompileChecksTheGivenParamNotItsDefault(t *testing.T) {
+	reg, err := NewRegistry(NodeType{
+		Name:   "bake",
+		Fields: []Field{{Name: "bake", Type: FieldString}},
+		Check: func(with map[string]any) error {
+			if b, _ := with["bake"].(string); b == "6s" {
+				return fmt.Errorf("bake: 6s is shorter than the warmup 16s")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := mustParse(t, `name: p
+params:
+  bake: {type: string, default: "6s"}
+nodes:
+  - id: a
+    type: bake
+    with: {bake: "${params.bake}"}
+`)
+	if err := s.Validate(reg); err == nil || !strings.Contains(err.Error(), "shorter than the warmup") {
+		t.Errorf("validate with the default: %v, want the check's error", err)
+	}
+	if _, err := Compile(s, reg, map[string]any{"bake": "24s"}); err != nil {
+		t.Errorf("a run giving bake 24s: %v", err)
+	}
+	if _, err := Compile(s, reg, map[string]any{"bake": "6s"}); err == nil || !strings.Contains(err.Error(), "shorter than the warmup") {
+		t.Errorf("a run giving bake 6s: %v, want the check's error", err)
+	}
+}

@@ -25,7 +25,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 	if reg == nil {
 		return nil, errors.New("dags: Compile needs a registry")
 	}
-	if err := s.Validate(reg); err != nil {
+	if err := s.validateFor(reg, params); err != nil {
 		return nil, err
 	}
 	bound, err := s.BindParams(params)
@@ -53,7 +53,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 	// for the nodes the first found nothing in.
 	var flagged map[*Node]bool
 	if len(e.list) == 0 { // Check may assume the fields convert
-		flagged = compileChecks(&e, s, reg, bound)
+		flagged = compileChecks(&e, s, reg, bound, params)
 	}
 	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
 		for _, n := range group {

@@ -13,7 +13,15 @@ import (
 // reported, as an ErrorList. A nil reg skips the checks that need node
 // types, for tools that only look at the graph.
 func (s *Spec) Validate(reg *Registry) error {
-	v := &validator{errs: errs{file: s.File}, s: s, reg: reg, seen: map[string]bool{}, outs: s.declaredOutputs()}
+	return s.validateFor(reg, nil)
+}
+
+// validateFor validates s for a run that gives the params in given: the
+// checks that resolve params at their defaults leave those out (Compile
+// checks them again with the run's values), so a default the run replaces
+// cannot refuse the run.
+func (s *Spec) validateFor(reg *Registry, given map[string]any) error {
+	v := &validator{errs: errs{file: s.File}, s: s, reg: reg, seen: map[string]bool{}, outs: s.declaredOutputs(), given: given}
 	v.validate()
 	return v.list.Err()
 }
@@ -27,6 +35,17 @@ type validator struct {
 	index map[*Node]int                   // place in its list, for stable reports
 	seen  map[string]bool                 // reference errors already reported
 	outs  map[string]map[string]ParamType // declared outputs by node id
+	given map[string]any                  // params a run gives (validateFor)
+}
+
+// defaults are the params whose defaults are known and that the run (if
+// any) does not give: what validation resolves references with.
+func (v *validator) defaults() map[string]any {
+	d := v.s.knownDefaults()
+	for k := range v.given {
+		delete(d, k)
+	}
+	return d
 }
 
 func (v *validator) validate() {

@@ -203,9 +203,13 @@ func (n *Node) fieldPos(field, msg string, blockPos Pos) Pos {
 // validation used: a param given for the run can make a block no run
 // could use (-p bake_2=oops), which must fail before any node runs.
 // It returns the nodes it found errors in.
-func compileChecks(e *errs, s *Spec, reg *Registry, bound map[string]any) map[*Node]bool {
+func compileChecks(e *errs, s *Spec, reg *Registry, bound, given map[string]any) map[*Node]bool {
 	flagged := map[*Node]bool{}
+	// As validateFor resolved them: the params the run gives left out.
 	defaults := s.knownDefaults()
+	for k := range given {
+		delete(defaults, k)
+	}
 	for _, group := range [][]*Node{s.Nodes, s.OnFailure} {
 		for _, n := range group {
 			t, ok := reg.Lookup(n.Type)

@@ -50,7 +50,7 @@ func (v *validator) metricSource(val any) (names []string, from string, ok bool)
 	if !found || tt.Metrics == nil {
 		return nil, "", false
 	}
-	with, _ := knownWith(target.With, v.s.knownDefaults())
+	with, _ := knownWith(target.With, v.defaults())
 	names, ok = tt.Metrics(r.Key, with)
 	if !ok {
 		return nil, "", false

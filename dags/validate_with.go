@@ -69,8 +69,8 @@ func (v *validator) with(n *Node, onFailure bool) {
 	// types now, as the run would, so a mismatch is found before it.
 	if !bad {
 		before := len(v.list)
-		checkConversions(&v.errs, n, t.FieldTypes(), v.s.knownDefaults(), v.outs, blockPos)
-		checkNested(&v.errs, n, t.Fields, v.s.knownDefaults(), v.outs, blockPos)
+		checkConversions(&v.errs, n, t.FieldTypes(), v.defaults(), v.outs, blockPos)
+		checkNested(&v.errs, n, t.Fields, v.defaults(), v.outs, blockPos)
 		checkQueryRefs(&v.errs, n, t.Fields, v.s.paramTypes(), blockPos) // query.go
 		bad = len(v.list) > before
 	}
@@ -78,7 +78,7 @@ func (v *validator) with(n *Node, onFailure bool) {
 	// runs on a block that passed the checks above; it sees the params
 	// whose defaults are known resolved (validate_check.go).
 	if !bad {
-		with, used := knownWith(n.With, v.s.knownDefaults())
+		with, used := knownWith(n.With, v.defaults())
 		typeCheck(&v.errs, n, t, w, blockPos, with, used, "at their defaults")
 		v.metrics(n, t, w, blockPos, with) // validate_metrics.go
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/internal/storage"
 	"github.com/retrain-ml/retrain/runs"
@@ -38,6 +40,19 @@ func specEdit(spec, old, new string) string {
 		panic(fmt.Sprintf("the spec has no %q to replace", old))
 	}
 	return strings.Replace(spec, old, new, 1)
+}
+
+// failIfEnded fails the test at once, with the run's error, when run id
+// has already ended: a test waiting for a step would otherwise wait out
+// its limit and say only that the step never came.
+func (e *canaryEnv) failIfEnded(t *testing.T, id, what string) {
+	t.Helper()
+	d, err := tclient.DescribeWorkflowExecution(t.Context(), id, "")
+	if err != nil || d.WorkflowExecutionInfo.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return
+	}
+	res := wait(t, id)
+	t.Fatalf("run %s ended %s %s: %s", id, res.Status, what, res.Error)
 }
 
 func (e *canaryEnv) startSpec(t *testing.T, spec string, params map[string]any) string {
@@ -119,6 +134,7 @@ func TestCanarySeriesAppearsLate(t *testing.T) {
 	id := e.startSpec(t, tolerantSpec("      warmup: 16s\n", ""), e.params("24s"))
 	var split time.Time
 	waitFor(t, time.Minute, func() bool {
+		e.failIfEnded(t, id, "before its first split")
 		for _, s := range e.sim.Splits() {
 			if s.CanaryPercent == 10 {
 				split = s.Received
