@@ -196,9 +196,10 @@ func TestTorchWorkerKilledMidTraining(t *testing.T) {
 
 	// torch-retrain as it is, but for the train node's heartbeat timeout:
 	// the example's 1m would keep the dead attempt a minute before the
-	// retry; 5s notices the kill soon and, unlike 2s, is not missed by a
-	// live worker on a machine busy with the tests running beside it.
-	spec := exampleSpec(t, "torch-retrain", "heartbeat: 1m", "heartbeat: 5s")
+	// retry; 10s notices the kill soon. 5s was missed once by the live
+	// worker's retry on a CI machine running every package at once (its
+	// attempt 2 timed out too, and attempt 3 finished the run).
+	spec := exampleSpec(t, "torch-retrain", "heartbeat: 1m", "heartbeat: 10s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	first := startChildWorker(t, e.queue, env...)
@@ -293,7 +294,11 @@ func TestTorchWorkerKilledMidTraining(t *testing.T) {
 	resumed := int64(train.Outputs["resumed_from"].(float64))
 	steps := int64(train.Outputs["steps"].(float64))
 	t.Logf("the retry resumed from step %d (recorded: %d) and ended at step %d", resumed, recorded.CheckpointStep, steps)
-	if train.Attempts != 2 || resumed < 20 || resumed != recorded.CheckpointStep || resumed >= steps {
+	// One retry is what the kill causes. Should a loaded machine also
+	// miss a heartbeat of the retry, a later attempt resumes from the
+	// retry's own newer checkpoint: never from before the recorded one.
+	if train.Attempts < 2 || resumed < 20 || resumed < recorded.CheckpointStep || resumed >= steps ||
+		(train.Attempts == 2 && resumed != recorded.CheckpointStep) {
 		t.Fatalf("train: attempts %d, resumed from %d (recorded %d), steps %d; retried: %q", train.Attempts, resumed, recorded.CheckpointStep, steps, retryCauses(t, res.ID))
 	}
 	if got := e.modelVersions(t, "ctr_torch"); len(got) != 1 || got[0] != "v1" {

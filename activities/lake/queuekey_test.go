@@ -123,12 +123,17 @@ func TestQueueSurvivesFlood(t *testing.T) {
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(TableQueue, workflow.RegisterOptions{Name: TableQueueWorkflow})
+	// The test environment runs each external signal's mock on a
+	// goroutine of its own: the notices need a lock.
+	var mu sync.Mutex
 	notices := map[string][]QueueNotice{}
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, queueNoticeSignal, mock.Anything).Return(
 		func(_, id, _, _ string, arg any) error {
 			if strings.HasPrefix(id, "ghost-") {
 				return errors.New("workflow not found")
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			notices[id] = append(notices[id], arg.(QueueNotice))
 			return nil
 		})
@@ -158,6 +163,8 @@ func TestQueueSurvivesFlood(t *testing.T) {
 		t.Fatal("the queue did not end")
 	}
 	t.Logf("queue ended: %v", env.GetWorkflowError())
+	mu.Lock()
+	defer mu.Unlock()
 	got := notices["real"]
 	if len(got) == 0 || !got[0].Full {
 		t.Fatalf("the real requester behind a full queue got %+v; want told at once that the queue is full", got)

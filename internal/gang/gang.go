@@ -145,7 +145,7 @@ type JoinError struct {
 func (e *JoinError) Error() string {
 	joined := "none"
 	if len(e.Hosts) > 0 {
-		joined = strings.Join(e.Hosts, ", ")
+		joined = strings.Join(Sorted(e.Hosts), ", ")
 	}
 	seen := "no worker with a host id polled it"
 	if len(e.Seen) > 0 {

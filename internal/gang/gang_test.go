@@ -112,3 +112,12 @@ func TestJoinError(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinErrorNamesHostsSorted: hosts join in any order; the error names
+// them the same way every time, so that two reports of one failure match.
+func TestJoinErrorNamesHostsSorted(t *testing.T) {
+	e := &JoinError{Joined: 2, Want: 3, Hosts: []string{"h2", "h1"}, Queue: "q", Timeout: "1m"}
+	if msg := e.Error(); !strings.Contains(msg, "(joined: h1, h2)") {
+		t.Errorf("%q: want the joined hosts sorted", msg)
+	}
+}
