@@ -55,7 +55,7 @@ const securityWorkerEnv = "RETRAIN_IT_SECURITY_WORKER"
 
 // TestSecurity runs every case against one production-style worker.
 func TestSecurity(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 30*time.Second)
 	e := startSecurityEnv(t)
 	t.Run("InternalWorkflowsRefuseDirectStart", e.internalWorkflows)
 	t.Run("StandaloneActivity", e.standaloneActivity)
