@@ -23,7 +23,7 @@ import (
 	"github.com/retrain-ml/retrain/worker"
 )
 
-// The fault suites of issue 12: ctr-retrain on the demo data with the
+// The S3 fault suites: ctr-retrain on the demo data with the
 // worker's object store behind s3fault's proxy, while the test itself
 // reads the store directly. Loopback only, and every wait is bounded.
 

@@ -47,8 +47,8 @@ nodes:
 `, name, schedulesYAML, echo)
 }
 
-// runValues reports whether specs may use ${run.logical_date} (issue 11's
-// run values; another change adds them).
+// runValues reports whether specs may use ${run.logical_date} (the run
+// values; a release without them refuses such specs).
 func runValues() bool {
 	s, err := dags.Parse("probe.yaml", []byte("name: probe\nnodes:\n  - id: a\n    type: command\n    with: {argv: [echo, \"${run.logical_date}\"]}\n"))
 	return err == nil && s.Validate(worker.Types()) == nil

@@ -1,6 +1,6 @@
 package integration
 
-// The security suite (issue 17): each way a client that may only start
+// The security suite: each way a client that may only start
 // executions tried to get past a production worker's policy, against a
 // real retrain-worker process configured as a careful operator would
 // (docs/security.md). Every case asserts the refusal and that nothing
