@@ -56,7 +56,10 @@ type With struct {
 	Dense      []string `json:"dense" doc:"numeric feature columns"`
 	Sparse     []string `json:"sparse" doc:"integer id (or list of ids) feature columns"`
 	Label      string   `json:"label" default:"label" doc:"label column, 0/1"`
-	DateColumn string   `json:"date_column" default:"date" doc:"date column the window and the split are by"`
+	DateColumn string   `json:"date_column" default:"date" doc:"date column the window and the split are by; with files, a <date_column>=YYYY-MM-DD folder gives it to the files below it that have no such column"`
+	// Timezone exists because a TIMESTAMP's day depends on where the day
+	// is: a Berlin team's run for the 21st trains on Berlin's 21st.
+	Timezone string `json:"timezone" doc:"IANA time zone (e.g. Europe/Berlin) in which a TIMESTAMP date column's values take their day, for the window, eval_days and joins of files (default: the schedule's time zone when a schedule started the run, else UTC); a timestamp without a zone is wall-clock time and keeps its date"`
 	RequestID  string   `json:"request_id" default:"request_id" doc:"key column, kept (when the table has it) so results can be joined back"`
 	Slice      string   `json:"slice" doc:"column whose values key per-slice metrics in evaluate"`
 	EvalDays   int      `json:"eval_days" default:"1" doc:"hold out the last N dates of the window"`
@@ -92,6 +95,7 @@ type Outputs struct {
 	Reused      bool                      `json:"reused"`
 	Joined      []features.JoinedColumn   `json:"joined"`
 	Files       *FilesRead                `json:"files"`
+	Timezone    string                    `json:"timezone"`
 	Summary     string                    `json:"summary"`
 	// S3 is what the split's steps sent to S3 (lake and object store),
 	// all together: the run report's S3 column.
@@ -125,6 +129,11 @@ func checkSplit(with map[string]any) error {
 	}
 	if err := checkJoin(with["join"]); err != nil {
 		return err
+	}
+	if tz, ok := with["timezone"].(string); ok && tz != "" && !dags.HasRef(tz) {
+		if err := dags.CheckTimezone(tz); err != nil {
+			return fmt.Errorf("timezone: %w", err)
+		}
 	}
 	if s, ok := from.(string); ok && !dags.HasRef(s) {
 		d, err := backfill.ParseDay(s)
@@ -229,6 +238,8 @@ type Record struct {
 	// Files says which Parquet files a split from files read (no
 	// SnapshotID then).
 	Files *FilesRead `json:"files,omitempty"`
+	// Timezone is the zone the split of files took a timestamp's day in.
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // summary says in one line which rows the split holds, for the CLI and
@@ -255,6 +266,9 @@ func (o Record) summary() string {
 	}
 	if o.Files != nil {
 		s += "; " + o.Files.String()
+	}
+	if o.Timezone != "" && o.Timezone != "UTC" {
+		s += "; days in " + o.Timezone
 	}
 	return s
 }
