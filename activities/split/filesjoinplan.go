@@ -182,19 +182,20 @@ func (s *Splits) planSide(ctx context.Context, i int, e JoinEntry, w With, train
 		}
 		side.loc = zoneOf(pt, train.loc)
 	}
-	if err := side.pickColumns(e, feat, featFile); err != nil {
+	if err := side.pickColumns(e, feat, featFile, cmpOr(e.DateColumn, w.DateColumn), cmpOr(e.TimeColumn, "ts")); err != nil {
 		return nil, err
 	}
 	return side, nil
 }
 
 // pickColumns sets the side's joined columns: the entry's columns, or
-// all but its keys and time column.
-func (s *joinSide) pickColumns(e JoinEntry, feat *arrow.Schema, featFile string) error {
+// all but its keys, date and publication time columns (as stage_features
+// takes all but keys and time columns).
+func (s *joinSide) pickColumns(e JoinEntry, feat *arrow.Schema, featFile, dateCol, timeCol string) error {
 	s.sources = e.Columns
 	if len(s.sources) == 0 {
 		for _, f := range feat.Fields() {
-			if !slices.Contains(s.featKey, f.Name) && f.Name != s.timeCol && f.Name != "date" {
+			if !slices.Contains(s.featKey, f.Name) && !slices.Contains([]string{dateCol, timeCol, "date"}, f.Name) {
 				s.sources = append(s.sources, f.Name)
 			}
 		}

@@ -59,11 +59,11 @@ type With struct {
 	DateColumn string   `json:"date_column" default:"date" doc:"date column the window and the split are by; with files, a <date_column>=YYYY-MM-DD folder gives it to the files below it that have no such column"`
 	// Timezone exists because a TIMESTAMP's day depends on where the day
 	// is: a Berlin team's run for the 21st trains on Berlin's 21st.
-	Timezone string `json:"timezone" doc:"IANA time zone (e.g. Europe/Berlin) in which a TIMESTAMP date column's values take their day, for the window, eval_days and joins of files (default: the schedule's time zone when a schedule started the run, else UTC); a timestamp without a zone is wall-clock time and keeps its date"`
-	RequestID  string   `json:"request_id" default:"request_id" doc:"key column, kept (when the table has it) so results can be joined back"`
-	Slice      string   `json:"slice" doc:"column whose values key per-slice metrics in evaluate"`
-	EvalDays   int      `json:"eval_days" default:"1" doc:"hold out the last N dates of the window"`
-	EvalFrom   string   `json:"eval_from" doc:"instead: hold out every date of the window from this one, YYYY-MM-DD"`
+	Timezone  string `json:"timezone" doc:"IANA time zone (e.g. Europe/Berlin) in which a TIMESTAMP date column's values take their day, for the window, eval_days and joins of files (default: the schedule's time zone when a schedule started the run, else UTC); a timestamp without a zone is wall-clock time and keeps its date"`
+	RequestID string `json:"request_id" default:"request_id" doc:"key column, kept (when the table has it) so results can be joined back"`
+	Slice     string `json:"slice" doc:"column whose values key per-slice metrics in evaluate"`
+	EvalDays  int    `json:"eval_days" default:"1" doc:"hold out the last N dates of the window"`
+	EvalFrom  string `json:"eval_from" doc:"instead: hold out every date of the window from this one, YYYY-MM-DD"`
 	// The default limit is there because a feature missing from most rows
 	// is almost always a backfill that joined nothing, and training on it
 	// would go unnoticed.
