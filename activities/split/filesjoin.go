@@ -206,12 +206,11 @@ func (s *joinSide) day(ctx context.Context, d backfill.Day) (*dayFeatures, error
 	if df, ok := s.cache[d]; ok {
 		return df, nil
 	}
-	w := s.align.Window(d, s.lookback)
+	w := s.align.WindowIn(d, s.lookback, s.loc)
 	keep := func(col arrow.Array) (arrow.Array, error) { return nil, nil }
 	if s.align.UsesDate() {
 		s.src.window = backfill.DateRange{Start: w.FromDay, End: w.ToDay}
 	} else {
-		w.FromMicros, w.ToMicros = midnightMicros(d-backfill.Day(s.lookback), s.loc), midnightMicros(d+1, s.loc)-1
 		// Days with a margin: the files' days may be in another zone.
 		s.src.window = backfill.DateRange{Start: d - backfill.Day(s.lookback) - 1, End: d + 1}
 		keep = func(col arrow.Array) (arrow.Array, error) { return inMicros(col, w.FromMicros, w.ToMicros) }

@@ -47,13 +47,6 @@ func dayIn(v int64, unit arrow.TimeUnit, loc *time.Location) backfill.Day {
 	return backfill.DayOf(time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
 }
 
-// midnightMicros is the start of day d in loc, in microseconds since the
-// epoch.
-func midnightMicros(d backfill.Day, loc *time.Location) int64 {
-	y, m, dd := d.Time().Date()
-	return time.Date(y, m, dd, 0, 0, 0, 0, loc).UnixMicro()
-}
-
 // toDate32 converts a date64, timestamp or YYYY-MM-DD string column to
 // days; a timestamp's day is taken in loc (see zoneOf).
 func toDate32(a arrow.Array, loc *time.Location) (arrow.Array, error) {
