@@ -131,4 +131,3 @@ func BenchmarkSplitFilesJoin(b *testing.B) {
 		b.ReportMetric(float64(l.hwm>>20), "iceberg-peak-RSS-MiB")
 	}
 }
-

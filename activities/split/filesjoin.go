@@ -25,6 +25,10 @@ import (
 // folders.
 type filesJoin struct {
 	sides []*joinSide
+	// window is the split's: rows outside it (which pruning with a
+	// margin lets through) are dropped by the split, so they are not
+	// joined or counted.
+	window backfill.DateRange
 }
 
 // joinSide is one checked `join:` entry of files.
@@ -93,7 +97,7 @@ func (j *filesJoin) apply(ctx context.Context, rec arrow.RecordBatch, days *arra
 		}
 	}()
 	for _, s := range j.sides {
-		taken, err := s.join(ctx, rec, days)
+		taken, err := s.join(ctx, rec, days, j.window)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +109,7 @@ func (j *filesJoin) apply(ctx context.Context, rec arrow.RecordBatch, days *arra
 }
 
 // join is the side's columns for the rows of rec.
-func (s *joinSide) join(ctx context.Context, rec arrow.RecordBatch, days *array.Date32) ([]arrow.Array, error) {
+func (s *joinSide) join(ctx context.Context, rec arrow.RecordBatch, days *array.Date32, window backfill.DateRange) ([]arrow.Array, error) {
 	n := int(rec.NumRows())
 	keys := make([]arrow.Array, len(s.trainKey))
 	for i, k := range s.trainKey {
@@ -116,9 +120,11 @@ func (s *joinSide) join(ctx context.Context, rec arrow.RecordBatch, days *array.
 		times = rec.Column(rec.Schema().FieldIndices(s.eventCol)[0])
 	}
 	want := map[backfill.Day]bool{}
+	inWindow := 0
 	for i := range n {
-		if days.IsValid(i) {
+		if days.IsValid(i) && window.Contains(backfill.Day(days.Value(i))) {
 			want[backfill.Day(days.Value(i))] = true
+			inWindow++
 		}
 	}
 	s.evict(want)
@@ -148,7 +154,7 @@ func (s *joinSide) join(ctx context.Context, rec arrow.RecordBatch, days *array.
 		offset += int32(df.cols[0].Len())
 		parts = append(parts, df.cols)
 	}
-	s.rows += int64(n)
+	s.rows += int64(inWindow)
 	s.matched += int64(backfill.Matched(idx))
 	src := make([]arrow.Array, len(s.fields))
 	for c, f := range s.fields {

@@ -366,25 +366,42 @@ func TestSplitFilesJoinAgreesWithDuckDB(t *testing.T) {
 	clicks := fmt.Sprintf("read_parquet('%s/%s/*/*.parquet', hive_partitioning=true, hive_types={'date': 'DATE'})", e.dir, demodata.ClicksFolder)
 	signals := fmt.Sprintf("read_parquet('%s/%s/*/*.parquet', hive_partitioning=true, hive_types={'date': 'DATE'})", e.dir, demodata.SignalsFolder)
 	cols := "t.request_id, t.date, t.label, t.user_id, t.ad_id, f.log_activity AS sig_log_activity, f.logit_ctr_7d AS sig_logit_ctr_7d, f.recency AS sig_recency"
+	// Berlin's days of the events: the split's date column is event_ts,
+	// its day taken in Europe/Berlin (the split's date column is "date" in
+	// its datasets), and the feature side's day is its date= folder.
+	berlinDay := "(timezone('Europe/Berlin', t.event_ts))::DATE"
+	berlinCols := "t.request_id, " + berlinDay + " AS date, t.label, t.user_id, t.ad_id, f.log_activity AS sig_log_activity, f.logit_ctr_7d AS sig_logit_ctr_7d, f.recency AS sig_recency"
 	for _, c := range []struct {
-		align string
-		more  map[string]any
-		sql   string
+		name, align string
+		more        map[string]any
+		split       map[string]any
+		sql         string
 	}{
-		{"previous_day", nil, fmt.Sprintf(`(SELECT %s FROM %s t LEFT JOIN %s f ON t.user_id = f.user_id AND f.date = t.date - 1
+		{"previous_day", "previous_day", nil, nil, fmt.Sprintf(`(SELECT %s FROM %s t LEFT JOIN %s f ON t.user_id = f.user_id AND f.date = t.date - 1
 			WHERE t.date BETWEEN DATE '%s' AND DATE '%s')`, cols, clicks, signals, first, last)},
 		// The latest row published at or before the event, no older than
 		// lookback_days before the event's day.
-		{"as_of", map[string]any{"lookback_days": 1.0}, fmt.Sprintf(`(SELECT * EXCLUDE (rn) FROM (SELECT %s,
+		{"as_of", "as_of", map[string]any{"lookback_days": 1.0}, nil, fmt.Sprintf(`(SELECT * EXCLUDE (rn) FROM (SELECT %s,
 			row_number() OVER (PARTITION BY t.request_id ORDER BY f.ts DESC NULLS LAST) AS rn
 			FROM %s t LEFT JOIN %s f ON t.user_id = f.user_id AND f.ts <= t.event_ts
 				AND epoch_us(f.ts) >= (date_diff('day', DATE '1970-01-01', t.date) - 1) * 86400000000
 			WHERE t.date BETWEEN DATE '%s' AND DATE '%s') WHERE rn = 1)`, cols, clicks, signals, first, last)},
+		{"previous_day in Berlin", "previous_day", map[string]any{"date_column": "date"}, map[string]any{"date_column": "event_ts", "timezone": "Europe/Berlin"},
+			fmt.Sprintf(`(SELECT %s FROM %s t LEFT JOIN %s f ON t.user_id = f.user_id AND f.date = %s - 1
+			WHERE %s BETWEEN DATE '%s' AND DATE '%s')`, berlinCols, clicks, signals, berlinDay, berlinDay, first, last)},
+		// as_of's lookback from midnight in Berlin.
+		{"as_of in Berlin", "as_of", map[string]any{"lookback_days": 1.0}, map[string]any{"date_column": "event_ts", "timezone": "Europe/Berlin"},
+			fmt.Sprintf(`(SELECT * EXCLUDE (rn) FROM (SELECT %s,
+			row_number() OVER (PARTITION BY t.request_id ORDER BY f.ts DESC NULLS LAST) AS rn
+			FROM %s t LEFT JOIN %s f ON t.user_id = f.user_id AND f.ts <= t.event_ts
+				AND f.ts >= timezone('Europe/Berlin', (%s - 1)::TIMESTAMP)
+			WHERE %s BETWEEN DATE '%s' AND DATE '%s') WHERE rn = 1)`, berlinCols, clicks, signals, berlinDay, berlinDay, first, last)},
 	} {
-		t.Run(c.align, func(t *testing.T) {
-			w := map[string]any{"start_date": first, "end_date": last, "dense": signalColumns, "slice": "date",
+		t.Run(c.name, func(t *testing.T) {
+			w := map[string]any{"start_date": first, "end_date": last, "dense": signalColumns, "slice": "user_id",
 				"join": []any{e.signals(c.align, c.more)}}
-			out, err := e.run(t, c.align, w, "")
+			maps.Copy(w, c.split)
+			out, err := e.run(t, strings.ReplaceAll(c.name, " ", "-"), w, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -401,7 +418,7 @@ func TestSplitFilesJoinAgreesWithDuckDB(t *testing.T) {
 			got := duck.checksum(t, fmt.Sprintf("read_parquet('%s/*/*.parquet')", dir), exprs)
 			want := duck.checksum(t, c.sql, exprs)
 			matched := duck.checksum(t, fmt.Sprintf("read_parquet('%s/*/*.parquet') WHERE sig_recency IS NOT NULL", dir), []string{"request_id"})
-			t.Logf("%s: split %s, DuckDB %s; rows with a feature %s; %s", c.align, got, want, matched, out["summary"])
+			t.Logf("%s: split %s, DuckDB %s; rows with a feature %s; %s", c.name, got, want, matched, out["summary"])
 			if got != want {
 				t.Errorf("the split's rows hash to %s, DuckDB's join of the same files to %s", got, want)
 			}

@@ -73,7 +73,7 @@ func (s *Splits) planFilesJoin(ctx context.Context, w With, train *filesSource) 
 	if len(w.Join) == 0 {
 		return nil, nil
 	}
-	j := &filesJoin{}
+	j := &filesJoin{window: train.window}
 	taken := map[string]bool{}
 	for _, f := range train.raw.Fields() {
 		taken[f.Name] = true
