@@ -64,11 +64,15 @@ func BenchmarkSplitFilesJoin(b *testing.B) {
 		rows    float64
 		summary string
 	}
-	split := func(r *result, run string, w map[string]any) {
+	// split runs one split; the time and peak RSS are the split's (from
+	// t), not the checksums' after it.
+	split := func(r *result, t time.Time, peak func() (int64, uint64), run string, w map[string]any) {
 		out, err := nodetest.Run(b, splits.Run, nodetype.Input{Pipeline: "bench", RunID: run, Node: "split", Type: "split", With: w}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
+		r.elapsed = time.Since(t)
+		r.hwm, _ = peak()
 		r.rows = out["train_rows"].(float64) + out["eval_rows"].(float64)
 		r.summary = out["summary"].(string)
 		for k, ds := range []string{TrainDataset, EvalDataset} {
@@ -84,9 +88,7 @@ func BenchmarkSplitFilesJoin(b *testing.B) {
 		w := base()
 		w["files"] = filepath.Join(dir, demodata.ClicksFolder) + "/"
 		w["join"] = []any{map[string]any{"files": filepath.Join(dir, demodata.SignalsFolder) + "/", "keys": []any{"user_id"}, "alignment": "previous_day"}}
-		split(&r, fmt.Sprintf("files-%d", i), w)
-		r.elapsed = time.Since(t)
-		r.hwm, _ = peak()
+		split(&r, t, peak, fmt.Sprintf("files-%d", i), w)
 		return r
 	}
 	lakePath := func(i int) result {
@@ -102,9 +104,7 @@ func BenchmarkSplitFilesJoin(b *testing.B) {
 		w := base()
 		w["table"] = "ml.training"
 		w["join"] = []any{entry(st.Staging, st.SnapshotID, nil)}
-		split(&r, fmt.Sprintf("lake-%d", i), w)
-		r.elapsed = time.Since(t)
-		r.hwm, _ = peak()
+		split(&r, t, peak, fmt.Sprintf("lake-%d", i), w)
 		return r
 	}
 	b.ResetTimer()

@@ -213,13 +213,11 @@ func (s *joinSide) day(ctx context.Context, d backfill.Day) (*dayFeatures, error
 		return df, nil
 	}
 	w := s.align.WindowIn(d, s.lookback, s.loc)
-	keep := func(col arrow.Array) (arrow.Array, error) { return nil, nil }
 	if s.align.UsesDate() {
 		s.src.window = backfill.DateRange{Start: w.FromDay, End: w.ToDay}
 	} else {
 		// Days with a margin: the files' days may be in another zone.
 		s.src.window = backfill.DateRange{Start: d - backfill.Day(s.lookback) - 1, End: d + 1}
-		keep = func(col arrow.Array) (arrow.Array, error) { return inMicros(col, w.FromMicros, w.ToMicros) }
 	}
 	cols := append(slices.Clone(s.featKey), s.sources...)
 	cols = append(cols, s.timeCol)
@@ -233,7 +231,7 @@ func (s *joinSide) day(ctx context.Context, d backfill.Day) (*dayFeatures, error
 		if err != nil {
 			return nil, fmt.Errorf("join[%d] %s: %w", s.i, s.name, err)
 		}
-		rec, err := s.filter(ctx, raw, w, keep)
+		rec, err := s.filter(ctx, raw, w)
 		raw.Release()
 		if err != nil {
 			return nil, fmt.Errorf("%w: join[%d] %s: %v", errSplitInput, s.i, s.src.current, err)
@@ -283,8 +281,8 @@ func (s *joinSide) day(ctx context.Context, d backfill.Day) (*dayFeatures, error
 // filter keeps the rows of a feature batch inside the window: for the
 // date alignments, its day (in the side's zone) is the window's day, and
 // the time column becomes that day; for as_of, its publication time is
-// inside the window's span (keep).
-func (s *joinSide) filter(ctx context.Context, raw arrow.RecordBatch, w backfill.FeatureWindow, keep func(arrow.Array) (arrow.Array, error)) (arrow.RecordBatch, error) {
+// inside the window's span.
+func (s *joinSide) filter(ctx context.Context, raw arrow.RecordBatch, w backfill.FeatureWindow) (arrow.RecordBatch, error) {
 	last := int(raw.NumCols()) - 1
 	var mask arrow.Array
 	rec := raw
@@ -309,7 +307,7 @@ func (s *joinSide) filter(ctx context.Context, raw arrow.RecordBatch, w backfill
 		defer rec.Release()
 	} else {
 		var err error
-		if mask, err = keep(raw.Column(last)); err != nil {
+		if mask, err = inMicros(raw.Column(last), w.FromMicros, w.ToMicros); err != nil {
 			return nil, err
 		}
 	}
