@@ -1,8 +1,17 @@
 package integration
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/internal/devkit/demodata"
@@ -65,5 +74,88 @@ func TestFeatureExperimentFiles(t *testing.T) {
 				t.Errorf("joined columns %v, want %d", split.Outputs["joined"], len(c.columns))
 			}
 		})
+	}
+}
+
+// TestSplitFilesRunTimezone: a run in Europe/Berlin (the zone a schedule
+// gives its runs; here the request's) splits click logs by their
+// event_ts in Berlin's days, though the split names no zone, and the
+// same split in a UTC run by UTC days. The rows each trained on (the
+// window's first day) and held out (its second) are those the test counts
+// by event time in each zone, reading the files itself.
+func TestSplitFilesRunTimezone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := demodata.WriteFiles(dir, retrainData); err != nil {
+		t.Fatal(err)
+	}
+	srv := s3test.Start(t)
+	queue := newQueue(t)
+	startWorkerWith(t, worker.Config{TaskQueue: queue, Store: storage.Config{S3: srv.Config("")},
+		Env: progenv.Policy{AllowPaths: []string{dir}}})
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byDay := map[string]map[string]int{"UTC": {}, "Europe/Berlin": {}}
+	paths, _ := filepath.Glob(filepath.Join(dir, demodata.ClicksFolder, "*", "*.parquet"))
+	for _, p := range paths {
+		pf, err := file.OpenParquetFile(p, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := fr.ReadTable(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range tbl.Column(tbl.Schema().FieldIndices("event_ts")[0]).Data().Chunks() {
+			ts := c.(*array.Timestamp)
+			for i := range ts.Len() {
+				at := ts.Value(i).ToTime(arrow.Microsecond)
+				byDay["UTC"][at.UTC().Format(time.DateOnly)]++
+				byDay["Europe/Berlin"][at.In(berlin).Format(time.DateOnly)]++
+			}
+		}
+		tbl.Release()
+		pf.Close()
+	}
+	spec := fmt.Sprintf(`name: events-by-day
+nodes:
+  - id: split
+    type: split
+    with:
+      files: %s/
+      date_column: event_ts
+      start_date: "2026-11-02"
+      end_date: "2026-11-03"
+      sparse: [user_id, ad_id]
+      eval_days: 1
+`, filepath.Join(dir, demodata.ClicksFolder))
+	got := map[string][2]float64{}
+	for _, zone := range []string{"UTC", "Europe/Berlin"} {
+		tz := zone
+		if zone == "UTC" {
+			tz = "" // a run with no zone: UTC
+		}
+		res := runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: t.Name() + ".yaml", TaskQueue: queue, Timezone: tz}, 2*time.Minute)
+		wantStatus(t, res, runs.StatusSucceeded)
+		out := node(t, res, "split").Outputs
+		train, eval := out["train_rows"].(float64), out["eval_rows"].(float64)
+		t.Logf("run in %s: trained on %.0f rows of 2026-11-02, held out %.0f of 2026-11-03 (split's timezone %v); by event time in %s: %d and %d",
+			zone, train, eval, out["timezone"], zone, byDay[zone]["2026-11-02"], byDay[zone]["2026-11-03"])
+		if out["timezone"] != zone {
+			t.Errorf("split's timezone %v, want %s", out["timezone"], zone)
+		}
+		if int(train) != byDay[zone]["2026-11-02"] || int(eval) != byDay[zone]["2026-11-03"] {
+			t.Errorf("run in %s: %.0f train and %.0f eval rows, want the zone's days' %d and %d", zone, train, eval, byDay[zone]["2026-11-02"], byDay[zone]["2026-11-03"])
+		}
+		got[zone] = [2]float64{train, eval}
+	}
+	if got["UTC"] == got["Europe/Berlin"] {
+		t.Errorf("the same rows in both zones (%v): the demo's events do not straddle midnight", got["UTC"])
 	}
 }
