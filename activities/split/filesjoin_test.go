@@ -432,3 +432,23 @@ func TestSplitFilesJoinAgreesWithDuckDB(t *testing.T) {
 		})
 	}
 }
+
+// TestSplitFilesJoinReadsOnlyItsDays: a previous_day join of date
+// folders opens only the feature folders of the days before the
+// window's days, and the record names each once.
+func TestSplitFilesJoinReadsOnlyItsDays(t *testing.T) {
+	e := newFilesEnv(t, demodata.Config{Rows: 3000, Days: 5, Seed: 13, Users: 100, Ads: 20})
+	out, err := e.run(t, "days", map[string]any{"start_date": day(2), "end_date": day(3), "dense": signalColumns,
+		"join": []any{e.signals("previous_day", nil)}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := out["files"].(map[string]any)["joined"].([]any)[0].(map[string]any)
+	var got []string
+	for _, f := range joined["files"].([]any) {
+		got = append(got, filepath.Base(filepath.Dir(f.(string))))
+	}
+	if want := []string{"date=" + day(1), "date=" + day(2)}; !slices.Equal(got, want) {
+		t.Errorf("feature folders read %v, want only %v (matched %v)", got, want, joined["matched"])
+	}
+}

@@ -165,7 +165,11 @@ func (s *filesSource) open(ctx context.Context, f sourceFile) (*file.Reader, io.
 	}
 	s.read.Read++
 	s.read.Bytes += f.Size
-	s.read.Files = append(s.read.Files, f.Name)
+	// A joined side opens a file once for each day that needs it: its
+	// record names it once (the record goes into the run's history).
+	if !s.side || !slices.Contains(s.read.Files, f.Name) {
+		s.read.Files = append(s.read.Files, f.Name)
+	}
 	return pf, r, nil
 }
 
