@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/retrain-ml/retrain/internal/backfill"
+	"github.com/retrain-ml/retrain/internal/hivepath"
 	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
@@ -113,9 +114,9 @@ func (s *filesSource) folderInWindow(name string) (bool, error) {
 // file has no column for appended as columns.
 func (s *filesSource) withFolders(sch *arrow.Schema, name string) *arrow.Schema {
 	fields := slices.Clone(sch.Fields())
-	for _, p := range hiveParts(name) {
+	for _, p := range hivepath.Parts(name) {
 		if len(sch.FieldIndices(p.Key)) == 0 && !slices.ContainsFunc(fields, func(f arrow.Field) bool { return f.Name == p.Key }) {
-			fields = append(fields, partitionField(p.Key, s.dateCol))
+			fields = append(fields, hivepath.Field(p.Key, s.dateCol))
 		}
 	}
 	return arrow.NewSchema(fields, nil)
@@ -292,13 +293,13 @@ func (s *filesSource) folderOnly(pf *file.Reader, groups []int, cols []string, n
 
 // folderRows is n rows of cols, all from name's folders.
 func (s *filesSource) folderRows(cols []string, name string, n int) (arrow.RecordBatch, error) {
-	parts := hiveParts(name)
+	parts := hivepath.Parts(name)
 	fields := make([]arrow.Field, len(cols))
 	arrs := make([]arrow.Array, len(cols))
 	for i, c := range cols {
-		v, _ := partValue(parts, c)
-		fields[i] = partitionField(c, s.dateCol)
-		a, err := partitionColumn(fields[i], v, n)
+		v, _ := hivepath.Value(parts, c)
+		fields[i] = hivepath.Field(c, s.dateCol)
+		a, err := hivepath.Column(fields[i], v, n)
 		if err != nil {
 			return nil, err
 		}
@@ -316,7 +317,7 @@ func (s *filesSource) assemble(rec arrow.RecordBatch, cols []string, fileCols ma
 		return rec, nil
 	}
 	n := int(rec.NumRows())
-	parts := hiveParts(name)
+	parts := hivepath.Parts(name)
 	fields := make([]arrow.Field, len(cols))
 	arrs := make([]arrow.Array, len(cols))
 	for i, c := range cols {
@@ -325,9 +326,9 @@ func (s *filesSource) assemble(rec arrow.RecordBatch, cols []string, fileCols ma
 			fields[i], arrs[i] = rec.Schema().Field(idx[0]), rec.Column(idx[0])
 			arrs[i].Retain()
 		} else {
-			v, _ := partValue(parts, c)
-			fields[i] = partitionField(c, s.dateCol)
-			a, err := partitionColumn(fields[i], v, n)
+			v, _ := hivepath.Value(parts, c)
+			fields[i] = hivepath.Field(c, s.dateCol)
+			a, err := hivepath.Column(fields[i], v, n)
 			if err != nil {
 				return nil, err
 			}

@@ -16,6 +16,7 @@ func newTableImportCommand(app *App, cfg *lake.Config) *cobra.Command {
 		from        []string
 		partitionBy string
 		mode        string
+		dateColumn  string
 	)
 	cmd := &cobra.Command{
 		Use:   "import TABLE --from FILES...",
@@ -26,7 +27,9 @@ and checked first: the files must agree with each other, and with the table
 when it exists (the same columns, types the table can take); the first file
 that differs is named and nothing is written. A new table takes the files'
 schema and --partition-by; rows stream file by file, so large inputs do not
-need memory for the whole set.
+need memory for the whole set. Hive-style key=value folders
+(date=2026-11-21/region=eu/) become columns when the files lack them: the
+--date-column key as a DATE, any other as a string.
 
   retrain table import ml.clicks --from logs/ --partition-by 'date,bucket(16,user_id)'
   retrain table import ml.clicks --from 'logs/date=2026-11-2*/*.parquet'
@@ -44,7 +47,7 @@ need memory for the whole set.
 			}
 			defer cat.Close()
 			res, err := lakeimport.Import(ctx, cat, lakeimport.Options{
-				Table: args[0], From: from, PartitionBy: by, Mode: lakeimport.Mode(mode),
+				Table: args[0], From: from, PartitionBy: by, Mode: lakeimport.Mode(mode), DateColumn: dateColumn,
 			}, app.Logger())
 			if err != nil {
 				return err
@@ -65,6 +68,7 @@ need memory for the whole set.
 	f.StringSliceVar(&from, "from", nil, "Parquet files, folders or globs (repeat or comma-separate)")
 	f.StringVar(&partitionBy, "partition-by", "", "partitioning of a new table: columns and transforms, as 'date,bucket(16,user_id)' (identity, bucket(N,col), truncate(W,col), year, month, day, hour)")
 	f.StringVar(&mode, "mode", string(lakeimport.Append), "append (add the rows) or overwrite (the files' rows replace the table's)")
+	f.StringVar(&dateColumn, "date-column", lakeimport.DefaultDateColumn, "the key of the key=value folders that reads as a DATE column when the files lack it")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
 }

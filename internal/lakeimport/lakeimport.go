@@ -31,6 +31,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/retrain-ml/retrain/internal/hivepath"
 	"github.com/retrain-ml/retrain/internal/lake"
 )
 
@@ -51,6 +52,10 @@ type Options struct {
 	PartitionBy []PartitionField
 	Mode        Mode
 	BatchRows   int64 // rows per record batch read; 0: 64Ki
+	// DateColumn is the key of the Hive-style folders (date=2026-11-21/)
+	// that reads as a DATE column; other keys read as strings. "":
+	// DefaultDateColumn.
+	DateColumn string
 }
 
 // Result is what an import did.
@@ -91,6 +96,14 @@ func Import(ctx context.Context, cat *lake.Catalog, opts Options, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	if opts.DateColumn == "" {
+		opts.DateColumn = DefaultDateColumn
+	}
+	folders, err := folderColumns(files, schema, opts.DateColumn)
+	if err != nil {
+		return nil, err
+	}
+	schema = arrow.NewSchema(append(slices.Clone(schema.Fields()), folders...), nil)
 	res := &Result{Table: opts.Table, Files: len(files), Rows: rows, Bytes: size}
 
 	exists, err := cat.Exists(ctx, opts.Table)
@@ -405,6 +418,7 @@ func readFile(ctx context.Context, name string, schema *arrow.Schema, batch int6
 		yield(nil, fmt.Errorf("read %s: %w", name, err))
 		return false
 	}
+	parts := hivepath.Parts(name)
 	f, err := os.Open(name)
 	if err != nil {
 		return fail(err)
@@ -428,15 +442,30 @@ func readFile(ctx context.Context, name string, schema *arrow.Schema, batch int6
 		rec := rr.RecordBatch()
 		// The file's columns in the first file's order (checkFiles made
 		// sure every file has them, with the same types).
+		// A column no file holds is one of its key=value folders
+		// (folderColumns checked every file sits under them).
 		cols := make([]arrow.Array, schema.NumFields())
+		var made []arrow.Array
 		for i, f := range schema.Fields() {
-			idx := rec.Schema().FieldIndices(f.Name)
-			if len(idx) == 0 {
+			if idx := rec.Schema().FieldIndices(f.Name); len(idx) > 0 {
+				cols[i] = rec.Column(idx[0])
+				continue
+			}
+			v, ok := hivepath.Value(parts, f.Name)
+			if !ok {
 				return fail(fmt.Errorf("column %q is missing", f.Name))
 			}
-			cols[i] = rec.Column(idx[0])
+			col, err := hivepath.Column(f, v, int(rec.NumRows()))
+			if err != nil {
+				return fail(fmt.Errorf("folder %s=%s/: %w", f.Name, v, err))
+			}
+			cols[i] = col
+			made = append(made, col)
 		}
 		out := array.NewRecordBatch(schema, cols, rec.NumRows())
+		for _, c := range made {
+			c.Release()
+		}
 		*read += rec.NumRows()
 		if !yield(out, nil) {
 			return false

@@ -231,3 +231,98 @@ func TestImportRefusesBeforeWriting(t *testing.T) {
 		t.Errorf("ml.clicks changed: %d rows in %d snapshots", rows, snaps)
 	}
 }
+
+// TestImportReadsHiveFolders: files under date=YYYY-MM-DD/ without a date
+// column of their own get it from the folder (a DATE the table can
+// partition by); other key=value folders become string columns. Folders
+// that disagree or a date folder that is no date are refused, naming it.
+func TestImportReadsHiveFolders(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	noDate := arrow.NewSchema([]arrow.Field{
+		{Name: "user_id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "ctr", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	}, nil)
+	dir := t.TempDir()
+	perDay := map[string]int64{}
+	for d := range 3 {
+		// writeDay puts the file under dir/date=2026-11-2X/; one more
+		// level of region=eu/ moves it there.
+		sub := filepath.Join(dir, "region=eu")
+		perDay[fmt.Sprintf("2026-11-%02d", 21+d)] = writeDay(t, sub, noDate, d, d*1000, 100)
+	}
+	// The region folder sits above the date's: move each file below
+	// date=.../region=eu/ instead, the order Spark writes.
+	moved := t.TempDir()
+	for day := range perDay {
+		dst := filepath.Join(moved, "date="+day, "region=eu")
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "region=eu", "date="+day, "part.parquet"), filepath.Join(dst, "part.parquet")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	by, _ := lakeimport.ParsePartitionBy("date")
+	res, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.hive", From: []string{moved}, PartitionBy: by}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != 300 {
+		t.Fatalf("result %+v", res)
+	}
+	tbl, err := cat.Load(ctx, "ml.hive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := lake.Scan(ctx, tbl).ToArrowTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer at.Release()
+	sch := at.Schema()
+	di, ri, ui := sch.FieldIndices("date"), sch.FieldIndices("region"), sch.FieldIndices("user_id")
+	if len(di) != 1 || len(ri) != 1 || sch.Field(di[0]).Type.ID() != arrow.DATE32 || sch.Field(ri[0]).Type.ID() != arrow.STRING {
+		t.Fatalf("table schema %v: want a DATE date and a string region from the folders", sch)
+	}
+	got := map[string]int64{}
+	tr := array.NewTableReader(at, 1024)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		dates, regions, users := rec.Column(di[0]).(*array.Date32), rec.Column(ri[0]).(*array.String), rec.Column(ui[0]).(*array.Int64)
+		for i := range int(rec.NumRows()) {
+			if regions.Value(i) != "eu" {
+				t.Fatalf("row %d: region %q", i, regions.Value(i))
+			}
+			got[dates.Value(i).ToTime().Format("2006-01-02")] += users.Value(i)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(perDay) {
+		t.Errorf("user sums by day %v, want %v (each file's rows on its folder's date)", got, perDay)
+	}
+	if spec := tbl.Spec(); spec.NumFields() != 1 {
+		t.Errorf("partition spec %s, want the folder's date", spec.String())
+	}
+
+	// A date folder that is no date, and files under different keys.
+	bad := t.TempDir()
+	writeDay(t, bad, noDate, 0, 0, 10)
+	if err := os.Rename(filepath.Join(bad, "date=2026-11-21"), filepath.Join(bad, "date=yesterday")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.bad", From: []string{bad}}, nil)
+	if !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), "folder date=yesterday/") {
+		t.Errorf("date=yesterday: %v, want bad input naming the folder", err)
+	}
+	mixed := t.TempDir()
+	writeDay(t, mixed, noDate, 0, 0, 10)
+	writeDay(t, filepath.Join(mixed, "region=us"), noDate, 1, 0, 10)
+	_, err = lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.bad", From: []string{mixed}}, nil)
+	if !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), "every file needs the same key=value folders") {
+		t.Errorf("mixed folder keys: %v", err)
+	}
+	if ok, _ := cat.Exists(ctx, "ml.bad"); ok {
+		t.Error("a refused import created ml.bad")
+	}
+}
