@@ -81,6 +81,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 		Parallelism:  cmp.Or(s.Parallelism, DefaultParallelism),
 		Params:       bound,
 		ParamsDigest: digest,
+		WaitFor:      cloneWaits(s.WaitFor),
 	}
 	for _, n := range topoOrder(s.Nodes) {
 		plan.Nodes = append(plan.Nodes, s.planNode(reg, n))
@@ -304,6 +305,7 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 		CancelOnClose: t.CancelOnClose,
 		Cache:         s.planCache(t, n),
 		Provenance:    t.Provenance,
+		WaitFor:       cloneWaits(n.WaitFor),
 	}
 	if len(n.Needs) > 0 {
 		pn.Needs = append([]string{}, n.Needs...)
