@@ -141,6 +141,19 @@ type Waiting struct {
 	Checks    int       `json:"checks"`
 }
 
+// Text is how the run's state shows the wait at now: "waiting for data:
+// features.user_daily has no rows for 2026-11-27 (...) [table
+// features.user_daily, 12 checks over 1h2m, deadline in 4h58m]".
+func (w Waiting) Text(now time.Time) string {
+	who := ""
+	if w.Node != "" {
+		who = "node " + w.Node + " "
+	}
+	left := w.Deadline.Sub(now).Round(time.Second)
+	return fmt.Sprintf("%swaiting for data: %s [%s, %d checks over %s, deadline in %s]", who, w.Saw, w.Condition,
+		w.Checks, now.Sub(w.Since).Round(time.Second), max(left, 0))
+}
+
 // Ready is a wait_for condition that held, as the run recorded it: a table
 // condition's snapshot is the one the run's data was there in.
 type Ready struct {
