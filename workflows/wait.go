@@ -41,7 +41,7 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 	for _, c := range conds {
 		w, err := dags.ResolveWait(c, r.scope())
 		if err != nil {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("wait_for %s: %v", c.Name(), err), errtype.BadInput, nil)
+			return typed(temporal.NewNonRetryableApplicationError(fmt.Sprintf("wait_for %s: %v", c.Name(), err), errtype.BadInput, nil))
 		}
 		deadline := begin.Add(w.Deadline)
 		for attempt := 0; ; attempt++ {
@@ -53,7 +53,7 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 					if ctx.Err() != nil {
 						return temporal.NewCanceledError()
 					}
-					return temporal.NewNonRetryableApplicationError(appErr.Message(), appErr.Type(), nil)
+					return typed(temporal.NewNonRetryableApplicationError(appErr.Message(), appErr.Type(), nil))
 				}
 				// The lake or the store did not answer: that is no
 				// verdict on the data. Keep polling to the deadline.
@@ -74,7 +74,7 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 				if w.OnDeadline == dags.WaitSkip {
 					return errDataSkipped{reason: msg}
 				}
-				return temporal.NewNonRetryableApplicationError(msg, errtype.DataNotReady, nil, wait)
+				return typed(temporal.NewNonRetryableApplicationError(msg, errtype.DataNotReady, nil, wait))
 			}
 			r.setWaiting(node, &wait)
 			r.showDetails(ctx)
@@ -183,6 +183,22 @@ func (r *pipelineRun) waitThenExecute(ctx workflow.Context, node dags.PlanNode, 
 		set.Set(res, err)
 	})
 	return f
+}
+
+// typedError carries an application error (its type: DataNotReady,
+// BadInput) under its bare message, so the run's error reads as the
+// message while clients can still find the type.
+type typedError struct{ err *temporal.ApplicationError }
+
+func (e typedError) Error() string { return e.err.Message() }
+func (e typedError) Unwrap() error { return e.err }
+
+func typed(err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return typedError{appErr}
+	}
+	return err
 }
 
 func formatWait(d time.Duration) string { return d.String() }
