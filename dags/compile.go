@@ -306,6 +306,7 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 		Cache:         s.planCache(t, n),
 		Provenance:    t.Provenance,
 		WaitFor:       cloneWaits(n.WaitFor),
+		PinsSnapshot:  hasFields(t, "table", "snapshot_id"),
 	}
 	if len(n.Needs) > 0 {
 		pn.Needs = append([]string{}, n.Needs...)
@@ -392,4 +393,14 @@ func topoOrder(nodes []*Node) []*Node {
 		}
 	}
 	return out
+}
+
+// hasFields reports whether t declares every one of the named fields.
+func hasFields(t NodeType, names ...string) bool {
+	for _, name := range names {
+		if !slices.ContainsFunc(t.Fields, func(f Field) bool { return f.Name == name }) {
+			return false
+		}
+	}
+	return true
 }

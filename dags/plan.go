@@ -70,6 +70,11 @@ type PlanNode struct {
 	// WaitFor are the conditions the node waits for once its needs
 	// succeeded (waitfor.go); none in plans recorded before they existed.
 	WaitFor []Wait `json:"wait_for,omitempty"`
+	// PinsSnapshot says the node type reads a lake table given by its
+	// `table` field at the snapshot its `snapshot_id` field names (the
+	// current one when unset): a run whose wait_for saw that table ready
+	// sets snapshot_id to the snapshot it saw (workflows/wait.go).
+	PinsSnapshot bool `json:"pins_snapshot,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

@@ -171,6 +171,10 @@ nodes:
 	if len(res.Ready) != 1 || res.Ready[0].SnapshotID != fmt.Sprint(landed.CurrentSnapshot().SnapshotID) || res.Ready[0].Rows != fullDay {
 		t.Errorf("ready: %+v, want snapshot %d with %d rows", res.Ready, landed.CurrentSnapshot().SnapshotID, fullDay)
 	}
+	// The split read the snapshot the condition saw ready, pinned.
+	if got := split.Outputs["snapshot_id"]; got != res.Ready[0].SnapshotID {
+		t.Errorf("split read snapshot %v, want the one seen ready, %s", got, res.Ready[0].SnapshotID)
+	}
 	t.Logf("run %s: waited %s, split train_rows %v = full day %d, ready %+v", res.ID,
 		res.Ready[0].At.Sub(res.StartedAt).Round(time.Millisecond), split.Outputs["train_rows"], fullDay, res.Ready[0])
 }

@@ -206,6 +206,8 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 			fut := r.execute
 			if len(node.WaitFor) > 0 { // none in plans recorded before wait_for existed
 				fut = r.waitThenExecute // wait.go
+			} else {
+				with = r.pin(node, with) // wait.go
 			}
 			selector.AddFuture(fut(ctx, node, with), func(f workflow.Future) {
 				running--

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -169,6 +170,31 @@ func (r *pipelineRun) skipRun(ctx workflow.Context, reason string) (*runs.Result
 	return res, err
 }
 
+// pin makes a node that reads a table a wait_for condition saw ready read
+// the snapshot the condition saw: a node type with table and snapshot_id
+// fields (PlanNode.PinsSnapshot) whose table is that table and whose snapshot_id is not set gets
+// it. Rows a writer lands later do not change what the run trains on.
+// Runs without wait_for have no Ready entries: nothing changes for them.
+func (r *pipelineRun) pin(node dags.PlanNode, with nodeWith) nodeWith {
+	if len(r.result.Ready) == 0 || with.values == nil {
+		return with
+	}
+	if !node.PinsSnapshot {
+		return with
+	}
+	if v, set := with.values["snapshot_id"]; set && v != nil && v != "" {
+		return with // the spec chose a snapshot
+	}
+	table, _ := with.values["table"].(string)
+	for _, rd := range r.result.Ready {
+		if table != "" && rd.Table == table && rd.SnapshotID != "" && (rd.Node == "" || rd.Node == node.ID) {
+			with.values = maps.Clone(with.values)
+			with.values["snapshot_id"] = rd.SnapshotID
+		}
+	}
+	return with
+}
+
 // waitThenExecute is a node with wait_for: it waits for the node's data,
 // then runs it. A skip deadline settles the future with errDataSkipped.
 func (r *pipelineRun) waitThenExecute(ctx workflow.Context, node dags.PlanNode, with nodeWith) workflow.Future {
@@ -179,7 +205,7 @@ func (r *pipelineRun) waitThenExecute(ctx workflow.Context, node dags.PlanNode, 
 			return
 		}
 		var res nodetype.Result
-		err := r.execute(ctx, node, with).Get(ctx, &res)
+		err := r.execute(ctx, node, r.pin(node, with)).Get(ctx, &res)
 		set.Set(res, err)
 	})
 	return f

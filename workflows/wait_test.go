@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/retrain-ml/retrain/activities/readiness"
+	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	ready "github.com/retrain-ml/retrain/internal/readiness"
 	"github.com/retrain-ml/retrain/runs"
@@ -193,6 +194,30 @@ nodes:
 	for id, want := range map[string]runs.NodeStatus{"a": runs.NodeSucceeded, "b": runs.NodeSkipped, "c": runs.NodeSkipped, "d": runs.NodeSucceeded} {
 		if n := res.Node(id); n.Status != want {
 			t.Errorf("node %s %s (%s), want %s", id, n.Status, n.Reason, want)
+		}
+	}
+}
+
+func TestReadyTablePinsSnapshot(t *testing.T) {
+	const spec = `name: pins
+wait_for:
+  - {table: features.user_daily, deadline: 1h}
+nodes:
+  - {id: read, type: reader, with: {table: features.user_daily}}
+  - {id: chosen, type: reader, with: {table: features.user_daily, snapshot_id: "5"}}
+  - {id: other, type: reader, with: {table: features.ad_daily}}
+  - id: late
+    type: reader
+    with: {table: features.ad_daily}
+    wait_for: [{table: features.ad_daily, deadline: 1h}]
+`
+	h := newHarness(t)
+	h.types = []dags.NodeType{{Name: "reader", Fields: []dags.Field{{Name: "table", Type: dags.FieldString}, {Name: "snapshot_id", Type: dags.FieldAny}}}}
+	h.check, h.logicalDate = (&dataAfter{n: 0}).check, "2026-11-27"
+	res := h.succeed(spec, nil, nil)
+	for id, want := range map[string]any{"read": "77", "chosen": "5", "other": nil, "late": "77"} {
+		if got := res.Node(id).Outputs["snapshot_id"]; got != want {
+			t.Errorf("node %s read snapshot %v, want %v", id, got, want)
 		}
 	}
 }
