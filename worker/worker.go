@@ -314,7 +314,7 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	// wait_for checks run where the run's workflow does, under the same
 	// guard and the worker's lake, store and allow lists.
 	checker := &readiness.Checker{Lake: d.Lake, Store: d.Store, AllowCommands: d.AllowCommands, Env: d.Env, Logger: logger.With("component", "readiness")}
-	main.RegisterActivityWithOptions(checker.Check, activity.RegisterOptions{Name: readiness.ActivityName})
+	main.RegisterActivityWithOptions(checker.Check, activity.RegisterOptions{Name: runs.ReadinessActivity})
 	registerTypes(main, types, true)
 	cache := newNodeCache(store, types, self, logger.With("component", "nodecache"))
 	registerCache(main, cache)

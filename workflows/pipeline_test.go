@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/retrain-ml/retrain/activities/readiness"
 	"github.com/retrain-ml/retrain/dags"
 	ready "github.com/retrain-ml/retrain/internal/readiness"
 	"github.com/retrain-ml/retrain/nodetype"
@@ -49,7 +48,7 @@ type harness struct {
 	verified []string // nodes VerifyReuseActivity was asked about
 	// check answers the readiness activity (wait_test.go); logicalDate is
 	// the input's.
-	check       func(readiness.Input) (ready.Observation, error)
+	check       func(runs.ReadinessCheck) (ready.Observation, error)
 	logicalDate string
 	onEnv       func(env *testsuite.TestWorkflowEnvironment)
 }
@@ -112,9 +111,9 @@ func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*ru
 		return h.source, nil
 	}, activity.RegisterOptions{Name: runs.LoadReuseActivity})
 	if h.check != nil {
-		env.RegisterActivityWithOptions(func(_ context.Context, in readiness.Input) (ready.Observation, error) {
+		env.RegisterActivityWithOptions(func(_ context.Context, in runs.ReadinessCheck) (ready.Observation, error) {
 			return h.check(in)
-		}, activity.RegisterOptions{Name: readiness.ActivityName})
+		}, activity.RegisterOptions{Name: runs.ReadinessActivity})
 	}
 	if h.onEnv != nil {
 		h.onEnv(env)

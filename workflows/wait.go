@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/retrain-ml/retrain/activities/readiness"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	ready "github.com/retrain-ml/retrain/internal/readiness"
@@ -100,7 +99,7 @@ func (r *pipelineRun) check(ctx workflow.Context, w dags.Wait) (ready.Observatio
 		Summary: "wait_for " + w.Name(),
 	})
 	var obs ready.Observation
-	err := workflow.ExecuteActivity(actx, readiness.ActivityName, readiness.Input{
+	err := workflow.ExecuteActivity(actx, runs.ReadinessActivity, runs.ReadinessCheck{
 		Pipeline: r.plan.Pipeline, RunID: r.result.ID, LogicalDate: r.values.LogicalDate, Condition: w,
 	}).Get(ctx, &obs)
 	return obs, err

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/retrain-ml/retrain/activities/readiness"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
 	ready "github.com/retrain-ml/retrain/internal/readiness"
@@ -39,10 +38,10 @@ func waitSpecWith(deadline, on string) string {
 type dataAfter struct {
 	mu    sync.Mutex
 	n     int
-	asked []readiness.Input
+	asked []runs.ReadinessCheck
 }
 
-func (d *dataAfter) check(in readiness.Input) (ready.Observation, error) {
+func (d *dataAfter) check(in runs.ReadinessCheck) (ready.Observation, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.asked = append(d.asked, in)
@@ -152,7 +151,7 @@ func TestRunDataNotReadySkips(t *testing.T) {
 func TestRunBadConditionFailsAtOnce(t *testing.T) {
 	h := newHarness(t)
 	checks := 0
-	h.check, h.logicalDate = func(in readiness.Input) (ready.Observation, error) {
+	h.check, h.logicalDate = func(in runs.ReadinessCheck) (ready.Observation, error) {
 		checks++
 		return ready.Observation{}, temporal.NewNonRetryableApplicationError("wait_for table features.user_daily: the lake has no such table", errtype.BadInput, nil)
 	}, "2026-11-27"

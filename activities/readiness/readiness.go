@@ -31,20 +31,12 @@ import (
 	"github.com/retrain-ml/retrain/internal/readiness"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
+	"github.com/retrain-ml/retrain/runs"
 )
 
-// ActivityName is the activity the Pipeline workflow checks a condition
-// with. The worker's guard lets only Pipeline runs execute it.
-const ActivityName = "RetrainReadinessCheck"
-
-// Input is one check: a condition with its references resolved, for the
-// run's logical date.
-type Input struct {
-	Pipeline    string    `json:"pipeline"`
-	RunID       string    `json:"run_id"`
-	LogicalDate string    `json:"logical_date"`
-	Condition   dags.Wait `json:"condition"`
-}
+// Input is one check (runs.ReadinessCheck), registered as
+// runs.ReadinessActivity.
+type Input = runs.ReadinessCheck
 
 // Checker holds what checks need from the worker.
 type Checker struct {
