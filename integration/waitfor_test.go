@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/apache/iceberg-go"
@@ -16,11 +17,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/cli"
 	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/internal/devkit/demodata"
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/schedules"
+	"github.com/retrain-ml/retrain/worker"
 )
 
 // waitEnvSeconds reads a duration in seconds from the environment: the
@@ -306,4 +310,80 @@ nodes:
 		t.Errorf("work: %+v", n)
 	}
 	t.Logf("ready after the kill: %+v", res.Ready)
+}
+
+// TestWaitForBackfill backfills a pipeline that waits for its files over
+// three dates, one of which has none yet: two runs finish, and the third
+// lists as WAITING, saying for what, until its files land.
+func TestWaitForBackfill(t *testing.T) {
+	t.Parallel()
+	queue, dir := newQueue(t), t.TempDir()
+	pipeline := "waits-backfill-" + fmt.Sprint(time.Now().UnixNano()%1e6)
+	spec := fmt.Sprintf(`
+name: %s
+wait_for:
+  - {files: "%s/${run.logical_date}/*.csv", marker: _SUCCESS, deadline: 2m, poll: 1s}
+nodes:
+  - {id: work, type: command, with: {argv: [echo, "${run.logical_date}"]}}
+`, pipeline, dir)
+	startWorkerWith(t, worker.Config{TaskQueue: queue, Pipelines: fstest.MapFS{pipeline + ".yaml": {Data: []byte(spec)}}})
+	land := func(date string) {
+		day := filepath.Join(dir, date)
+		if err := os.MkdirAll(day, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"part-0.csv", "_SUCCESS"} {
+			if err := os.WriteFile(filepath.Join(day, f), []byte("x\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	land("2026-11-01")
+	land("2026-11-02")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan schedules.DateRun, 3)
+	go func() {
+		_, _ = schedules.BackfillDates(ctx, tclient, schedules.DateRequest{Pipeline: pipeline, From: "2026-11-01", To: "2026-11-03",
+			MaxParallel: 3, TaskQueue: queue}, func(r schedules.DateRun) { done <- r })
+	}()
+	for range 2 {
+		r := <-done
+		if r.Err != nil || r.Result.Status != runs.StatusSucceeded || r.Date == "2026-11-03" {
+			t.Fatalf("%s: %+v", r.Date, r)
+		}
+		t.Logf("%s: %s", r.Date, r.Result.Status)
+	}
+	var waiting runs.RunInfo
+	waitFor(t, time.Minute, func() bool {
+		list, err := runs.List(ctx, tclient, runs.ListOptions{Pipeline: pipeline, Namespace: server.Namespace()})
+		if err != nil {
+			return false
+		}
+		for _, r := range list {
+			if r.LogicalDate == "2026-11-03" && r.Status == runs.StatusWaiting && r.Waiting != "" {
+				waiting = r
+				return true
+			}
+		}
+		return false
+	})
+	var b strings.Builder
+	list, _ := runs.List(ctx, tclient, runs.ListOptions{Pipeline: pipeline, Namespace: server.Namespace()})
+	cli.PrintRuns(&b, list, time.Now())
+	t.Logf("runs list:\n%s", b.String())
+	if !strings.Contains(waiting.Waiting, "no files match "+dir+"/2026-11-03/*.csv") {
+		t.Errorf("waiting: %q", waiting.Waiting)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the third run ended before its data landed: %+v", r)
+	default:
+	}
+	land("2026-11-03")
+	r := <-done
+	if r.Err != nil || r.Result.Status != runs.StatusSucceeded || r.Date != "2026-11-03" {
+		t.Fatalf("third: %+v", r)
+	}
 }

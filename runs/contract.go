@@ -150,8 +150,12 @@ func (w Waiting) Text(now time.Time) string {
 		who = "node " + w.Node + " "
 	}
 	left := w.Deadline.Sub(now).Round(time.Second)
-	return fmt.Sprintf("%swaiting for data: %s [%s, %d checks over %s, deadline in %s]", who, w.Saw, w.Condition,
-		w.Checks, now.Sub(w.Since).Round(time.Second), max(left, 0))
+	checks := fmt.Sprintf("%d checks", w.Checks)
+	if w.Checks == 1 {
+		checks = "1 check"
+	}
+	return fmt.Sprintf("%swaiting for data: %s [%s, %s over %s, deadline in %s]", who, w.Saw, w.Condition,
+		checks, now.Sub(w.Since).Round(time.Second), max(left, 0))
 }
 
 // Ready is a wait_for condition that held, as the run recorded it: a table
