@@ -135,10 +135,10 @@ func Files(f FileFacts) Observation {
 	case len(data) == 0:
 		return Observation{Saw: fmt.Sprintf("no files match %s", f.Pattern)}
 	case len(f.MissingMarkers) > 0:
-		return Observation{Saw: fmt.Sprintf("%d files match %s, but %s has no %s", len(data), f.Pattern,
+		return Observation{Saw: fmt.Sprintf("%s %s, but %s has no %s", filesMatch(len(data)), f.Pattern,
 			strings.Join(f.MissingMarkers, ", "), f.Marker)}
 	}
-	saw := fmt.Sprintf("%d files match %s", len(data), f.Pattern)
+	saw := fmt.Sprintf("%s %s", filesMatch(len(data)), f.Pattern)
 	if f.Marker != "" {
 		saw += " with " + f.Marker
 	}
@@ -161,4 +161,11 @@ func Command(argv []string, exitCode int, tail string) Observation {
 		saw += ": " + last
 	}
 	return Observation{Saw: saw}
+}
+
+func filesMatch(n int) string {
+	if n == 1 {
+		return "1 file matches"
+	}
+	return fmt.Sprintf("%d files match", n)
 }
