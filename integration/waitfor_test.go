@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -326,7 +329,7 @@ wait_for:
 nodes:
   - {id: work, type: command, with: {argv: [echo, "${run.logical_date}"]}}
 `, pipeline, dir)
-	startWorkerWith(t, worker.Config{TaskQueue: queue, Pipelines: fstest.MapFS{pipeline + ".yaml": {Data: []byte(spec)}}})
+	w := startWorkerWith(t, worker.Config{TaskQueue: queue, MetricsAddr: "127.0.0.1:0", Pipelines: fstest.MapFS{pipeline + ".yaml": {Data: []byte(spec)}}})
 	land := func(date string) {
 		day := filepath.Join(dir, date)
 		if err := os.MkdirAll(day, 0o755); err != nil {
@@ -385,5 +388,22 @@ nodes:
 	r := <-done
 	if r.Err != nil || r.Result.Status != runs.StatusSucceeded || r.Date != "2026-11-03" {
 		t.Fatalf("third: %+v", r)
+	}
+	// Three waits ended ready: the wait-time histogram counts them.
+	resp, err := http.Get("http://" + w.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	want := regexp.MustCompile(`(?m)^retrain_data_wait_seconds_count\{[^}]*outcome="ready",pipeline="` + pipeline + `"[^}]*\} 3$`)
+	if !want.Match(body) {
+		var lines []string
+		for _, l := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(l, "retrain_data_wait") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("metrics lack %s; have:\n%s", want, strings.Join(lines, "\n"))
 	}
 }

@@ -16,3 +16,8 @@ type ReadinessCheck struct {
 	LogicalDate string    `json:"logical_date"`
 	Condition   dags.Wait `json:"condition"`
 }
+
+// MetricDataWait is the timer the Pipeline workflow records when a wait
+// for data ends (exported as retrain_data_wait_seconds): how long the run,
+// or a node, waited; tags pipeline and outcome (ready, not_ready).
+const MetricDataWait = "retrain_data_wait"

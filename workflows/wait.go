@@ -61,6 +61,7 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 			}
 			now := workflow.Now(ctx)
 			if obs.Ready {
+				r.recordWait(ctx, "ready", now.Sub(begin))
 				r.setWaiting(node, nil)
 				r.result.Ready = append(r.result.Ready, readyOf(node, w, obs, now))
 				break
@@ -68,6 +69,7 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 			wait := runs.Waiting{Node: node, Condition: w.Name(), Saw: obs.Saw, Since: begin, Deadline: deadline, Checks: attempt + 1}
 			left := deadline.Sub(now)
 			if left <= 0 {
+				r.recordWait(ctx, "not_ready", now.Sub(begin))
 				r.setWaiting(node, nil)
 				msg := fmt.Sprintf("data not ready: wait_for %s did not hold within its deadline %s (%d checks); last check: %s",
 					w.Name(), formatWait(w.Deadline), attempt+1, obs.Saw)
@@ -85,6 +87,13 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 		}
 	}
 	return nil
+}
+
+// recordWait records how long a wait took (runs.MetricDataWait); the
+// SDK drops what a replay records again.
+func (r *pipelineRun) recordWait(ctx workflow.Context, outcome string, d time.Duration) {
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"pipeline": r.plan.Pipeline, "outcome": outcome}).
+		Timer(runs.MetricDataWait).Record(d)
 }
 
 // check runs the readiness activity once. Transient failures get one
