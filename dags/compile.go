@@ -81,6 +81,7 @@ func Compile(s *Spec, reg *Registry, params map[string]any) (*Plan, error) {
 		Parallelism:  cmp.Or(s.Parallelism, DefaultParallelism),
 		Params:       bound,
 		ParamsDigest: digest,
+		WaitFor:      cloneWaits(s.WaitFor),
 	}
 	for _, n := range topoOrder(s.Nodes) {
 		plan.Nodes = append(plan.Nodes, s.planNode(reg, n))
@@ -304,6 +305,8 @@ func (s *Spec) planNode(reg *Registry, n *Node) PlanNode {
 		CancelOnClose: t.CancelOnClose,
 		Cache:         s.planCache(t, n),
 		Provenance:    t.Provenance,
+		WaitFor:       cloneWaits(n.WaitFor),
+		PinsSnapshot:  hasFields(t, "table", "snapshot_id"),
 	}
 	if len(n.Needs) > 0 {
 		pn.Needs = append([]string{}, n.Needs...)
@@ -390,4 +393,14 @@ func topoOrder(nodes []*Node) []*Node {
 		}
 	}
 	return out
+}
+
+// hasFields reports whether t declares every one of the named fields.
+func hasFields(t NodeType, names ...string) bool {
+	for _, name := range names {
+		if !slices.ContainsFunc(t.Fields, func(f Field) bool { return f.Name == name }) {
+			return false
+		}
+	}
+	return true
 }

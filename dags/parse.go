@@ -23,11 +23,11 @@ var (
 // Known fields at each level, in the order the docs list them (suggestions
 // prefer the first of equally close candidates).
 var (
-	topFields     = []string{"name", "description", "params", "defaults", "parallelism", "schedules", "nodes", "on_failure"}
+	topFields     = []string{"name", "description", "params", "defaults", "parallelism", "schedules", "wait_for", "nodes", "on_failure"}
 	paramFields   = []string{"type", "default", "required", "description"}
 	defaultFields = []string{"retry", "timeout", "heartbeat", "queue", "cache"}
 	retryFields   = []string{"max_attempts", "initial_interval", "backoff", "max_interval", "non_retryable"}
-	nodeFields    = []string{"id", "type", "description", "needs", "when", "foreach", "max_parallel", "fail_fast", "with", "outputs", "retry", "timeout", "heartbeat", "queue", "cache"}
+	nodeFields    = []string{"id", "type", "description", "needs", "when", "foreach", "max_parallel", "fail_fast", "with", "outputs", "wait_for", "retry", "timeout", "heartbeat", "queue", "cache"}
 	compFields    = append(append([]string{}, nodeFields...), "compensates")
 )
 
@@ -153,6 +153,9 @@ func (p *parser) parse(data []byte) *Spec {
 	if v := m.opt("schedules"); v != nil {
 		s.SchedulesPos = m.keyPos("schedules")
 		s.Schedules = p.schedules(v) // schedule.go
+	}
+	if v := m.opt("wait_for"); v != nil {
+		s.WaitFor = p.waitFor(v, "wait_for") // waitfor.go
 	}
 	if v := m.get("nodes"); v != nil {
 		s.Nodes = p.nodes(v, "nodes", false)

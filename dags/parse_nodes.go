@@ -91,6 +91,9 @@ func (p *parser) node(n *yaml.Node, list string, index int, onFailure bool) *Nod
 		node.OutputsPos = m.keyPos("outputs")
 		node.Outputs, node.OutputKeyPos = p.outputs(v, what)
 	}
+	if v := m.opt("wait_for"); v != nil {
+		node.WaitFor = p.waitFor(v, what+" wait_for") // waitfor.go
+	}
 	if v := m.opt("retry"); v != nil {
 		node.Retry = p.retry(v, what+" retry")
 		node.Retry.Pos = m.keyPos("retry")

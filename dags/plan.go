@@ -14,6 +14,9 @@ type Plan struct {
 	ParamsDigest string         `json:"params_digest"`    // first 16 hex digits of the sha256 of the JSON of Params
 	Nodes        []PlanNode     `json:"nodes"`            // topological order (stable: file order among ready nodes)
 	OnFailure    []PlanNode     `json:"on_failure,omitempty"`
+	// WaitFor are the conditions the run waits for before any node
+	// starts (waitfor.go); none in plans recorded before they existed.
+	WaitFor []Wait `json:"wait_for,omitempty"`
 	// SpecDigest identifies the spec the plan was compiled from: "sha256:"
 	// and the hex SHA-256 of its text as the worker read it; Retrain is
 	// the release of the worker that compiled it. The resolver sets both;
@@ -64,6 +67,14 @@ type PlanNode struct {
 	// Provenance is the node type's (NodeType.Provenance); false in plans
 	// recorded before it existed, whose nodes were sent none.
 	Provenance bool `json:"provenance,omitempty"`
+	// WaitFor are the conditions the node waits for once its needs
+	// succeeded (waitfor.go); none in plans recorded before they existed.
+	WaitFor []Wait `json:"wait_for,omitempty"`
+	// PinsSnapshot says the node type reads a lake table given by its
+	// `table` field at the snapshot its `snapshot_id` field names (the
+	// current one when unset): a run whose wait_for saw that table ready
+	// sets snapshot_id to the snapshot it saw (workflows/wait.go).
+	PinsSnapshot bool `json:"pins_snapshot,omitempty"`
 }
 
 // RetryPolicy is a concrete retry policy (all fields set) as run.

@@ -26,6 +26,9 @@ type Spec struct {
 	OnFailure   []*Node // compensation nodes; Compensates is set on each
 	// Schedules start runs of this pipeline on a cadence (schedule.go).
 	Schedules []*Schedule
+	// WaitFor are the readiness conditions the run waits for before any
+	// node starts (waitfor.go).
+	WaitFor []*Wait
 
 	Pos          Pos // the top-level mapping
 	ParamsPos    Pos // the params key; zero if absent
@@ -156,6 +159,9 @@ type Node struct {
 	// Foreach fans the node out over a list (foreach.go); nil when the
 	// node runs once.
 	Foreach *Foreach
+	// WaitFor are readiness conditions this node waits for once its
+	// needs have succeeded (waitfor.go).
+	WaitFor []*Wait
 
 	Pos        Pos // the node's mapping
 	TypePos    Pos

@@ -71,6 +71,12 @@ func (v *validator) validate() {
 			}
 		}
 	}
+	v.validateWaits(s) // waitfor.go
+	for _, n := range s.OnFailure {
+		if len(n.WaitFor) > 0 {
+			v.at(n.WaitFor[0].Pos, "on_failure node %s: wait_for applies to nodes only; compensation runs at once", n.ID)
+		}
+	}
 	v.ids()
 	for _, n := range s.Nodes {
 		v.needs(n, false)

@@ -77,6 +77,9 @@ const (
 	// operator allows (processes per host above --max-processes-per-host,
 	// hosts above --max-hosts). Nothing started. Never retried.
 	OverLimit = "OverLimit"
+	// DataNotReady: a wait_for condition still did not hold at its
+	// deadline; the message names it and what its last check saw.
+	DataNotReady = "DataNotReady"
 )
 
 // Refused: a workflow or activity that reached a worker without a

@@ -11,7 +11,7 @@ func TestValuesNeverChange(t *testing.T) {
 		NoObjectStore: "NoObjectStore", ConcurrentMove: "ConcurrentMove", Diverged: "Diverged",
 		NoGPUs: "NoGPUs", PromotionContended: "PromotionContended", BadOutput: "BadOutput",
 		Refused: "Refused", CanaryRolledBack: "CanaryRolledBack", TableQueueUnavailable: "TableQueueUnavailable",
-		OverLimit: "OverLimit",
+		OverLimit: "OverLimit", DataNotReady: "DataNotReady",
 	} {
 		if got != want {
 			t.Errorf("error type %q, want %q", got, want)

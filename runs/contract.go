@@ -108,6 +108,13 @@ const (
 	StatusSucceeded Status = "succeeded"
 	StatusFailed    Status = "failed"
 	StatusCancelled Status = "cancelled"
+	// StatusWaiting is a running run waiting for its data (wait_for):
+	// the state query and `runs list` say so, with Result.Waiting.
+	StatusWaiting Status = "waiting"
+	// StatusSkipped is a run that ended without running any node: its
+	// data was not ready by a deadline that said on_deadline: skip.
+	// Temporal shows it completed.
+	StatusSkipped Status = "skipped"
 )
 
 // NodeStatus is the state of one node.
@@ -120,7 +127,48 @@ const (
 	NodeFailed    NodeStatus = "failed"
 	NodeSkipped   NodeStatus = "skipped"   // `when` was false, or an upstream node was skipped
 	NodeCancelled NodeStatus = "cancelled" // never started (the run failed first) or cancelled while running
+	NodeWaiting   NodeStatus = "waiting"   // its needs succeeded; waiting for its data (wait_for)
 )
+
+// Waiting is a wait_for condition a run, or one of its nodes, is waiting
+// for: what its last check saw and since when.
+type Waiting struct {
+	Node      string    `json:"node,omitempty"` // empty: the run's own wait_for
+	Condition string    `json:"condition"`      // "table features.user_daily"
+	Saw       string    `json:"saw"`            // what the last check found
+	Since     time.Time `json:"since"`
+	Deadline  time.Time `json:"deadline"`
+	Checks    int       `json:"checks"`
+}
+
+// Text is how the run's state shows the wait at now: "waiting for data:
+// features.user_daily has no rows for 2026-11-27 (...) [table
+// features.user_daily, 12 checks over 1h2m, deadline in 4h58m]".
+func (w Waiting) Text(now time.Time) string {
+	who := ""
+	if w.Node != "" {
+		who = "node " + w.Node + " "
+	}
+	left := w.Deadline.Sub(now).Round(time.Second)
+	checks := fmt.Sprintf("%d checks", w.Checks)
+	if w.Checks == 1 {
+		checks = "1 check"
+	}
+	return fmt.Sprintf("%swaiting for data: %s [%s, %s over %s, deadline in %s]", who, w.Saw, w.Condition,
+		checks, now.Sub(w.Since).Round(time.Second), max(left, 0))
+}
+
+// Ready is a wait_for condition that held, as the run recorded it: a table
+// condition's snapshot is the one the run's data was there in.
+type Ready struct {
+	Node       string    `json:"node,omitempty"`
+	Condition  string    `json:"condition"`
+	Saw        string    `json:"saw"`
+	At         time.Time `json:"at"`
+	Table      string    `json:"table,omitempty"`
+	SnapshotID string    `json:"snapshot_id,omitempty"` // a string: JSON numbers lose int64 digits
+	Rows       int64     `json:"rows,omitempty"`
+}
 
 // NodeState is what a run reports about one node.
 type NodeState struct {
@@ -206,6 +254,10 @@ type Result struct {
 	Nodes         []NodeState `json:"nodes"`
 	Compensations []NodeState `json:"compensations,omitempty"`
 	DryRun        bool        `json:"dry_run,omitempty"` // resolved and validated only (PipelineInput.DryRun)
+	// Waiting are the wait_for conditions the run is waiting for now
+	// (its own, or its nodes'); Ready are those that held.
+	Waiting []Waiting `json:"waiting,omitempty"`
+	Ready   []Ready   `json:"ready,omitempty"`
 }
 
 // Node returns the state of node id, or nil.

@@ -79,6 +79,9 @@ type RunInfo struct {
 	// (Result.ReusedFrom); empty for an ordinary run or when unknown.
 	ReusedFrom string `json:"reused_from,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// Waiting says what a waiting run waits for (Waiting.Text); empty
+	// when it waits for nothing or when unknown.
+	Waiting string `json:"waiting,omitempty"`
 
 	// nominal is the schedule action's nominal time of a run a schedule
 	// started (TemporalScheduledStartTime): its logical time, even when
@@ -287,6 +290,18 @@ func addDetails(ctx context.Context, c client.Client, namespace string, list []R
 			}
 			if err != nil || res == nil {
 				return
+			}
+			// Temporal knows a waiting run as running and a skipped
+			// one as completed: the run's own word is finer.
+			if res.Status == StatusWaiting || res.Status == StatusSkipped {
+				r.Status = res.Status
+			}
+			if len(res.Waiting) > 0 {
+				texts := make([]string, len(res.Waiting))
+				for i, w := range res.Waiting {
+					texts[i] = w.Text(time.Now())
+				}
+				r.Waiting = strings.Join(texts, "; ")
 			}
 			r.Gate = Verdict(res)
 			r.Deployed = Deployed(res)

@@ -53,6 +53,10 @@ const (
 // pass in a window are a nightly that never ships (docs/alerts.yaml).
 const MetricScheduledGate = "retrain_scheduled_gate_verdicts_total"
 
+// MetricDataWait is recorded by the Pipeline workflow when a wait for
+// data (wait_for) ends: pipeline, outcome (ready, not_ready).
+const MetricDataWait = runs.MetricDataWait
+
 // MetricCanaryDecisions is counted by the canary workflow itself, when it
 // decides: decision (promoted, approved, rolled_back, rejected, refused).
 const MetricCanaryDecisions = canarynode.MetricDecisions
@@ -70,6 +74,7 @@ var metricsHelp = map[string]string{
 	MetricRollbacks:                 "rollback_model node attempts, by status.",
 	MetricGPUUtilization:            "GPU utilization in percent from NVML, by GPU UUID (GPU workers only).",
 	MetricGPUsLeased:                "GPUs currently leased to running steps (GPU workers only).",
+	MetricDataWait + "_seconds":     "How long runs (or nodes) waited for their data (wait_for), by pipeline and outcome (ready, not_ready).",
 	MetricCacheLookups:              "Node cache lookups of nodes marked cache:, by node type and result (hit, miss, skipped).",
 	metrics.S3Retries:               metrics.S3RetriesHelp,
 	metrics.S3Requests:              metrics.S3RequestsHelp,

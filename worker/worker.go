@@ -27,6 +27,7 @@ import (
 
 	lakenode "github.com/retrain-ml/retrain/activities/lake"
 	"github.com/retrain-ml/retrain/activities/progenv"
+	"github.com/retrain-ml/retrain/activities/readiness"
 	"github.com/retrain-ml/retrain/activities/train"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/gpu"
@@ -310,6 +311,10 @@ func New(ctx context.Context, c client.Client, namespace string, cfg Config, log
 	}
 	main.RegisterActivityWithOptions(verifier.Verify, activity.RegisterOptions{Name: runs.VerifyReuseActivity})
 	main.RegisterActivityWithOptions(rerunLoader{c: c}.Load, activity.RegisterOptions{Name: runs.LoadReuseActivity})
+	// wait_for checks run where the run's workflow does, under the same
+	// guard and the worker's lake, store and allow lists.
+	checker := &readiness.Checker{Lake: d.Lake, Store: d.Store, AllowCommands: d.AllowCommands, Env: d.Env, Logger: logger.With("component", "readiness")}
+	main.RegisterActivityWithOptions(checker.Check, activity.RegisterOptions{Name: runs.ReadinessActivity})
 	registerTypes(main, types, true)
 	cache := newNodeCache(store, types, self, logger.With("component", "nodecache"))
 	registerCache(main, cache)

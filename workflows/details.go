@@ -56,7 +56,7 @@ func renderDetails(res *runs.Result, reportURL string) string {
 	}
 	done := 0
 	for _, n := range res.Nodes {
-		if n.Status != runs.NodePending && n.Status != runs.NodeRunning {
+		if n.Status != runs.NodePending && n.Status != runs.NodeRunning && n.Status != runs.NodeWaiting {
 			done++
 		}
 	}
@@ -73,6 +73,14 @@ func renderDetails(res *runs.Result, reportURL string) string {
 	}
 	if res.Error != "" {
 		fmt.Fprintf(&b, "Error: %s\n\n", cell(res.Error, 4*maxCellRunes))
+	}
+	for _, w := range res.Waiting {
+		who := ""
+		if w.Node != "" {
+			who = " (node " + escapeMarkdown(w.Node) + ")"
+		}
+		fmt.Fprintf(&b, "Waiting for data%s: %s [%s, %d checks, deadline %s]\n\n", who, cell(w.Saw, 2*maxCellRunes),
+			cell(w.Condition, maxCellRunes), w.Checks, w.Deadline.UTC().Format(time.RFC3339))
 	}
 	if len(res.Nodes) == 0 {
 		return b.String()
@@ -107,22 +115,24 @@ func renderDetails(res *runs.Result, reportURL string) string {
 }
 
 // statusOrder is the order the counts of hidden nodes are listed in.
-var statusOrder = [...]runs.NodeStatus{runs.NodeRunning, runs.NodeFailed, runs.NodeSucceeded, runs.NodePending, runs.NodeSkipped, runs.NodeCancelled}
+var statusOrder = [...]runs.NodeStatus{runs.NodeRunning, runs.NodeWaiting, runs.NodeFailed, runs.NodeSucceeded, runs.NodePending, runs.NodeSkipped, runs.NodeCancelled}
 
 func statusIndex(s runs.NodeStatus) int {
 	switch s {
 	case runs.NodeRunning:
 		return 0
-	case runs.NodeFailed:
+	case runs.NodeWaiting:
 		return 1
-	case runs.NodeSucceeded:
+	case runs.NodeFailed:
 		return 2
-	case runs.NodePending:
+	case runs.NodeSucceeded:
 		return 3
-	case runs.NodeSkipped:
+	case runs.NodePending:
 		return 4
-	default:
+	case runs.NodeSkipped:
 		return 5
+	default:
+		return 6
 	}
 }
 

@@ -231,3 +231,15 @@ func TestRenderDetailsCache(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderDetailsWaiting(t *testing.T) {
+	deadline := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
+	res := &runs.Result{ID: "r", Pipeline: "p", Status: runs.StatusWaiting,
+		Nodes:   []runs.NodeState{{ID: "a", Status: runs.NodeSucceeded}, {ID: "b", Status: runs.NodeWaiting}},
+		Waiting: []runs.Waiting{{Node: "b", Condition: "files /d/*.csv", Saw: "no files match /d/*.csv", Checks: 2, Deadline: deadline}}}
+	got := renderDetails(res, "")
+	if !strings.Contains(got, "**p** waiting: 1 of 2 nodes done") ||
+		!strings.Contains(got, "Waiting for data (node b): no files match /d/\\*.csv [files /d/\\*.csv, 2 checks, deadline 2026-11-28T08:00:00Z]") {
+		t.Errorf("details:\n%s", got)
+	}
+}

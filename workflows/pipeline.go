@@ -76,6 +76,19 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 		}
 	}
 
+	// Plans recorded before wait_for existed have none: their runs
+	// never take this branch and replay as they ran.
+	if len(resolved.Plan.WaitFor) > 0 {
+		if err := run.waitFor(ctx, resolved.Plan.WaitFor, ""); err != nil {
+			var skipped errDataSkipped
+			if errors.As(err, &skipped) {
+				return run.skipRun(ctx, skipped.reason)
+			}
+			run.cancelPending(err)
+			return run.finish(ctx, err)
+		}
+		run.showDetails(ctx)
+	}
 	runErr := run.runNodes(ctx)
 	if runErr != nil {
 		run.compensate(ctx)
@@ -190,10 +203,23 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 			now := workflow.Now(ctx)
 			state.Status, state.ScheduledAt = runs.NodeRunning, &now
 			running++
-			selector.AddFuture(r.execute(ctx, node, with), func(f workflow.Future) {
+			fut := r.execute
+			if len(node.WaitFor) > 0 { // none in plans recorded before wait_for existed
+				fut = r.waitThenExecute // wait.go
+			} else {
+				with = r.pin(node, with) // wait.go
+			}
+			selector.AddFuture(fut(ctx, node, with), func(f workflow.Future) {
 				running--
 				var res nodetype.Result
-				if err := f.Get(ctx, &res); err != nil {
+				err := f.Get(ctx, &res)
+				var skipped errDataSkipped
+				if errors.As(err, &skipped) {
+					state.Status, state.ScheduledAt = runs.NodePending, nil
+					r.skip(id, skipped.reason)
+					return
+				}
+				if err != nil {
 					attempts := attemptsOf(err, node)
 					r.fail(ctx, state, attempts, unwrapActivity(err))
 					if firstErr == nil {
@@ -233,15 +259,20 @@ func (r *pipelineRun) runNodes(ctx workflow.Context) error {
 		firstErr = temporal.NewCanceledError()
 	}
 	if firstErr != nil {
-		reason := "not started: the run failed"
-		if temporal.IsCanceledError(firstErr) {
-			reason = "not started: the run was cancelled"
-		}
-		for i := range r.result.Nodes {
-			if r.result.Nodes[i].Status == runs.NodePending {
-				r.result.Nodes[i].Status, r.result.Nodes[i].Reason = runs.NodeCancelled, reason
-			}
-		}
+		r.cancelPending(firstErr)
 	}
 	return firstErr
+}
+
+// cancelPending marks the nodes that never started, after err ended the run.
+func (r *pipelineRun) cancelPending(err error) {
+	reason := "not started: the run failed"
+	if temporal.IsCanceledError(err) {
+		reason = "not started: the run was cancelled"
+	}
+	for i := range r.result.Nodes {
+		if r.result.Nodes[i].Status == runs.NodePending {
+			r.result.Nodes[i].Status, r.result.Nodes[i].Reason = runs.NodeCancelled, reason
+		}
+	}
 }

@@ -82,9 +82,15 @@ func (r *pipelineRun) finish(ctx workflow.Context, runErr error) (*runs.Result, 
 	if r.result.Status == runs.StatusCancelled && ctx.Err() != nil {
 		return &r.result, temporal.NewCanceledError(r.result)
 	}
+	// A run that failed for its data keeps the DataNotReady error as the
+	// cause, so clients can tell "not ready" from "broken" by type.
+	var cause error
+	if appErr := (*temporal.ApplicationError)(nil); errors.As(runErr, &appErr) && appErr.Type() == errtype.DataNotReady {
+		cause = appErr
+	}
 	return nil, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("pipeline %s %s: %s", r.result.Pipeline, r.result.Status, r.result.Error),
-		errtype.PipelineFailed, nil, r.result)
+		errtype.PipelineFailed, cause, r.result)
 }
 
 // labelInvalidVersion guards the search attribute upsert of a run that

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/retrain-ml/retrain/dags"
+	ready "github.com/retrain-ml/retrain/internal/readiness"
 	"github.com/retrain-ml/retrain/nodetype"
 	"github.com/retrain-ml/retrain/runs"
 )
@@ -46,6 +47,11 @@ type harness struct {
 	gone     map[string]string
 	verified []string          // nodes VerifyReuseActivity was asked about
 	zones    map[string]string // node id -> the Timezone its input carried
+	// check answers the readiness activity (wait_test.go); logicalDate is
+	// the input's.
+	check       func(runs.ReadinessCheck) (ready.Observation, error)
+	logicalDate string
+	onEnv       func(env *testsuite.TestWorkflowEnvironment)
 }
 
 func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, error) {
@@ -109,7 +115,15 @@ func (h *harness) run(spec string, params map[string]any, lib fstest.MapFS) (*ru
 		}
 		return h.source, nil
 	}, activity.RegisterOptions{Name: runs.LoadReuseActivity})
-	in := runs.PipelineInput{Params: params, DryRun: h.dryRun, Reuse: h.reuse}
+	if h.check != nil {
+		env.RegisterActivityWithOptions(func(_ context.Context, in runs.ReadinessCheck) (ready.Observation, error) {
+			return h.check(in)
+		}, activity.RegisterOptions{Name: runs.ReadinessActivity})
+	}
+	if h.onEnv != nil {
+		h.onEnv(env)
+	}
+	in := runs.PipelineInput{Params: params, DryRun: h.dryRun, Reuse: h.reuse, LogicalDate: h.logicalDate}
 	if lib != nil {
 		in.Pipeline = spec
 	} else {

@@ -256,7 +256,10 @@ func (v *lineView) Done(res *runs.Result) { v.p.Update(res) }
 // status, time so far and progress.
 func Frame(res *runs.Result, progress map[string]nodeProgress, now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "run %s (%s): %s %s\n", res.ID, res.Pipeline, res.Status, shortDuration(now.Sub(res.StartedAt)))
+	fmt.Fprintf(&b, "run %s (%s): %s %s\n", res.ID, res.Pipeline, statusWord(res.Status), shortDuration(now.Sub(res.StartedAt)))
+	for _, w := range res.Waiting {
+		b.WriteString("  " + w.Text(now) + "\n")
+	}
 	nodes := slices.Concat(res.Nodes, res.Compensations)
 	width := len("NODE")
 	for _, n := range nodes {

@@ -113,17 +113,26 @@ func PrintRuns(w io.Writer, list []runs.RunInfo, now time.Time) {
 	// A rerun names the run it reused in a last column, there only
 	// when the list holds a rerun.
 	reruns := slices.ContainsFunc(list, func(r runs.RunInfo) bool { return r.ReusedFrom != "" })
+	// A run waiting for its data says what for, in a last column there
+	// only when one waits.
+	waits := slices.ContainsFunc(list, func(r runs.RunInfo) bool { return r.Waiting != "" })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "RUN\tPIPELINE\tLOGICAL DATE\tSTATUS\tSTARTED\tDURATION\tGATE\tDEPLOYED"
 	if reruns {
 		head += "\tREUSED FROM"
 	}
+	if waits {
+		head += "\tWAITING FOR"
+	}
 	fmt.Fprintln(tw, head)
 	for _, r := range list {
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.ID, dash(r.Pipeline), dash(r.LogicalDate), r.Status,
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.ID, dash(r.Pipeline), dash(r.LogicalDate), statusWord(r.Status),
 			r.StartedAt.Local().Format(time.DateTime), shortDuration(r.Duration(now)), dash(r.Gate), dash(r.Deployed))
 		if reruns {
 			line += "\t" + dash(r.ReusedFrom)
+		}
+		if waits {
+			line += "\t" + dash(r.Waiting)
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -172,4 +181,13 @@ func shortDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// statusWord is a run's status as tables show it: WAITING stands out,
+// as a run that has not started its work yet should.
+func statusWord(s runs.Status) string {
+	if s == runs.StatusWaiting {
+		return "WAITING"
+	}
+	return string(s)
 }

@@ -15,7 +15,7 @@ import (
 
 // PrintSummary prints a run's per-node table.
 func PrintSummary(w io.Writer, res *runs.Result) {
-	fmt.Fprintf(w, "pipeline %s: %s", res.Pipeline, res.Status)
+	fmt.Fprintf(w, "pipeline %s: %s", res.Pipeline, statusWord(res.Status))
 	if res.EndedAt != nil {
 		fmt.Fprintf(w, " in %s", res.EndedAt.Sub(res.StartedAt).Round(time.Millisecond))
 	}
@@ -23,10 +23,11 @@ func PrintSummary(w io.Writer, res *runs.Result) {
 	if line := runs.ReusedLine(res); line != "" {
 		fmt.Fprintln(w, line)
 	}
+	now := time.Now()
+	printWaits(w, res, now)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// A CACHE column when a node is cached: how it was served, or why not.
 	cached := slices.ContainsFunc(res.Nodes, func(n runs.NodeState) bool { return n.Cache != nil })
-	now := time.Now()
 	if cached {
 		fmt.Fprintln(tw, "  NODE\tTYPE\tSTATUS\tATTEMPTS\tTIME\tCACHE\tDETAIL")
 	} else {
@@ -143,5 +144,20 @@ func (p *Progress) Update(res *runs.Result) {
 			line += " " + cacheNote(n, time.Now())
 		}
 		fmt.Fprintln(p.w, line)
+	}
+}
+
+// printWaits says what a waiting run waits for, and which snapshots the
+// conditions that held saw ready.
+func printWaits(w io.Writer, res *runs.Result, now time.Time) {
+	for _, x := range res.Waiting {
+		fmt.Fprintln(w, x.Text(now))
+	}
+	for _, r := range res.Ready {
+		who := ""
+		if r.Node != "" {
+			who = "node " + r.Node + " "
+		}
+		fmt.Fprintf(w, "%sdata ready: %s (%s, at %s)\n", who, r.Saw, r.Condition, r.At.Local().Format(time.DateTime))
 	}
 }
