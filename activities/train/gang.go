@@ -472,7 +472,7 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 	judged := true // every host trained long enough to judge its pace
 	layout := gang.Layout{Members: members, Processes: procs}
 	for i, m := range members {
-		h := HostOutput{Host: m.Host, Address: m.Address, GPUs: m.GPUs, StepsPerSec: gang.HostPace(results[i].Ranks)}
+		h := HostOutput{Host: m.Host, Address: m.Address, GPUs: m.GPUs, StepsPerSec: gang.HostPace(results[i].Ranks), Data: results[i].Data}
 		for local := range procs {
 			h.Ranks = append(h.Ranks, layout.Rank(i, local))
 		}
@@ -494,7 +494,12 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 	// host's pace, and the straggler.
 	var each []string
 	for _, h := range out.Hosts {
-		each = append(each, fmt.Sprintf("%s %.1f steps/s", h.Host, h.StepsPerSec))
+		line := fmt.Sprintf("%s %.1f steps/s", h.Host, h.StepsPerSec)
+		if d := h.Data; d != nil && d.SplitBytes > 0 {
+			// With shard_data: the share of the split each host read.
+			line += fmt.Sprintf(" read %.0f%% of the split", 100*float64(d.BytesRead)/float64(d.SplitBytes))
+		}
+		each = append(each, line)
 	}
 	out.Summary += fmt.Sprintf("; %d hosts: %s", len(out.Hosts), strings.Join(each, ", "))
 	if ok {

@@ -80,6 +80,7 @@ type With struct {
 	// Hosts has no default tag: 1 and absent are the same node.
 	Hosts       int    `json:"hosts" trainer:"command" doc:"command: hosts the node spans: processes ranks on each of this many workers of its queue with distinct --host-id (WORLD_SIZE = hosts x processes, NODE_RANK, MASTER_ADDR on host 0's advertised address), started once every host holds its GPUs and stopped together when one fails; a retry forms a new gang that resumes from the last checkpoint (default 1)"`
 	GangTimeout string `json:"gang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: with hosts above 1, how long the hosts may take to join (each holding its GPUs) before every lease is released and the attempt fails, naming how many joined"`
+	ShardData   bool   `json:"shard_data" trainer:"command" doc:"command: give each rank only its share of the training rows (RETRAIN_TRAIN_DATA is that share; RETRAIN_SHARD_INDEX, RETRAIN_SHARD_COUNT, RETRAIN_SHARD_ROWS, RETRAIN_SHARD_MIN_ROWS, RETRAIN_GLOBAL_ROWS, RETRAIN_SHARD_EPOCH name it), each host reading from the store only its ranks' files, one at a time; the shares are disjoint, their union is every training row once, and they are whole files within one file of each other where the files allow (else row ranges within one row); RETRAIN_EVAL_DATA is given on rank 0's host only; the outputs say per host the bytes read, files, local disk peak and time to the first step"`
 	HangTimeout string `json:"hang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: a rank whose progress lines stop advancing its step for this long stops every rank and fails the attempt, naming the rank (and host); counted from its first progress line, so startup is not included (0s: never)"`
 }
 
@@ -108,6 +109,9 @@ type Outputs struct {
 	SlowestHost string        `json:"slowest_host,omitempty"`
 	Restarts    int           `json:"restarts,omitempty"`
 	Attempts    []GangAttempt `json:"attempts,omitempty"`
+	// Data is what this worker (a gang's host 0) read for its ranks'
+	// shares, with shard_data.
+	Data *DataRead `json:"data,omitempty"`
 	Summary     string        `json:"summary"` // one line for the run's node table
 }
 
@@ -329,6 +333,11 @@ type trainRun struct {
 	watch       *gang.Watch
 	hangTimeout time.Duration
 	procs       map[int]rankProc // the ranks this worker started, by global rank (mu)
+	// rankEnv is each rank's own environment (its share of the data,
+	// with shard_data), by global rank; nil: none.
+	rankEnv func(rank int) []string
+	// firstStep is when the first progress line came (mu).
+	firstStep time.Time
 
 	mu    sync.Mutex
 	curve []CurvePoint

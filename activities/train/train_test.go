@@ -263,6 +263,7 @@ func TestSchema(t *testing.T) {
 		{Name: "hosts", Type: dags.FieldInt},
 		{Name: "gang_timeout", Type: dags.FieldDuration, Default: "10m"},
 		{Name: "hang_timeout", Type: dags.FieldDuration, Default: "10m"},
+		{Name: "shard_data", Type: dags.FieldBool},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
@@ -270,16 +271,16 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 25 {
-		t.Errorf("%d fields, want 25", len(fields))
+	if len(fields) != 26 {
+		t.Errorf("%d fields, want 26", len(fields))
 	}
-	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format hosts gang_timeout hang_timeout" {
+	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format hosts gang_timeout shard_data hang_timeout" {
 		t.Errorf("command-only fields %s", got)
 	}
 	if got := strings.Join(builtinOnly, " "); got != "dense sparse transforms dim buckets epochs steps batch_size learning_rate l2 seed workers checkpoint_every" {
 		t.Errorf("builtin-only fields %s", got)
 	}
-	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu hosts slowest_host restarts attempts summary"
+	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu hosts slowest_host restarts attempts data summary"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {
 		t.Errorf("outputs %s, want %s", got, wantOut)
 	}

@@ -158,14 +158,22 @@ func wholeCuts(starts []int64, world int) ([]int64, bool) {
 		}
 		cuts[r] = c
 	}
-	perRank := total / int64(world)
 	for r := range world {
+		// Within one unit (and a row, the even share not being whole) of
+		// the even share total/world.
 		n := cuts[r+1] - cuts[r]
-		if n <= 0 || n > perRank+1+largest || n < perRank-largest {
+		if n <= 0 || abs(n*int64(world)-total) > (largest+1)*int64(world) {
 			return nil, false
 		}
 	}
 	return cuts, true
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // Order is the epoch's order of n units: a permutation drawn from the seed

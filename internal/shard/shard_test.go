@@ -88,8 +88,10 @@ func TestAssignProperties(t *testing.T) {
 			t.Fatalf("trial %d: a rank has no rows: %+v", trial, a)
 		}
 		if a.Whole {
-			if hi-lo > 2*largest {
-				t.Fatalf("trial %d: whole shares %d..%d rows, largest unit %d", trial, lo, hi, largest)
+			for _, s := range a.Shares {
+				if d := s.Rows*int64(world) - total; d > (largest+1)*int64(world) || -d > (largest+1)*int64(world) {
+					t.Fatalf("trial %d: whole share of %d rows, even share %d/%d, largest unit %d", trial, s.Rows, total, world, largest)
+				}
 			}
 			for _, s := range a.Shares {
 				for _, p := range s.Pieces {
@@ -119,8 +121,9 @@ func TestAssignWholeWithinOneUnit(t *testing.T) {
 			t.Fatal(err)
 		}
 		lo, hi := covered(t, rows, a)
-		if !a.Whole || hi-lo > 100 {
-			t.Errorf("world %d: whole %v, shares %d..%d rows", world, a.Whole, lo, hi)
+		even := float64(1937) / float64(world)
+		if !a.Whole || float64(hi)-even > 101 || even-float64(lo) > 101 {
+			t.Errorf("world %d: whole %v, shares %d..%d rows, even %.1f", world, a.Whole, lo, hi, even)
 		}
 	}
 }

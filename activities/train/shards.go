@@ -1,0 +1,379 @@
+package train
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/retrain-ml/retrain/activities/split"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/shard"
+	"github.com/retrain-ml/retrain/internal/trainer"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// With shard_data, each rank's RETRAIN_TRAIN_DATA holds only its share of
+// the split's training rows (internal/shard), and a host reads from the
+// store only the files its own ranks' shares need, one at a time: a file
+// is downloaded, its pieces are written to the ranks' folders (Parquet,
+// or npy once a rank's pieces are all in), and it is deleted before the
+// next is fetched. What a host wrote survives a failed attempt in its
+// shard cache (below the temp folder, per split, host and world size), so
+// a retry on the same host reads from the store only the pieces it lacks;
+// a successful attempt removes it.
+
+// shardSeed draws the epoch's order of the split's files. It is fixed: the
+// assignment must be the same on every host, whichever binary it runs.
+const shardSeed = 1
+
+// DataRead is what one host read for its ranks' shares of the training
+// data (shard_data), in the node's outputs.
+type DataRead struct {
+	Ranks      []int `json:"ranks"`       // the ranks whose shares this host holds
+	Rows       int64 `json:"rows"`        // their rows
+	Shards     int   `json:"shards"`      // the split's files it read from the store
+	BytesRead  int64 `json:"bytes_read"`  // what it read from the store for the training data
+	SplitBytes int64 `json:"split_bytes"` // the training data's size in the store, for scale
+	Reused     int   `json:"reused"`      // pieces an earlier attempt on this host had written
+	// DiskPeak is the most bytes the host's local training data held at
+	// once (a downloaded file and what was written).
+	DiskPeak int64 `json:"disk_peak"`
+	// LocalizeSeconds is how long the data took; FirstStepSeconds is from
+	// the attempt's start to the host's first progress line.
+	LocalizeSeconds  float64 `json:"localize_seconds"`
+	FirstStepSeconds float64 `json:"first_step_seconds"`
+}
+
+// rankShare is one rank's share as the trainer sees it.
+type rankShare struct {
+	dir   string
+	share shard.Share
+}
+
+// shardPlan is this host's part of the epoch's assignment.
+type shardPlan struct {
+	assign shard.Assignment
+	ds     checkpoint.Dataset
+	ranks  map[int]rankShare // this host's ranks, by global rank
+	root   string            // the host's shard cache for this split and world
+}
+
+// env is the share's environment for a rank.
+func (p *shardPlan) env(rank int) []string {
+	rs, ok := p.ranks[rank]
+	if !ok {
+		return nil
+	}
+	return trainer.ShardEnv{
+		Data: rs.dir, Index: rank, Count: p.assign.World, Rows: rs.share.Rows,
+		MinRows: p.assign.MinRows(), GlobalRows: p.assign.GlobalRows, Epoch: p.assign.Epoch,
+	}.Environ()
+}
+
+// planShards assigns the split's training rows to the world's ranks and
+// picks this host's (ranks are global ranks). It fails before anything is
+// read, naming the counts, when there are fewer rows than ranks.
+func planShards(sd *split.Data, world int, ranks []int, hostID string) (*shardPlan, error) {
+	ds, _ := sd.Manifest.Dataset(split.TrainDataset)
+	rows := make([]int64, len(ds.Files))
+	for i, f := range ds.Files {
+		rows[i] = f.Rows
+	}
+	a, err := shard.Assign(rows, world, shardSeed, 0)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "shard_data: the split's training data has %d rows in %d files, too few for %d ranks: give the node fewer ranks, or train without shard_data", ds.Rows, len(ds.Files), world)
+	}
+	sum := sha256.Sum256([]byte(sd.ManifestKey))
+	root := filepath.Join(os.TempDir(), "retrain-shards", hex.EncodeToString(sum[:8]), safeName(hostID), "w"+strconv.Itoa(world))
+	p := &shardPlan{assign: a, ds: ds, ranks: map[int]rankShare{}, root: root}
+	for _, r := range ranks {
+		p.ranks[r] = rankShare{dir: filepath.Join(root, "rank-"+strconv.Itoa(r)), share: a.Shares[r]}
+	}
+	return p, nil
+}
+
+// safeName is s as one path segment.
+func safeName(s string) string {
+	if s == "" {
+		return "local"
+	}
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
+}
+
+// localize writes this host's ranks' shares into their folders in format
+// (parquet or npy), reading each file of the split it needs once, and
+// returns what it read.
+func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema dataset.Schema, format string) (DataRead, error) {
+	started := time.Now()
+	var st DataRead
+	for _, f := range p.ds.Files {
+		st.SplitBytes += f.Size
+	}
+	// A world size this host trained with before leaves a cache that this
+	// one cannot use: only this world's is kept.
+	if olds, err := os.ReadDir(filepath.Dir(p.root)); err == nil {
+		for _, e := range olds {
+			if e.Name() != filepath.Base(p.root) {
+				_ = os.RemoveAll(filepath.Join(filepath.Dir(p.root), e.Name()))
+			}
+		}
+	}
+	type job struct {
+		rank  int
+		piece shard.Piece
+		out   string
+	}
+	var (
+		order []int // the files to read, in the order the ranks first need them
+		jobs  = map[int][]job{}
+		npy   = format == split.FormatNPY
+	)
+	for _, r := range sortedRanks(p.ranks) {
+		rs := p.ranks[r]
+		st.Ranks = append(st.Ranks, r)
+		st.Rows += rs.share.Rows
+		if npy && complete(rs.dir) {
+			st.Reused += len(rs.share.Pieces)
+			continue
+		}
+		for _, pc := range rs.share.Pieces {
+			out := filepath.Join(rs.dir, "pieces", fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
+			if !npy {
+				out = filepath.Join(rs.dir, fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
+			}
+			if _, err := os.Stat(out); err == nil {
+				st.Reused++
+				continue
+			}
+			if _, ok := jobs[pc.Unit]; !ok {
+				order = append(order, pc.Unit)
+			}
+			jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: r, piece: pc, out: out})
+		}
+	}
+	peak := func(extra int64) {
+		st.DiskPeak = max(st.DiskPeak, dirSize(p.root)+extra)
+	}
+	peak(0)
+	incoming := filepath.Join(p.root, "incoming")
+	for _, u := range order {
+		f := p.ds.Files[u]
+		local := filepath.Join(incoming, path.Base(f.Key))
+		n, err := download(ctx, store, f, local)
+		st.BytesRead += n
+		if err != nil {
+			os.Remove(local)
+			return st, err
+		}
+		st.Shards++
+		peak(0)
+		for _, j := range jobs[u] {
+			if err := copyRows(local, f, j.piece, j.out); err != nil {
+				os.Remove(local)
+				return st, err
+			}
+		}
+		peak(0)
+		if err := os.Remove(local); err != nil {
+			return st, err
+		}
+	}
+	if npy {
+		for _, r := range sortedRanks(p.ranks) {
+			rs := p.ranks[r]
+			if complete(rs.dir) {
+				continue
+			}
+			if err := writeNPY(rs, schema); err != nil {
+				return st, err
+			}
+			peak(0)
+		}
+	}
+	st.LocalizeSeconds = time.Since(started).Seconds()
+	return st, nil
+}
+
+// complete reports whether a rank's npy folder was written whole.
+func complete(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, ".complete"))
+	return err == nil
+}
+
+// download copies one file of the split to local, checking its size
+// against the manifest; the error names the file. It returns the bytes it
+// read.
+func download(ctx context.Context, store *s3store.Store, f checkpoint.File, local string) (int64, error) {
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+		return 0, err
+	}
+	body, _, err := store.Get(ctx, f.Key)
+	if err != nil {
+		return 0, fmt.Errorf("read the split's file %s: %w", f.Key, err)
+	}
+	defer body.Close()
+	out, err := os.Create(local)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, body)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, fmt.Errorf("read the split's file %s: %w", f.Key, err)
+	}
+	if n != f.Size {
+		return n, fmt.Errorf("read the split's file %s: %d bytes, the split's manifest says %d", f.Key, n, f.Size)
+	}
+	return n, nil
+}
+
+// copyRows writes rows [pc.Offset, pc.Offset+pc.Rows) of the Parquet file
+// local into a Parquet file out (through a temporary name: a file there is
+// whole).
+func copyRows(local string, f checkpoint.File, pc shard.Piece, out string) error {
+	in, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	pf, err := parquet.OpenFile(in, f.Size)
+	if err != nil {
+		return fmt.Errorf("read the split's file %s: %w", f.Key, err)
+	}
+	if pf.NumRows() != f.Rows {
+		return fmt.Errorf("read the split's file %s: %d rows, the split's manifest says %d", f.Key, pf.NumRows(), f.Rows)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	tmp := out + ".tmp"
+	w, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := copyRange(pf, pc, w); err != nil {
+		w.Close()
+		return fmt.Errorf("read the split's file %s: %w", f.Key, err)
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, out)
+}
+
+// copyRange copies the piece's rows of pf to w as a Parquet file of the
+// same schema.
+func copyRange(pf *parquet.File, pc shard.Piece, w io.Writer) error {
+	r := parquet.NewReader(pf)
+	defer r.Close()
+	if err := r.SeekToRow(pc.Offset); err != nil {
+		return err
+	}
+	pw := parquet.NewWriter(w, pf.Schema())
+	buf := make([]parquet.Row, 1024)
+	for left := pc.Rows; left > 0; {
+		n, err := r.ReadRows(buf[:min(int64(len(buf)), left)])
+		if n > 0 {
+			if _, werr := pw.WriteRows(buf[:n]); werr != nil {
+				return werr
+			}
+			left -= int64(n)
+		}
+		if errors.Is(err, io.EOF) && left > 0 {
+			return fmt.Errorf("ends %d rows short of row %d", left, pc.Offset+pc.Rows)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+	}
+	return pw.Close()
+}
+
+// writeNPY converts a rank's pieces into its npy folder and deletes them.
+func writeNPY(rs rankShare, schema dataset.Schema) error {
+	var rows []any
+	for _, pc := range rs.share.Pieces {
+		name := filepath.Join(rs.dir, "pieces", fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
+		got, err := readAll(name)
+		if err != nil {
+			return fmt.Errorf("read rank %d's piece %s: %w", rs.share.Rank, name, err)
+		}
+		rows = append(rows, got...)
+	}
+	d, err := dataset.Load(schema, rows)
+	if err != nil {
+		return nodetype.Permanent(errtype.BadInput, "%s data: %v", split.TrainDataset, err)
+	}
+	if _, err := d.WriteNPY(rs.dir, schema); err != nil {
+		return fmt.Errorf("write rank %d's share as npy: %w", rs.share.Rank, err)
+	}
+	if err := os.RemoveAll(filepath.Join(rs.dir, "pieces")); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(rs.dir, ".complete"), nil, 0o644)
+}
+
+// readAll reads a local Parquet file's rows as the split's loader takes
+// them.
+func readAll(name string) ([]any, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	r := parquet.NewGenericReader[any](pf)
+	defer r.Close()
+	rows := make([]any, pf.NumRows())
+	n, err := r.Read(rows)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if int64(n) != pf.NumRows() {
+		return nil, fmt.Errorf("read %d of %d rows", n, pf.NumRows())
+	}
+	return rows, nil
+}
+
+// dirSize is the bytes of the files below dir.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, ierr := d.Info(); ierr == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func sortedRanks(m map[int]rankShare) []int { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,191 @@
+package train
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/retrain-ml/retrain/activities/internal/nodetest"
+	"github.com/retrain-ml/retrain/activities/internal/objects"
+	"github.com/retrain-ml/retrain/activities/split"
+	"github.com/retrain-ml/retrain/activities/split/splittest"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/devkit/s3test"
+	"github.com/retrain-ml/retrain/internal/npy"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// shardScript is a command trainer rank in sh that keeps what it was
+// given: its share's environment and a copy of its RETRAIN_TRAIN_DATA, in
+// the model folder (every rank of the test runs on one worker).
+const shardScript = `
+set -e
+r=${RANK:-0}
+env | grep -E '^RETRAIN_(TRAIN_DATA|EVAL_DATA|SHARD_|GLOBAL_)' | sort > "$RETRAIN_MODEL_OUT/env-$r.txt"
+cp -r "$RETRAIN_TRAIN_DATA" "$RETRAIN_MODEL_OUT/share-$r"
+echo '{"step": 1, "loss": 0.5}'
+if [ "$r" = 0 ]; then echo weights > "$RETRAIN_MODEL_OUT/model.txt"; fi
+`
+
+// requestIDs reads the request ids of a rank's share folder: its Parquet
+// files, or request_id.npy.
+func requestIDs(t *testing.T, dir string) []int64 {
+	t.Helper()
+	if b, err := os.ReadFile(filepath.Join(dir, "request_id.npy")); err == nil {
+		ids, _, err := npy.Read[int64](strings.NewReader(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.parquet"))
+	var ids []int64
+	for _, name := range files {
+		rows, err := parquet.ReadFile[struct {
+			RequestID int64 `parquet:"request_id"`
+		}](name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.RequestID)
+		}
+	}
+	return ids
+}
+
+// TestShardDataGivesEachRankItsShare: with shard_data, three ranks get
+// disjoint shares whose union is every training row once, in Parquet and
+// in npy, with the env naming each share.
+func TestShardDataGivesEachRankItsShare(t *testing.T) {
+	srv := s3test.Start(t)
+	st := srv.Open(t, "")
+	const rows = 1000
+	data := splittest.WriteFiles(t, st, "s1", rows, 50, 90) // 12 files, the last short
+	ctx := context.Background()
+	for _, format := range []string{"parquet", "npy"} {
+		t.Run(format, func(t *testing.T) {
+			tr := &Trainers{Store: st, Logger: quiet}
+			in := nodetype.Input{Pipeline: "test", RunID: "s1" + format, Node: "train", Type: "train", With: map[string]any{
+				"trainer": "command", "data": data, "argv": []any{"sh", "-c", shardScript},
+				"processes": 3, "shard_data": true, "data_format": format,
+			}}
+			out, err := nodetest.Run(t, tr.Run, in, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, _ := objects.StoreKey(st, out["model_uri"].(string))
+			dir := t.TempDir()
+			if _, err := objects.DownloadPrefix(ctx, st, key, dir); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[int64]int{}
+			var sizes []int
+			for r := range 3 {
+				ids := requestIDs(t, filepath.Join(dir, "share-"+strconv.Itoa(r)))
+				sizes = append(sizes, len(ids))
+				for _, id := range ids {
+					seen[id]++
+				}
+				env, _ := os.ReadFile(filepath.Join(dir, "env-"+strconv.Itoa(r)+".txt"))
+				for _, want := range []string{"RETRAIN_SHARD_INDEX=" + strconv.Itoa(r), "RETRAIN_SHARD_COUNT=3", "RETRAIN_GLOBAL_ROWS=1000",
+					"RETRAIN_SHARD_ROWS=" + strconv.Itoa(len(ids)), "RETRAIN_SHARD_EPOCH=0", "RETRAIN_SHARD_MIN_ROWS="} {
+					if !strings.Contains(string(env), want) {
+						t.Errorf("rank %d's env lacks %s:\n%s", r, want, env)
+					}
+				}
+			}
+			for i := range int64(rows) {
+				if seen[1<<32|i] != 1 {
+					t.Fatalf("row %d given %d times (shares %v)", i, seen[1<<32|i], sizes)
+				}
+			}
+			if len(seen) != rows {
+				t.Fatalf("%d distinct rows, want %d", len(seen), rows)
+			}
+			// Whole files of 90 rows: each within one file of the even
+			// share.
+			if float64(slices.Max(sizes))-rows/3.0 > 91 || rows/3.0-float64(slices.Min(sizes)) > 91 {
+				t.Errorf("shares %v: want within one file of %d", sizes, rows/3)
+			}
+			d, _ := out["data"].(map[string]any)
+			if d == nil || d["shards"].(float64) != 12 || d["rows"].(float64) != rows || d["bytes_read"].(float64) != d["split_bytes"].(float64) || d["disk_peak"].(float64) <= 0 {
+				t.Errorf("outputs data %v: want the 12 files, all of them read on one worker", out["data"])
+			}
+			t.Logf("%s: shares %v, data %v", format, sizes, d)
+		})
+	}
+}
+
+// TestShardHostReadsItsShareOnly: host 1 of 2 (ranks 2 and 3 of 4) reads
+// about half the split; a file it cannot read fails naming the file, and
+// the retry reads only what is missing.
+func TestShardHostReadsItsShareOnly(t *testing.T) {
+	srv := s3test.Start(t)
+	st := srv.Open(t, "")
+	data := splittest.WriteFiles(t, st, "s2", 2000, 10, 100) // 20 files
+	ctx := context.Background()
+	sd, err := split.Open(ctx, st, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", t.TempDir())
+	plan, err := planShards(sd, 4, []int{2, 3}, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file the host needs last goes missing.
+	ds, _ := sd.Manifest.Dataset(split.TrainDataset)
+	var need []int
+	for _, r := range []int{2, 3} {
+		need = append(need, plan.ranks[r].share.Units()...)
+	}
+	missing := ds.Files[need[len(need)-1]]
+	body, _, err := st.GetBytes(ctx, missing.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, missing.Key); err != nil {
+		t.Fatal(err)
+	}
+	first, err := plan.localize(ctx, st, sd.Record.Schema, "parquet")
+	if err == nil || !strings.Contains(err.Error(), missing.Key) {
+		t.Fatalf("a missing file: error %v, want it named (%s)", err, missing.Key)
+	}
+	t.Logf("missing file: %v", err)
+	if _, err := st.PutBytes(ctx, missing.Key, body); err != nil {
+		t.Fatal(err)
+	}
+	again, err := plan.localize(ctx, st, sd.Record.Schema, "parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Shards != 1 || again.BytesRead != missing.Size || again.Reused != len(need)-1 {
+		t.Errorf("retry read %d files, %d bytes, reused %d pieces: want only the missing file (%d bytes), the other %d reused", again.Shards, again.BytesRead, again.Reused, missing.Size, len(need)-1)
+	}
+	total := first.BytesRead + again.BytesRead
+	share := float64(total) / float64(again.SplitBytes)
+	t.Logf("host 1 of 2 read %d of the split's %d bytes (%.3f) in %d files; %d rows; disk peak %d", total, again.SplitBytes, share, len(need), again.Rows, again.DiskPeak)
+	if share > 0.55 || again.Rows != 1000 {
+		t.Errorf("host 1 of 2 read %.3f of the split for %d rows: want at most 0.55, 1000 rows", share, again.Rows)
+	}
+	if again.DiskPeak > again.SplitBytes {
+		t.Errorf("disk peak %d above the split's %d bytes", again.DiskPeak, again.SplitBytes)
+	}
+	// Fewer rows than ranks fails before anything is read, naming them.
+	small := splittest.WriteFiles(t, st, "s3", 3, 1, 1)
+	ssd, err := split.Open(ctx, st, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = planShards(ssd, 4, []int{0}, "h0")
+	if nodetest.ErrType(err) != errtype.BadInput || !strings.Contains(err.Error(), "3 rows in 3 files, too few for 4 ranks") {
+		t.Fatalf("3 rows for 4 ranks: %v", err)
+	}
+}
