@@ -111,8 +111,8 @@ type Outputs struct {
 	Attempts    []GangAttempt `json:"attempts,omitempty"`
 	// Data is what this worker (a gang's host 0) read for its ranks'
 	// shares, with shard_data.
-	Data *DataRead `json:"data,omitempty"`
-	Summary     string        `json:"summary"` // one line for the run's node table
+	Data    *DataRead `json:"data,omitempty"`
+	Summary string    `json:"summary"` // one line for the run's node table
 }
 
 // summary says what an attempt trained, e.g. "trained 2 epochs, 44
