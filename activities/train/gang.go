@@ -52,6 +52,7 @@ const (
 	GangLeaseActivity   = "TrainGangLease"
 	GangReleaseActivity = "TrainGangRelease"
 	GangRunActivity     = "TrainGangRun"
+	GangShardsActivity  = "TrainGangShards"
 )
 
 // Gang timings. A lease that no worker picks up in leasePickup is on a
@@ -93,6 +94,21 @@ func Gang(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	}
 	g.joinTimeout, _ = dags.ParseDuration(w.GangTimeout) // checked by checkTrain
 	g.bounded = workflow.GetVersion(ctx, gangBoundChange, workflow.DefaultVersion, 1) >= 1
+	if w.ShardData {
+		// Before any host leases its GPUs: a split too small for the
+		// ranks fails here, naming its rows and files. (Only nodes with
+		// shard_data, which no recorded history has, take this step.)
+		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:           g.opts.Queue,
+			StartToCloseTimeout: time.Minute,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{errtype.BadInput}},
+			Summary:             "check the shards",
+		})
+		in := ShardsInput{Data: w.Data, World: w.Hosts * processCount(w)}
+		if err := workflow.ExecuteActivity(sctx, GangShardsActivity, in).Get(ctx, nil); err != nil {
+			return nodetype.Result{}, gangFailure(err, 1)
+		}
+	}
 	policy := nodetype.RetryPolicy(g.opts.Retry)
 	var history []GangAttempt
 	for attempt := 1; ; attempt++ {

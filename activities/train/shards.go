@@ -18,6 +18,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/retrain-ml/retrain/activities/internal/objects"
 	"github.com/retrain-ml/retrain/activities/split"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
@@ -58,6 +59,27 @@ type DataRead struct {
 	// the attempt's start to the host's first progress line.
 	LocalizeSeconds  float64 `json:"localize_seconds"`
 	FirstStepSeconds float64 `json:"first_step_seconds"`
+}
+
+// ShardsInput asks whether a split can be cut into World shares.
+type ShardsInput struct {
+	Data  string `json:"data"`
+	World int    `json:"world"`
+}
+
+// GangShards checks, before a gang with shard_data leases anything, that
+// its split has a row for each of its ranks; the error names the rows,
+// files and ranks.
+func (t *Trainers) GangShards(ctx context.Context, in ShardsInput) error {
+	if t.Store == nil {
+		return objects.NoStore()
+	}
+	sd, err := split.Open(ctx, t.Store, in.Data)
+	if err != nil {
+		return err
+	}
+	_, err = planShards(sd, in.World, nil, t.Host.ID)
+	return err
 }
 
 // rankShare is one rank's share as the trainer sees it.

@@ -306,6 +306,7 @@ func (t *Trainers) Type() nodetype.Type {
 		GangLeaseActivity:   t.GangLease,
 		GangReleaseActivity: t.GangRelease,
 		GangRunActivity:     t.GangRun,
+		GangShardsActivity:  t.GangShards,
 	}
 	nt.Hosted = []string{GangLeaseActivity, GangReleaseActivity, GangRunActivity}
 	return nt

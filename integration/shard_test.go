@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"fmt"
+	"math/big"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/activities/split/splittest"
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// shardRank is a command trainer rank in Python's standard library alone:
+// it reads the request ids of its share (request_id.npy of
+// RETRAIN_TRAIN_DATA) and logs their count, sum and sum of squares, which
+// the test adds up over the ranks of both hosts.
+const shardRank = `
+import array, json, os, struct
+d = os.environ["RETRAIN_TRAIN_DATA"]
+b = open(os.path.join(d, "request_id.npy"), "rb").read()
+ids = array.array("q")
+ids.frombytes(b[10 + struct.unpack("<H", b[8:10])[0]:])
+rank = os.environ.get("RANK", "0")
+print("shard-rows rank=%s index=%s count=%d sum=%d sumsq=%d" % (rank, os.environ["RETRAIN_SHARD_INDEX"], len(ids), sum(ids), sum(i * i for i in ids)), flush=True)
+print(json.dumps({"step": 1, "loss": 0.5}), flush=True)
+if rank == "0":
+    open(os.path.join(os.environ["RETRAIN_MODEL_OUT"], "model.txt"), "w").write("weights")
+`
+
+var shardRowsLine = regexp.MustCompile(`shard-rows rank=(\d+) index=(\d+) count=(\d+) sum=(\d+) sumsq=(\d+)`)
+
+// TestShardedGangReadsItsShare: a train node with hosts: 2, processes: 2
+// and shard_data on two namespaced hosts: each host reads at most 0.55 of
+// the split's training data, and the rows the four ranks logged are every
+// row of the split once (count, sum and sum of squares of the request ids).
+func TestShardedGangReadsItsShare(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds retrain-worker and runs ranks in two worker processes")
+	}
+	e := newGangEnvOn(t, &torchEnv{retrainEnv: newRetrainEnv(t, true)})
+	hosts := []*workerProc{e.start(t, 0), e.start(t, 1)}
+	const rows, fileRows = 4000, 100
+	data := splittest.WriteFiles(t, e.store, "sharded", rows, 100, fileRows)
+	spec := fmt.Sprintf(`name: sharded-gang
+params:
+  data: {type: string}
+nodes:
+  - id: train
+    type: train
+    queue: %s
+    heartbeat: 10s
+    retry: {max_attempts: 1}
+    with:
+      trainer: command
+      data: ${params.data}
+      data_format: npy
+      hosts: 2
+      processes: 2
+      shard_data: true
+      argv: ["python3", "-c", %q]
+`, e.queue, shardRank)
+	res := runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: "sharded.yaml", Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue}, 3*time.Minute)
+	wantStatus(t, res, runs.StatusSucceeded)
+	tr := node(t, res, "train")
+	t.Logf("train: %s", tr.Outputs["summary"])
+
+	// Per host: the bytes it read against the split's training data.
+	gotHosts, _ := tr.Outputs["hosts"].([]any)
+	if len(gotHosts) != 2 {
+		t.Fatalf("hosts %v: want 2", tr.Outputs["hosts"])
+	}
+	for _, h := range gotHosts {
+		m := h.(map[string]any)
+		d, _ := m["data"].(map[string]any)
+		if d == nil {
+			t.Fatalf("host %v reports no data read", m["host"])
+		}
+		share := d["bytes_read"].(float64) / d["split_bytes"].(float64)
+		t.Logf("host %v (ranks %v): read %.0f of %.0f bytes (%.3f) in %.0f files, %.0f rows, local disk peak %.0f bytes, first step %.2fs after the attempt began",
+			m["host"], d["ranks"], d["bytes_read"], d["split_bytes"], share, d["shards"], d["rows"], d["disk_peak"], d["first_step_seconds"])
+		if share > 0.55 {
+			t.Errorf("host %v read %.3f of the split: want at most 0.55", m["host"], share)
+		}
+	}
+
+	// The rows the ranks logged: every request id 1<<32|i, i < rows, once.
+	count, sum, sumsq := new(big.Int), new(big.Int), new(big.Int)
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		for _, m := range shardRowsLine.FindAllStringSubmatch(h.output(), -1) {
+			if m[1] != m[2] {
+				t.Errorf("rank %s holds share %s", m[1], m[2])
+			}
+			if seen[m[1]] {
+				continue // a line can be logged twice (the stream and the tail)
+			}
+			seen[m[1]] = true
+			for i, acc := range []*big.Int{count, sum, sumsq} {
+				v, ok := new(big.Int).SetString(m[3+i], 10)
+				if !ok {
+					t.Fatalf("line %q", m[0])
+				}
+				acc.Add(acc, v)
+			}
+		}
+	}
+	wantCount, wantSum, wantSq := new(big.Int), new(big.Int), new(big.Int)
+	for i := range int64(rows) {
+		id := big.NewInt(1<<32 | i)
+		wantCount.Add(wantCount, big.NewInt(1))
+		wantSum.Add(wantSum, id)
+		wantSq.Add(wantSq, new(big.Int).Mul(id, id))
+	}
+	t.Logf("ranks logged %d shares: %s rows, id sum %s, sum of squares %s; the split: %s rows, %s, %s", len(seen), count, sum, sumsq, wantCount, wantSum, wantSq)
+	if len(seen) != 4 || count.Cmp(wantCount) != 0 || sum.Cmp(wantSum) != 0 || sumsq.Cmp(wantSq) != 0 {
+		t.Fatalf("the ranks' rows are not every row once: ranks %v", seen)
+	}
+}
