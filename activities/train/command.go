@@ -63,7 +63,7 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 	localize := [][2]string{{split.TrainDataset, env.TrainData}, {split.EvalDataset, env.EvalData}}
 	if w.ShardData {
 		world, ranks := shardRanks(w, g)
-		if plan, err = planShards(sd, world, ranks, r.t.Host.ID); err != nil {
+		if plan, err = planShards(sd, world, ranks, r.in.Pipeline+"/"+r.in.RunID+"/"+r.in.Node); err != nil {
 			return Outputs{}, err
 		}
 		// Each rank's RETRAIN_TRAIN_DATA is its share (rankEnv); the eval

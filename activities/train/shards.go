@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -78,7 +77,7 @@ func (t *Trainers) GangShards(ctx context.Context, in ShardsInput) error {
 	if err != nil {
 		return err
 	}
-	_, err = planShards(sd, in.World, nil, t.Host.ID)
+	_, err = planShards(sd, in.World, nil, "")
 	return err
 }
 
@@ -111,7 +110,7 @@ func (p *shardPlan) env(rank int) []string {
 // planShards assigns the split's training rows to the world's ranks and
 // picks this host's (ranks are global ranks). It fails before anything is
 // read, naming the counts, when there are fewer rows than ranks.
-func planShards(sd *split.Data, world int, ranks []int, hostID string) (*shardPlan, error) {
+func planShards(sd *split.Data, world int, ranks []int, node string) (*shardPlan, error) {
 	ds, _ := sd.Manifest.Dataset(split.TrainDataset)
 	rows := make([]int64, len(ds.Files))
 	for i, f := range ds.Files {
@@ -121,8 +120,10 @@ func planShards(sd *split.Data, world int, ranks []int, hostID string) (*shardPl
 	if err != nil {
 		return nil, nodetype.Permanent(errtype.BadInput, "shard_data: the split's training data has %d rows in %d files, too few for %d ranks: give the node fewer ranks, or train without shard_data", ds.Rows, len(ds.Files), world)
 	}
-	sum := sha256.Sum256([]byte(sd.ManifestKey))
-	root := filepath.Join(os.TempDir(), "retrain-shards", hex.EncodeToString(sum[:8]), safeName(hostID), "w"+strconv.Itoa(world))
+	// One cache per split and node (its retries share it; two nodes on
+	// the same split never do), holding one world size's shares.
+	sum := sha256.Sum256([]byte(sd.ManifestKey + "\x00" + node))
+	root := filepath.Join(shardCacheDir(), hex.EncodeToString(sum[:12]), "w"+strconv.Itoa(world))
 	p := &shardPlan{assign: a, ds: ds, ranks: map[int]rankShare{}, root: root}
 	for _, r := range ranks {
 		p.ranks[r] = rankShare{dir: filepath.Join(root, "rank-"+strconv.Itoa(r)), share: a.Shares[r]}
@@ -130,13 +131,27 @@ func planShards(sd *split.Data, world int, ranks []int, hostID string) (*shardPl
 	return p, nil
 }
 
-// safeName is s as one path segment.
-func safeName(s string) string {
-	if s == "" {
-		return "local"
+// shardCacheDir holds the hosts' shard caches.
+func shardCacheDir() string { return filepath.Join(os.TempDir(), "retrain-shards") }
+
+// shardCacheAge is how long a shard cache that no attempt finished is
+// kept for a retry: the node's retries come well within it.
+const shardCacheAge = 24 * time.Hour
+
+// sweepShardCaches removes the caches no attempt touched for
+// shardCacheAge (their node failed for good, or ran elsewhere), so that
+// what failed attempts keep for a retry does not pile up on a worker.
+func sweepShardCaches(now time.Time) {
+	entries, err := os.ReadDir(shardCacheDir())
+	if err != nil {
+		return
 	}
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:6])
+	for _, e := range entries {
+		info, err := e.Info()
+		if err == nil && now.Sub(info.ModTime()) > shardCacheAge {
+			_ = os.RemoveAll(filepath.Join(shardCacheDir(), e.Name()))
+		}
+	}
 }
 
 // localize writes this host's ranks' shares into their folders in format
@@ -148,8 +163,14 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 	for _, f := range p.ds.Files {
 		st.SplitBytes += f.Size
 	}
-	// A world size this host trained with before leaves a cache that this
-	// one cannot use: only this world's is kept.
+	sweepShardCaches(started)
+	// This node's cache is touched (its age counts from its last attempt).
+	if err := os.MkdirAll(p.root, 0o755); err != nil {
+		return st, err
+	}
+	_ = os.Chtimes(filepath.Dir(p.root), started, started)
+	// A world size this node trained with before on this host leaves a
+	// cache that this one cannot use: only this world's is kept.
 	if olds, err := os.ReadDir(filepath.Dir(p.root)); err == nil {
 		for _, e := range olds {
 			if e.Name() != filepath.Base(p.root) {
@@ -190,14 +211,20 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: r, piece: pc, out: out})
 		}
 	}
-	peak := func(extra int64) {
-		st.DiskPeak = max(st.DiskPeak, dirSize(p.root)+extra)
+	// This host's own folders: hosts that share a temp folder (workers of
+	// one machine) share the node's cache, each rank its own folder.
+	incoming := filepath.Join(p.root, fmt.Sprintf("incoming-%d", st.Ranks[0]))
+	peak := func() {
+		n := dirSize(incoming)
+		for _, rs := range p.ranks {
+			n += dirSize(rs.dir)
+		}
+		st.DiskPeak = max(st.DiskPeak, n)
 	}
-	peak(0)
-	incoming := filepath.Join(p.root, "incoming")
+	peak()
 	for _, u := range order {
 		f := p.ds.Files[u]
-		local := filepath.Join(incoming, path.Base(f.Key))
+		local := filepath.Join(incoming, fmt.Sprintf("file-%05d.parquet", u)) // not the key's name: the manifest is input
 		n, err := download(ctx, store, f, local)
 		st.BytesRead += n
 		if err != nil {
@@ -205,14 +232,14 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			return st, err
 		}
 		st.Shards++
-		peak(0)
+		peak()
 		for _, j := range jobs[u] {
 			if err := copyRows(local, f, j.piece, j.out); err != nil {
 				os.Remove(local)
 				return st, err
 			}
 		}
-		peak(0)
+		peak()
 		if err := os.Remove(local); err != nil {
 			return st, err
 		}
@@ -226,7 +253,7 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			if err := writeNPY(rs, schema); err != nil {
 				return st, err
 			}
-			peak(0)
+			peak()
 		}
 	}
 	st.LocalizeSeconds = time.Since(started).Seconds()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -187,5 +188,28 @@ func TestShardHostReadsItsShareOnly(t *testing.T) {
 	_, err = planShards(ssd, 4, []int{0}, "h0")
 	if nodetest.ErrType(err) != errtype.BadInput || !strings.Contains(err.Error(), "3 rows in 3 files, too few for 4 ranks") {
 		t.Fatalf("3 rows for 4 ranks: %v", err)
+	}
+}
+
+// TestShardCachesAreSwept: a cache no attempt touched for a day goes; a
+// recent one stays for its retry.
+func TestShardCachesAreSwept(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	old, recent := filepath.Join(shardCacheDir(), "old"), filepath.Join(shardCacheDir(), "recent")
+	for _, d := range []string{old, recent} {
+		if err := os.MkdirAll(filepath.Join(d, "w2"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	if err := os.Chtimes(old, now.Add(-25*time.Hour), now.Add(-25*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	sweepShardCaches(now)
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("a cache untouched for 25h is still there (%v)", err)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Errorf("a recent cache went: %v", err)
 	}
 }
