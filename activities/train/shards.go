@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -91,8 +92,38 @@ type rankShare struct {
 type shardPlan struct {
 	assign shard.Assignment
 	ds     checkpoint.Dataset
+	units  []shardUnit       // what the assignment's pieces index
 	ranks  map[int]rankShare // this host's ranks, by global rank
 	root   string            // the host's shard cache for this split and world
+}
+
+// shardUnit is a unit of the assignment: one row group of a split file,
+// which a host fetches with a ranged read, or a whole file where the
+// split's manifest records no row groups (a split written before it did).
+type shardUnit struct {
+	file  int
+	group int // -1: the whole file
+	rows  int64
+}
+
+// shardUnits are the training data's units: every row group, when every
+// file with rows records them; else every file.
+func shardUnits(ds checkpoint.Dataset) []shardUnit {
+	groups := true
+	for _, f := range ds.Files {
+		groups = groups && (f.Rows == 0 || f.HasRowGroups())
+	}
+	var out []shardUnit
+	for i, f := range ds.Files {
+		if !groups {
+			out = append(out, shardUnit{file: i, group: -1, rows: f.Rows})
+			continue
+		}
+		for k, g := range f.RowGroups {
+			out = append(out, shardUnit{file: i, group: k, rows: g.Rows})
+		}
+	}
+	return out
 }
 
 // env is the share's environment for a rank.
@@ -112,9 +143,10 @@ func (p *shardPlan) env(rank int) []string {
 // read, naming the counts, when there are fewer rows than ranks.
 func planShards(sd *split.Data, world int, ranks []int, node string) (*shardPlan, error) {
 	ds, _ := sd.Manifest.Dataset(split.TrainDataset)
-	rows := make([]int64, len(ds.Files))
-	for i, f := range ds.Files {
-		rows[i] = f.Rows
+	units := shardUnits(ds)
+	rows := make([]int64, len(units))
+	for i, u := range units {
+		rows[i] = u.rows
 	}
 	a, err := shard.Assign(rows, world, shardSeed, 0)
 	if err != nil {
@@ -124,7 +156,7 @@ func planShards(sd *split.Data, world int, ranks []int, node string) (*shardPlan
 	// the same split never do), holding one world size's shares.
 	sum := sha256.Sum256([]byte(sd.ManifestKey + "\x00" + node))
 	root := filepath.Join(shardCacheDir(), hex.EncodeToString(sum[:12]), "w"+strconv.Itoa(world))
-	p := &shardPlan{assign: a, ds: ds, ranks: map[int]rankShare{}, root: root}
+	p := &shardPlan{assign: a, ds: ds, units: units, ranks: map[int]rankShare{}, root: root}
 	for _, r := range ranks {
 		p.ranks[r] = rankShare{dir: filepath.Join(root, "rank-"+strconv.Itoa(r)), share: a.Shares[r]}
 	}
@@ -222,9 +254,28 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 		st.DiskPeak = max(st.DiskPeak, n)
 	}
 	peak()
+	footers := map[int]segment{} // the footers of the files read so far
 	for _, u := range order {
-		f := p.ds.Files[u]
-		local := filepath.Join(incoming, fmt.Sprintf("file-%05d.parquet", u)) // not the key's name: the manifest is input
+		unit := p.units[u]
+		f := p.ds.Files[unit.file]
+		if unit.group >= 0 {
+			// One row group: its bytes and the file's footer, by ranged
+			// reads, straight into the ranks' pieces.
+			pf, n, err := openGroup(ctx, store, unit.file, f, unit.group, footers)
+			st.BytesRead += n
+			if err != nil {
+				return st, err
+			}
+			st.Shards++
+			for _, j := range jobs[u] {
+				if err := writePiece(pf, unit.group, f, j.piece, j.out); err != nil {
+					return st, err
+				}
+			}
+			peak()
+			continue
+		}
+		local := filepath.Join(incoming, fmt.Sprintf("file-%05d.parquet", unit.file)) // not the key's name: the manifest is input
 		n, err := download(ctx, store, f, local)
 		st.BytesRead += n
 		if err != nil {
@@ -335,10 +386,22 @@ func copyRows(local string, f checkpoint.File, pc shard.Piece, out string) error
 func copyRange(pf *parquet.File, pc shard.Piece, w io.Writer) error {
 	r := parquet.NewReader(pf)
 	defer r.Close()
+	return copyRowsOf(r, pf.Schema(), pc, w)
+}
+
+// rowSource is what copyRowsOf reads: a file's or a row group's rows.
+type rowSource interface {
+	parquet.RowReader
+	parquet.RowSeeker
+}
+
+// copyRowsOf copies rows [pc.Offset, pc.Offset+pc.Rows) of r to w as a
+// Parquet file of schema.
+func copyRowsOf(r rowSource, schema *parquet.Schema, pc shard.Piece, w io.Writer) error {
 	if err := r.SeekToRow(pc.Offset); err != nil {
 		return err
 	}
-	pw := parquet.NewWriter(w, pf.Schema())
+	pw := parquet.NewWriter(w, schema)
 	buf := make([]parquet.Row, 1024)
 	for left := pc.Rows; left > 0; {
 		n, err := r.ReadRows(buf[:min(int64(len(buf)), left)])
@@ -426,3 +489,113 @@ func dirSize(dir string) int64 {
 }
 
 func sortedRanks(m map[int]rankShare) []int { return slices.Sorted(maps.Keys(m)) }
+
+// footerFetch is how much of a file's end one ranged read fetches for its
+// footer: a split file's footer is a few KiB, so one read is the rule.
+const footerFetch = 64 << 10
+
+// segment is bytes of a file from offset off.
+type segment struct {
+	off int64
+	b   []byte
+}
+
+// sparseFile is a Parquet file of which only some byte ranges were
+// fetched: a row group's and the footer. A read outside them fails.
+type sparseFile struct {
+	key  string
+	segs []segment
+}
+
+func (s *sparseFile) ReadAt(p []byte, off int64) (int, error) {
+	for _, sg := range s.segs {
+		if off >= sg.off && off < sg.off+int64(len(sg.b)) {
+			n := copy(p, sg.b[off-sg.off:])
+			if n < len(p) {
+				return n, fmt.Errorf("%s: read of %d bytes at %d runs past the %d fetched at %d", s.key, len(p), off, len(sg.b), sg.off)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: read of %d bytes at %d, outside what was fetched", s.key, len(p), off)
+}
+
+// openGroup fetches row group k of the split's file number file, f, and
+// its footer (once per file: footers keeps them, by file) with ranged reads, and opens them as
+// Parquet. It returns the bytes it read; an error names the file.
+func openGroup(ctx context.Context, store *s3store.Store, file int, f checkpoint.File, k int, footers map[int]segment) (*parquet.File, int64, error) {
+	var read int64
+	fail := func(err error) (*parquet.File, int64, error) {
+		return nil, read, fmt.Errorf("read the split's file %s: %w", f.Key, err)
+	}
+	foot, ok := footers[file]
+	if !ok {
+		// The footer follows the last row group: fetch what follows it,
+		// up to footerFetch, and more only if the footer is longer.
+		var end int64
+		for _, g := range f.RowGroups {
+			end = max(end, g.Offset+g.Size)
+		}
+		n := min(f.Size-end, footerFetch)
+		b, err := store.GetRange(ctx, f.Key, f.Size-n, n)
+		read += int64(len(b))
+		if err != nil {
+			return fail(err)
+		}
+		if len(b) < 8 || string(b[len(b)-4:]) != "PAR1" {
+			return fail(errors.New("no Parquet footer"))
+		}
+		need := int64(binary.LittleEndian.Uint32(b[len(b)-8:])) + 8
+		if need > f.Size-4 {
+			return fail(fmt.Errorf("a footer of %d bytes in a file of %d", need, f.Size))
+		}
+		if need > n {
+			if b, err = store.GetRange(ctx, f.Key, f.Size-need, need); err != nil {
+				return fail(err)
+			}
+			read += int64(len(b))
+		}
+		foot = segment{off: f.Size - int64(len(b)), b: b}
+		footers[file] = foot
+	}
+	g := f.RowGroups[k]
+	body, err := store.GetRange(ctx, f.Key, g.Offset, g.Size)
+	read += int64(len(body))
+	if err != nil {
+		return fail(err)
+	}
+	sf := &sparseFile{key: f.Key, segs: []segment{{off: 0, b: []byte("PAR1")}, {off: g.Offset, b: body}, foot}}
+	pf, err := parquet.OpenFile(sf, f.Size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return fail(err)
+	}
+	if len(pf.RowGroups()) != len(f.RowGroups) || pf.RowGroups()[k].NumRows() != g.Rows {
+		return fail(fmt.Errorf("its footer's row groups disagree with the split's manifest"))
+	}
+	return pf, read, nil
+}
+
+// writePiece writes the piece's rows of row group k of pf (offsets within
+// the group) to out, through a temporary name.
+func writePiece(pf *parquet.File, k int, f checkpoint.File, pc shard.Piece, out string) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	tmp := out + ".tmp"
+	w, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	rows := pf.RowGroups()[k].Rows()
+	err = copyRowsOf(rows, pf.Schema(), pc, w)
+	rows.Close()
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("read the split's file %s: %w", f.Key, err)
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, out)
+}
