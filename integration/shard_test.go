@@ -41,7 +41,7 @@ func TestShardedGangReadsItsShare(t *testing.T) {
 	}
 	e := newGangEnvOn(t, &torchEnv{retrainEnv: newRetrainEnv(t, true)})
 	hosts := []*workerProc{e.start(t, 0), e.start(t, 1)}
-	const rows, fileRows = 4000, 100
+	const rows, fileRows = 4000, 100 // a row group per file
 	data := splittest.WriteFiles(t, e.store, "sharded", rows, 100, fileRows)
 	spec := fmt.Sprintf(`name: sharded-gang
 params:
@@ -78,7 +78,7 @@ nodes:
 			t.Fatalf("host %v reports no data read", m["host"])
 		}
 		share := d["bytes_read"].(float64) / d["split_bytes"].(float64)
-		t.Logf("host %v (ranks %v): read %.0f of %.0f bytes (%.3f) in %.0f files, %.0f rows, local disk peak %.0f bytes, first step %.2fs after the attempt began",
+		t.Logf("host %v (ranks %v): read %.0f of %.0f bytes (%.3f) in %.0f row groups, %.0f rows, local disk peak %.0f bytes, first step %.2fs after the attempt began",
 			m["host"], d["ranks"], d["bytes_read"], d["split_bytes"], share, d["shards"], d["rows"], d["disk_peak"], d["first_step_seconds"])
 		if share > 0.55 {
 			t.Errorf("host %v read %.3f of the split: want at most 0.55", m["host"], share)

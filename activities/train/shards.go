@@ -31,10 +31,11 @@ import (
 
 // With shard_data, each rank's RETRAIN_TRAIN_DATA holds only its share of
 // the split's training rows (internal/shard), and a host reads from the
-// store only the files its own ranks' shares need, one at a time: a file
-// is downloaded, its pieces are written to the ranks' folders (Parquet,
-// or npy once a rank's pieces are all in), and it is deleted before the
-// next is fetched. What a host wrote survives a failed attempt in its
+// store only the row groups its own ranks' shares need, one at a time
+// with ranged reads, writing its pieces to the ranks' folders (Parquet,
+// or npy once a rank's pieces are all in). A split whose manifest records
+// no row groups is read by whole files: each is downloaded, its pieces
+// written, and deleted before the next is fetched. What a host wrote survives a failed attempt in its
 // shard cache (below the temp folder, per split, host and world size), so
 // a retry on the same host reads from the store only the pieces it lacks;
 // a successful attempt removes it.
@@ -48,7 +49,7 @@ const shardSeed = 1
 type DataRead struct {
 	Ranks      []int `json:"ranks"`       // the ranks whose shares this host holds
 	Rows       int64 `json:"rows"`        // their rows
-	Shards     int   `json:"shards"`      // the split's files it read from the store
+	Shards     int   `json:"shards"`      // the row groups (or whole files) it read from the store
 	BytesRead  int64 `json:"bytes_read"`  // what it read from the store for the training data
 	SplitBytes int64 `json:"split_bytes"` // the training data's size in the store, for scale
 	Reused     int   `json:"reused"`      // pieces an earlier attempt on this host had written
