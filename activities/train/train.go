@@ -231,7 +231,8 @@ func checkTrain(with map[string]any) error {
 	}
 	n, _ := with["processes"].(float64)
 	hosts, _ := with["hosts"].(float64)
-	if n > 1 || hosts > 1 {
+	shardData, _ := with["shard_data"].(bool)
+	if n > 1 || hosts > 1 || shardData {
 		var words []string
 		switch argv := with["argv"].(type) {
 		case []string:
@@ -244,6 +245,9 @@ func checkTrain(with map[string]any) error {
 			}
 		}
 		if launchesRanks(words) {
+			if shardData {
+				return errors.New("shard_data: argv runs torchrun, whose ranks the node does not start and so cannot give each its share; give the trainer program in argv and set processes")
+			}
 			if hosts > 1 {
 				return fmt.Errorf("hosts %v: argv runs torchrun, which starts its ranks itself and would rendezvous on its own; give the trainer program in argv and let the node start the ranks on every host", hosts)
 			}

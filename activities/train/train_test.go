@@ -191,6 +191,8 @@ func TestTrainSpecChecks(t *testing.T) {
 		{map[string]any{"data": "x", "hosts": 2.0}, "the builtin trainer is one process on one worker"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"torchrun", "t.py"}, "hosts": 2.0}, "hosts 2: argv runs torchrun"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "hosts": 0.0}, "hosts must be at least 1"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"torchrun", "t.py"}, "shard_data": true}, "shard_data: argv runs torchrun"},
+		{map[string]any{"data": "x", "shard_data": true}, "does not take shard_data"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "gang_timeout": "0s"}, "gang_timeout 0s"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "hang_timeout": "soon"}, "hang_timeout"},
 	}
