@@ -79,7 +79,11 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 			return Outputs{}, err
 		}
 	}
-	if plan != nil {
+	if plan == nil {
+		// The whole split on every host: what it read, for comparison
+		// with shard_data.
+		read = wholeSplitRead(sd, w, g, filepath.Join(scratch, "data"), time.Since(started))
+	} else {
 		if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
 			return Outputs{}, err
 		}
@@ -93,9 +97,6 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 		}()
 	}
 	dataRead := func() *DataRead {
-		if plan == nil {
-			return nil
-		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		d := read
@@ -311,4 +312,17 @@ func shardRanks(w With, g *gangHost) (int, []int) {
 		ranks[i] = i
 	}
 	return n, ranks
+}
+
+// wholeSplitRead is what a host that localized the whole split (no
+// shard_data) read: every file of the training data, on every host.
+func wholeSplitRead(sd *split.Data, w With, g *gangHost, dir string, took time.Duration) DataRead {
+	ds, _ := sd.Manifest.Dataset(split.TrainDataset)
+	_, ranks := shardRanks(w, g)
+	d := DataRead{Ranks: ranks, Rows: ds.Rows, Shards: len(ds.Files), DiskPeak: dirSize(dir), LocalizeSeconds: took.Seconds()}
+	for _, f := range ds.Files {
+		d.SplitBytes += f.Size
+	}
+	d.BytesRead = d.SplitBytes
+	return d
 }

@@ -511,7 +511,7 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 	var each []string
 	for _, h := range out.Hosts {
 		line := fmt.Sprintf("%s %.1f steps/s", h.Host, h.StepsPerSec)
-		if d := h.Data; d != nil && d.SplitBytes > 0 {
+		if d := h.Data; d != nil && d.SplitBytes > 0 && d.BytesRead < d.SplitBytes {
 			// With shard_data: the share of the split each host read.
 			line += fmt.Sprintf(" read %.0f%% of the split", 100*float64(d.BytesRead)/float64(d.SplitBytes))
 		}

@@ -73,7 +73,7 @@ type RunInput struct {
 type HostResult struct {
 	Outputs *Outputs            `json:"outputs,omitempty"`
 	Ranks   []gang.RankProgress `json:"ranks"`
-	// Data is what the host read for its ranks' shares (shard_data).
+	// Data is what the host read of the training data for its ranks.
 	Data *DataRead `json:"data,omitempty"`
 }
 
@@ -85,7 +85,7 @@ type HostOutput struct {
 	GPUs        []string `json:"gpus,omitempty"`
 	Steps       int64    `json:"steps"`
 	StepsPerSec float64  `json:"steps_per_sec"`
-	// Data is what the host read for its ranks' shares (shard_data).
+	// Data is what the host read of the training data for its ranks.
 	Data *DataRead `json:"data,omitempty"`
 }
 

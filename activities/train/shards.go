@@ -39,15 +39,16 @@ import (
 // assignment must be the same on every host, whichever binary it runs.
 const shardSeed = 1
 
-// DataRead is what one host read for its ranks' shares of the training
-// data (shard_data), in the node's outputs.
+// DataRead is what one host read of the training data for its ranks, in
+// a command trainer's outputs: their shares with shard_data, else the
+// whole split (every host reads it all).
 type DataRead struct {
 	Ranks      []int `json:"ranks"`       // the ranks whose shares this host holds
 	Rows       int64 `json:"rows"`        // their rows
 	Shards     int   `json:"shards"`      // the row groups (or whole files) it read from the store
 	BytesRead  int64 `json:"bytes_read"`  // what it read from the store for the training data
 	SplitBytes int64 `json:"split_bytes"` // the training data's size in the store, for scale
-	Reused     int   `json:"reused"`      // pieces an earlier attempt on this host had written
+	Reused     int   `json:"reused"`      // shard_data: pieces an earlier attempt on this host had written
 	// DiskPeak is the most bytes the host's local training data held at
 	// once (a downloaded file and what was written).
 	DiskPeak int64 `json:"disk_peak"`

@@ -109,8 +109,9 @@ type Outputs struct {
 	SlowestHost string        `json:"slowest_host,omitempty"`
 	Restarts    int           `json:"restarts,omitempty"`
 	Attempts    []GangAttempt `json:"attempts,omitempty"`
-	// Data is what this worker (a gang's host 0) read for its ranks'
-	// shares, with shard_data.
+	// Data is what this worker (a gang's host 0) read of the training
+	// data for its ranks: their shares with shard_data, else the whole
+	// split (a command trainer's).
 	Data    *DataRead `json:"data,omitempty"`
 	Summary string    `json:"summary"` // one line for the run's node table
 }

@@ -118,6 +118,9 @@ func TestCommandTrainer(t *testing.T) {
 		if files := read(t, out, "train_files.txt"); !strings.Contains(files, ".parquet") {
 			t.Errorf("train data: %q", files)
 		}
+		if d, _ := out["data"].(map[string]any); d == nil || d["bytes_read"] != d["split_bytes"] || d["shards"] != 1.0 || d["rows"] != 500.0 || d["disk_peak"].(float64) <= 0 {
+			t.Errorf("data %v: want the whole split's one file read", out["data"])
+		}
 		if _, ok := out["examples"]; ok {
 			t.Errorf("outputs %v: a command trainer does not count examples", out)
 		}
