@@ -22,7 +22,7 @@ b = open(os.path.join(d, "request_id.npy"), "rb").read()
 ids = array.array("q")
 ids.frombytes(b[10 + struct.unpack("<H", b[8:10])[0]:])
 rank = os.environ.get("RANK", "0")
-print("shard-rows rank=%s index=%s count=%d sum=%d sumsq=%d" % (rank, os.environ["RETRAIN_SHARD_INDEX"], len(ids), sum(ids), sum(i * i for i in ids)), flush=True)
+print("shard-rows rank=%s index=%s count=%d sum=%d sumsq=%d" % (rank, os.environ.get("RETRAIN_SHARD_INDEX", "-"), len(ids), sum(ids), sum(i * i for i in ids)), flush=True)
 print(json.dumps({"step": 1, "loss": 0.5}), flush=True)
 if rank == "0":
     open(os.path.join(os.environ["RETRAIN_MODEL_OUT"], "model.txt"), "w").write("weights")
@@ -46,6 +46,7 @@ func TestShardedGangReadsItsShare(t *testing.T) {
 	spec := fmt.Sprintf(`name: sharded-gang
 params:
   data: {type: string}
+  shard: {type: bool, default: true}
 nodes:
   - id: train
     type: train
@@ -58,30 +59,41 @@ nodes:
       data_format: npy
       hosts: 2
       processes: 2
-      shard_data: true
+      shard_data: ${params.shard}
       argv: ["python3", "-c", %q]
 `, e.queue, shardRank)
-	res := runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: "sharded.yaml", Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue}, 3*time.Minute)
-	wantStatus(t, res, runs.StatusSucceeded)
-	tr := node(t, res, "train")
-	t.Logf("train: %s", tr.Outputs["summary"])
-
-	// Per host: the bytes it read against the split's training data.
-	gotHosts, _ := tr.Outputs["hosts"].([]any)
-	if len(gotHosts) != 2 {
-		t.Fatalf("hosts %v: want 2", tr.Outputs["hosts"])
-	}
-	for _, h := range gotHosts {
-		m := h.(map[string]any)
-		d, _ := m["data"].(map[string]any)
-		if d == nil {
-			t.Fatalf("host %v reports no data read", m["host"])
+	// Per host: the bytes it read against the split's training data,
+	// sharded and (for comparison) not.
+	perHost := func(shard bool) []map[string]any {
+		res := runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: "sharded.yaml", Params: map[string]any{"data": data, "shard": shard}, TaskQueue: e.torchEnv.queue}, 3*time.Minute)
+		wantStatus(t, res, runs.StatusSucceeded)
+		tr := node(t, res, "train")
+		t.Logf("shard_data %v: train: %s", shard, tr.Outputs["summary"])
+		gotHosts, _ := tr.Outputs["hosts"].([]any)
+		if len(gotHosts) != 2 {
+			t.Fatalf("hosts %v: want 2", tr.Outputs["hosts"])
 		}
-		share := d["bytes_read"].(float64) / d["split_bytes"].(float64)
-		t.Logf("host %v (ranks %v): read %.0f of %.0f bytes (%.3f) in %.0f row groups, %.0f rows, local disk peak %.0f bytes, first step %.2fs after the attempt began",
-			m["host"], d["ranks"], d["bytes_read"], d["split_bytes"], share, d["shards"], d["rows"], d["disk_peak"], d["first_step_seconds"])
-		if share > 0.55 {
-			t.Errorf("host %v read %.3f of the split: want at most 0.55", m["host"], share)
+		var out []map[string]any
+		for _, h := range gotHosts {
+			m := h.(map[string]any)
+			d, _ := m["data"].(map[string]any)
+			if d == nil {
+				t.Fatalf("host %v reports no data read", m["host"])
+			}
+			t.Logf("shard_data %v: host %v (ranks %v): read %.0f of %.0f bytes (%.3f) in %.0f units, %.0f rows, local disk peak %.0f bytes, first step %.2fs after the attempt began",
+				shard, m["host"], d["ranks"], d["bytes_read"], d["split_bytes"], d["bytes_read"].(float64)/d["split_bytes"].(float64), d["shards"], d["rows"], d["disk_peak"], d["first_step_seconds"])
+			out = append(out, d)
+		}
+		return out
+	}
+	for i, d := range perHost(true) {
+		if share := d["bytes_read"].(float64) / d["split_bytes"].(float64); share > 0.55 {
+			t.Errorf("host %d read %.3f of the split: want at most 0.55", i, share)
+		}
+	}
+	for i, d := range perHost(false) {
+		if d["bytes_read"] != d["split_bytes"] || d["rows"] != float64(rows) {
+			t.Errorf("host %d without shard_data: %v: want the whole split", i, d)
 		}
 	}
 
