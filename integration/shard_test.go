@@ -80,7 +80,7 @@ nodes:
 			if d == nil {
 				t.Fatalf("host %v reports no data read", m["host"])
 			}
-			t.Logf("shard_data %v: host %v (ranks %v): read %.0f of %.0f bytes (%.3f) in %.0f units, %.0f rows, local disk peak %.0f bytes, first step %.2fs after the attempt began",
+			t.Logf("shard_data %v: host %v (ranks %v): read %.0f of %.0f bytes (%.3f) in %.0f units, %.0f rows, local disk peak %.0f bytes, first step %.2fs after it began reading",
 				shard, m["host"], d["ranks"], d["bytes_read"], d["split_bytes"], d["bytes_read"].(float64)/d["split_bytes"].(float64), d["shards"], d["rows"], d["disk_peak"], d["first_step_seconds"])
 			out = append(out, d)
 		}

@@ -82,12 +82,12 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 	if plan == nil {
 		// The whole split on every host: what it read, for comparison
 		// with shard_data.
-		read = wholeSplitRead(sd, w, g, filepath.Join(scratch, "data"), time.Since(started))
+		read = wholeSplitRead(sd, w, g, filepath.Join(scratch, "data", split.TrainDataset), time.Since(started))
 	} else {
 		if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
 			return Outputs{}, err
 		}
-		r.log.Info("the ranks' shares of the training data are local", "ranks", read.Ranks, "rows", read.Rows, "files", read.Shards,
+		r.log.Info("the ranks' shares of the training data are local", "ranks", read.Ranks, "rows", read.Rows, "units", read.Shards,
 			"bytes_read", read.BytesRead, "split_bytes", read.SplitBytes, "reused", read.Reused, "disk_peak", read.DiskPeak, "seconds", read.LocalizeSeconds)
 		defer func() {
 			if err == nil {

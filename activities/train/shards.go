@@ -53,7 +53,7 @@ type DataRead struct {
 	// once (a downloaded file and what was written).
 	DiskPeak int64 `json:"disk_peak"`
 	// LocalizeSeconds is how long the data took; FirstStepSeconds is from
-	// the attempt's start to the host's first progress line.
+	// when the host began reading the data to its first progress line.
 	LocalizeSeconds  float64 `json:"localize_seconds"`
 	FirstStepSeconds float64 `json:"first_step_seconds"`
 }
