@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"regexp"
 	"testing"
@@ -128,5 +129,48 @@ nodes:
 	t.Logf("ranks logged %d shares: %s rows, id sum %s, sum of squares %s; the split: %s rows, %s, %s", len(seen), count, sum, sumsq, wantCount, wantSum, wantSq)
 	if len(seen) != 4 || count.Cmp(wantCount) != 0 || sum.Cmp(wantSum) != 0 || sumsq.Cmp(wantSq) != 0 {
 		t.Fatalf("the ranks' rows are not every row once: ranks %v", seen)
+	}
+}
+
+// TestTorchShardedAcrossHosts: torch-retrain's train.py on two namespaced
+// hosts with shard_data (each host reading its half of the split) reaches
+// the AUC of one host reading the whole split, within 0.002.
+func TestTorchShardedAcrossHosts(t *testing.T) {
+	t.Parallel()
+	e := newGangEnv(t)
+	e.start(t, 0)
+	e.start(t, 1)
+	spec := exampleSpec(t, "torch-retrain", "    heartbeat: 1m\n", "    heartbeat: 10s\n    queue: "+e.queue+"\n")
+	run := func(model string, hosts int, shard bool) (float64, map[string]any) {
+		res := runRequest(t, runs.Request{Spec: spec, SpecFile: "torch-retrain.yaml", TaskQueue: e.torchEnv.queue,
+			Params: e.params(map[string]any{"hosts": hosts, "processes": 1, "model": model, "shard_data": shard})}, 5*time.Minute)
+		wantStatus(t, res, runs.StatusSucceeded)
+		return node(t, res, "evaluate").Outputs["auc"].(float64), node(t, res, "train").Outputs
+	}
+	auc1, one := run("ctr_whole", 1, false)
+	auc2, two := run("ctr_sharded", 2, true)
+	t.Logf("one host, whole split: AUC %.5f, %s", auc1, one["summary"])
+	t.Logf("two hosts, shard_data: AUC %.5f (%+.5f), %s", auc2, auc2-auc1, two["summary"])
+	hosts, _ := two["hosts"].([]any)
+	if len(hosts) != 2 {
+		t.Fatalf("hosts %v: want 2", two["hosts"])
+	}
+	for _, h := range hosts {
+		m := h.(map[string]any)
+		d := m["data"].(map[string]any)
+		share := d["bytes_read"].(float64) / d["split_bytes"].(float64)
+		t.Logf("host %v: read %.0f of %.0f bytes (%.3f) in %.0f units, %.0f rows, disk peak %.0f, first step %.2fs after it began reading",
+			m["host"], d["bytes_read"], d["split_bytes"], share, d["shards"], d["rows"], d["disk_peak"], d["first_step_seconds"])
+		if share > 0.55 {
+			t.Errorf("host %v read %.3f of the split: want at most 0.55", m["host"], share)
+		}
+	}
+	if d := one["data"].(map[string]any); d["bytes_read"] != d["split_bytes"] {
+		t.Errorf("one host read %v", d)
+	} else {
+		t.Logf("one host: read %.0f bytes, disk peak %.0f, first step %.2fs after it began reading", d["bytes_read"], d["disk_peak"], d["first_step_seconds"])
+	}
+	if math.Abs(auc1-auc2) > 0.002 {
+		t.Errorf("AUC sharded on 2 hosts %.5f, whole on 1 host %.5f: want within 0.002", auc2, auc1)
 	}
 }
