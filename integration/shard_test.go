@@ -5,10 +5,12 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/retrain-ml/retrain/activities/split/splittest"
+	"github.com/retrain-ml/retrain/internal/devkit/s3fault"
 	"github.com/retrain-ml/retrain/runs"
 )
 
@@ -37,10 +39,29 @@ var shardRowsLine = regexp.MustCompile(`shard-rows rank=(\d+) index=(\d+) count=
 // row of the split once (count, sum and sum of squares of the request ids).
 func TestShardedGangReadsItsShare(t *testing.T) {
 	t.Parallel()
+	shardedGang(t, 0)
+}
+
+// TestShardedGangOnSlowS3 is TestShardedGangReadsItsShare with the hosts'
+// object store 20 ms away per request (an s3fault proxy).
+func TestShardedGangOnSlowS3(t *testing.T) {
+	t.Parallel()
+	shardedGang(t, 20*time.Millisecond)
+}
+
+func shardedGang(t *testing.T, delay time.Duration) {
 	if testing.Short() {
 		t.Skip("builds retrain-worker and runs ranks in two worker processes")
 	}
 	e := newGangEnvOn(t, &torchEnv{retrainEnv: newRetrainEnv(t, true)})
+	if delay > 0 {
+		p, err := s3fault.Start(s3fault.Config{Target: e.srv.Endpoint, Delay: delay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		e.s3 = e.net.forward(t, strings.TrimPrefix(p.URL(), "http://"))
+	}
 	hosts := []*workerProc{e.start(t, 0), e.start(t, 1)}
 	const rows, fileRows = 4000, 100 // a row group per file
 	data := splittest.WriteFiles(t, e.store, "sharded", rows, 100, fileRows)
@@ -69,7 +90,7 @@ nodes:
 		res := runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: "sharded.yaml", Params: map[string]any{"data": data, "shard": shard}, TaskQueue: e.torchEnv.queue}, 3*time.Minute)
 		wantStatus(t, res, runs.StatusSucceeded)
 		tr := node(t, res, "train")
-		t.Logf("shard_data %v: train: %s", shard, tr.Outputs["summary"])
+		t.Logf("shard_data %v, S3 %v per request: train: %s", shard, delay, tr.Outputs["summary"])
 		gotHosts, _ := tr.Outputs["hosts"].([]any)
 		if len(gotHosts) != 2 {
 			t.Fatalf("hosts %v: want 2", tr.Outputs["hosts"])
