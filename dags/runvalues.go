@@ -15,6 +15,9 @@ type RunValues struct {
 	Pipeline    string // ${run.pipeline}: the pipeline's name
 	LogicalTime string // ${run.logical_time}: the time the run is for, RFC 3339
 	LogicalDate string // ${run.logical_date}: its date, YYYY-MM-DD, in the run's time zone
+	// Timezone is the run's time zone (its schedule's), "" for UTC: sent
+	// to nodes (nodetype.Input.Timezone), not a ${run.NAME}.
+	Timezone string `json:",omitempty"`
 }
 
 // RunValueNames are the names ${run.NAME} takes, in documentation order.

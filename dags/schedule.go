@@ -134,8 +134,8 @@ func (p *parser) schedule(n *yaml.Node, index int) *Schedule {
 	if v := m.get("timezone"); v != nil {
 		if tz, ok := p.str(v, what+" timezone"); ok {
 			// Local would mean the zone of whichever machine reads it.
-			if _, err := time.LoadLocation(tz); err != nil || tz == "" || tz == "Local" {
-				p.errorf(v, "%s: unknown time zone %q (use an IANA name such as UTC or Europe/Paris)", what, tz)
+			if err := CheckTimezone(tz); err != nil {
+				p.errorf(v, "%s: %v", what, err)
 			} else {
 				sc.Timezone = tz
 			}

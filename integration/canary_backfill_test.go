@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrain-ml/retrain/internal/lake"
 	"github.com/retrain-ml/retrain/runs"
@@ -51,7 +52,7 @@ func deployedColumn(t *testing.T, id string) string {
 // `force: true` in the spec it runs, promotes, and the move is recorded
 // as forced; runs list names both in DEPLOYED.
 func TestCanaryBackfillOlderDate(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 18*time.Second)
 	dates := map[string]string{"v2": "2026-11-26T00:00:00Z", "v3": "2026-11-28T00:00:00Z"}
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
@@ -112,7 +113,7 @@ func TestCanaryBackfillOlderDate(t *testing.T) {
 // maintenance with --keep-last 0 keeps the snapshot the version trained
 // on, which it would expire otherwise.
 func TestCanaryKeepsTrainingSnapshot(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 19*time.Second)
 	l := newTestLake(t)
 	ctx := t.Context()
 	tbl, err := l.cat.Load(ctx, "ml.training")

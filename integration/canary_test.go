@@ -19,7 +19,7 @@ var (
 // TestCanaryHealthyPromoted: a canary as good as production bakes at 10%
 // and 50% and is promoted; the webhook heard each split.
 func TestCanaryHealthyPromoted(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 21*time.Second)
 	e := newCanaryEnv(t, healthy)
 	startStoreWorker(t, e.queue, e.srv)
 	res := wait(t, e.start(t, "6s"))
@@ -36,7 +36,7 @@ func TestCanaryHealthyPromoted(t *testing.T) {
 // production's is rolled back at step 1; production never moves, the
 // run's on_failure compensation runs, and the worker counts the decision.
 func TestCanaryCTRDropRolledBack(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := newCanaryEnv(t, ctrDrop)
 	metrics := e.startMetricsWorker(t)
 	res, decision, steps, breach := e.runBreached(t)
@@ -63,7 +63,7 @@ func TestCanaryCTRDropRolledBack(t *testing.T) {
 // TestCanaryLatencyBreachAtStep2: a canary that is fine at 10% but slow
 // at 50% passes step 1 and is rolled back at step 2 on p99 latency.
 func TestCanaryLatencyBreachAtStep2(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 20*time.Second)
 	e := newCanaryEnv(t, slowAt50)
 	startStoreWorker(t, e.queue, e.srv)
 	_, decision, steps, breach := e.runBreached(t)
@@ -80,7 +80,7 @@ func TestCanaryLatencyBreachAtStep2(t *testing.T) {
 // query looks (the serving system labels them otherwise): no data is a
 // failure, not a pass.
 func TestCanaryNoDataFailsClosed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := newCanaryEnv(t, unseen)
 	startStoreWorker(t, e.queue, e.srv)
 	_, decision, _, breach := e.runBreached(t)
@@ -94,7 +94,7 @@ func TestCanaryNoDataFailsClosed(t *testing.T) {
 // TestCanaryApproveAndReject: a human's approval mid-bake promotes at
 // once; a rejection rolls back at once; both are recorded with who and why.
 func TestCanaryApproveAndReject(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 15*time.Second)
 	t.Run("approve", func(t *testing.T) {
 		t.Parallel()
 		e := newCanaryEnv(t, healthy)
@@ -146,7 +146,7 @@ func TestCanaryApproveAndReject(t *testing.T) {
 // while the canary bakes; the promotion's compare-and-swap refuses, the
 // node says so, and the canary goes back to production as it now is.
 func TestCanaryRefusedWhenProductionMoved(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := newCanaryEnv(t, healthy)
 	startStoreWorker(t, e.queue, e.srv)
 	id := e.start(t, "6s")

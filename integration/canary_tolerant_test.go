@@ -126,7 +126,7 @@ func (e *canaryEnv) proxy(t *testing.T, p *promProxy) string {
 // and warmup 16s the first evaluations are inconclusive, not breaches,
 // and the canary is promoted.
 func TestCanarySeriesAppearsLate(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 60*time.Second)
 	hidden := healthy
 	hidden.Label = "v2-not-yet"
 	e := newCanaryEnv(t, hidden)
@@ -165,7 +165,7 @@ func TestCanarySeriesAppearsLate(t *testing.T) {
 // of p99 among passes is tolerated and the canary promoted; two in a row
 // roll it back, the breach naming the two evaluations.
 func TestCanaryFailureLimit(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 25*time.Second)
 	t.Run("one breach", func(t *testing.T) {
 		t.Parallel()
 		e := newCanaryEnv(t, healthy)
@@ -200,7 +200,14 @@ func TestCanaryFailureLimit(t *testing.T) {
 		if decision != "rolled_back" || b["check"] != "p99_latency" || len(evs) != 2 || !strings.Contains(b["reason"].(string), "2 consecutive breached evaluations of failure_limit 2") {
 			t.Fatalf("decision %q, breach %v", decision, b)
 		}
-		e.wantMoves(t, []string{"promote:->v1"}, []string{"promote:->v2", "rollback:v2->v1"}, []string{"v1/v2@10", "v1/v1@0"})
+		// The proxy breaches its 2nd and 3rd queries: both in step 1 when
+		// its bake holds three evaluations, else the 3rd opens step 2 (a
+		// loaded machine evaluates late). Two in a row roll back either way.
+		splits := []string{"v1/v2@10", "v1/v1@0"}
+		if b["step"] == 2.0 {
+			splits = []string{"v1/v2@10", "v1/v2@50", "v1/v1@0"}
+		}
+		e.wantMoves(t, []string{"promote:->v1"}, []string{"promote:->v2", "rollback:v2->v1"}, splits)
 	})
 }
 
@@ -208,7 +215,7 @@ func TestCanaryFailureLimit(t *testing.T) {
 // demands a bearer token is queried with the worker's secret; the token
 // is in no output.
 func TestCanaryPrometheusBearerToken(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 24*time.Second)
 	const token = "prom-token-5f3a"
 	// The worker reads the token from its secrets folder (an environment
 	// variable would be shared by the tests running in parallel).
@@ -243,7 +250,7 @@ func TestCanaryPrometheusBearerToken(t *testing.T) {
 // minute of the node's 2m timeout: the canary ends decided, promoted or
 // rolled back with 0% sent, never at a partial split.
 func TestCanarySlowServingNeverPartial(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 90*time.Second)
 	e := newCanaryEnv(t, healthy)
 	startStoreWorker(t, e.queue, e.srv)
 	slowHook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -41,6 +41,7 @@ func runPipeline(t *testing.T, queue, name string, params map[string]any) *runs.
 // and the custom node's outputs reach the built-in command downstream. A
 // check that fails is retried and stops the run before the command.
 func TestCustomNodeBetweenBuiltins(t *testing.T) {
+	parallel(t)
 	const body = `{"status":"serving","model":"ctr","version":"v7"}`
 	var hits, warming atomic.Int64 // requests per path, from the server's goroutines
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -40,7 +40,7 @@ import (
 // that take seconds and do the same every time. docs/development.md says
 // the same for writers of the docs.
 func TestDocs(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 70*time.Second)
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

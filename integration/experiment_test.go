@@ -16,7 +16,7 @@ import (
 // promotes (params.promote defaults to false), so ml.training's snapshot is
 // the one both started on.
 func TestFeatureExperiment(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 35*time.Second)
 	e := newRetrainEnv(t, true)
 	before := e.trainingSnapshot(t)
 

@@ -104,7 +104,7 @@ func gangHistory(t *testing.T, childID string) gangActivities {
 // and no lease was asked to hold past what was left of the 6 s (before:
 // 100h plus a 2m margin). No rank starts.
 func TestGangBoundedByNodeTimeout(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	hq := gangHosts(t, queue, worker.Config{}, worker.Config{}, "h1", "h2")
 	marker := filepath.Join(t.TempDir(), "rank-started")
@@ -162,7 +162,7 @@ nodes:
 // worker's refuses the gang before it leases, and the attempt fails at
 // once, not at gang_timeout.
 func TestGangLimitsRefused(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	startWorkerWith(t, worker.Config{TaskQueue: queue, Host: worker.HostConfig{ID: "run-" + queue, MaxProcesses: 4, MaxHosts: 2}})
 	base := map[string]any{"start_date": retrainStart, "end_date": retrainEnd, "python": "python3", "scripts": "/nowhere"}
@@ -233,7 +233,7 @@ nodes:
 // prints it to stderr, and the run's error, its history and the gang's
 // show it masked.
 func TestGangRankSecrets(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	const secret = "gang-s3cret-7f2d41"
 	srv := s3test.Start(t)
 	data := splittest.Write(t, srv.Open(t, ""), "gang-secret", 200, 50)

@@ -26,7 +26,7 @@ import (
 // of 2 hosts joined; the lease is released (the worker's
 // retrain_gpus_leased gauge is 0) and no rank ever started.
 func TestGangTimeout(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 30*time.Second)
 	queue := newQueue(t)
 	gpuQueue := queue + "-gpu"
 	startWorker(t, queue) // the run and its gang workflow

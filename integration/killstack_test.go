@@ -27,7 +27,7 @@ import (
 	"github.com/retrain-ml/retrain/temporalconn"
 )
 
-// The SIGKILL fault suite (issue 12, suite 2): the whole `retrain dev`
+// The SIGKILL fault suite: the whole `retrain dev`
 // stack (Temporal server, worker, S3 child) is SIGKILLed while one node of
 // ctr-retrain is mid-flight, restarted on the same data dir and ports, and
 // the run must complete without redoing what had finished, with one
@@ -70,7 +70,7 @@ var killPoints = []killPoint{
 const killHeartbeat = "10s"
 
 func TestKillStack(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 45*time.Second)
 	if testing.Short() {
 		t.Skip("builds and runs the retrain binary three times")
 	}

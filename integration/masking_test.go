@@ -12,7 +12,7 @@ import (
 	"github.com/retrain-ml/retrain/runs"
 )
 
-// TestMultiLineSecretMaskedEverywhere (issue 17, weakness 4): a
+// TestMultiLineSecretMaskedEverywhere: a
 // multi-line secret that a step prints raw (logged line by line),
 // JSON-escaped and Python-quoted, writes to its outputs in both forms and
 // quotes in the stderr its failure message carries, is in none of the

@@ -333,7 +333,7 @@ func TestBadStorageFailsBeforeAnyWrite(t *testing.T) {
 // checkpoint with every row. The run then fails downstream; rerunning it
 // (same run id) reuses the checkpoint without running its command again.
 func TestCheckpointNodeKilledAndResumed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	srv := s3test.Start(t)
 	st := srv.Open(t, "")
 	// Child workers take their store from the environment, as

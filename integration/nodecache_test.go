@@ -75,7 +75,7 @@ type cacheWant struct {
 // node downstream of a recomputed one misses only when what it reads
 // changed.
 func TestNodeCacheMisses(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 50*time.Second)
 	e := newRetrainEnvData(t, true, demodata.Config{Rows: 4000, Days: 3, Seed: 1})
 	ctx := context.Background()
 	dir := t.TempDir()

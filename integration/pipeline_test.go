@@ -61,7 +61,7 @@ func TestHelloByName(t *testing.T) {
 // TestTimeoutKillsProcessGroup lets a node run past its timeout and checks
 // the attempt fails and every process it started is gone.
 func TestTimeoutKillsProcessGroup(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	startWorker(t, queue)
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -144,7 +144,7 @@ nodes:
 }
 
 func TestFlakyNodeShowsThreeAttempts(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	startWorker(t, queue)
 	counter := filepath.Join(t.TempDir(), "count")
@@ -228,7 +228,7 @@ nodes:
 // TestWorkerKilledMidNode kills the worker process while a long node runs
 // and checks a new worker finishes the run without redoing finished nodes.
 func TestWorkerKilledMidNode(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	dir := t.TempDir()
 	count := func(name string) int {
@@ -317,6 +317,7 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 // TestCancelKillsProcessGroup cancels a run and checks the command's
 // children are gone and the run reports cancelled.
 func TestCancelKillsProcessGroup(t *testing.T) {
+	parallel(t)
 	queue := newQueue(t)
 	startWorker(t, queue)
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -354,6 +355,7 @@ nodes:
 
 // TestCLIRunWaitJSON drives `retrain run FILE --wait --json` in process.
 func TestCLIRunWaitJSON(t *testing.T) {
+	parallel(t)
 	queue := newQueue(t)
 	startWorker(t, queue)
 	file := filepath.Join(t.TempDir(), "two.yaml")

@@ -63,7 +63,7 @@ func waitLog(t *testing.T, log *lockedLog, who string, want ...string) string {
 // newcomer takes fails saying which worker refused the inline spec and
 // which accept it, and the runs the dev worker took succeed.
 func TestWorkersDisagreeOnPolicy(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	start := func(host string, allowInline bool, reportURL string) (*lockedLog, string) {
 		log := &lockedLog{}
@@ -146,7 +146,7 @@ func TestWorkersDisagreeOnPolicy(t *testing.T) {
 // program and another does not, a node the stricter one refuses says
 // which worker refused it and which allow it.
 func TestWorkersDisagreeOnCommands(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	start := func(host string, allow ...string) (*lockedLog, string) {
 		log := &lockedLog{}

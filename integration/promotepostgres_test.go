@@ -26,7 +26,7 @@ import (
 //     history), and the checksum is still the reference's (the same
 //     features promoted twice).
 func TestPromoteAcrossWorkersPostgres(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 50*time.Second)
 	if testing.Short() {
 		t.Skip("builds retrain-worker and starts PostgreSQL, an S3 server and two worker processes")
 	}

@@ -53,7 +53,7 @@ const (
 const pwHeartbeat = "10s"
 
 func TestPromoteAcrossWorkers(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 50*time.Second)
 	if testing.Short() {
 		t.Skip("builds retrain-worker and starts an S3 server and two worker processes")
 	}

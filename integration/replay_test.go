@@ -26,6 +26,7 @@ const historyOutEnv = "RETRAIN_WRITE_HISTORIES"
 // the real server and replays their histories against the current code: a
 // non-deterministic change to the workflow fails here.
 func TestReplayRealHistories(t *testing.T) {
+	parallel(t)
 	queue := newQueue(t)
 	startWorker(t, queue)
 	cases := map[string]string{

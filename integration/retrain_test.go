@@ -181,7 +181,7 @@ func (e *retrainEnv) bayesAUC(t *testing.T, splitURI string) float64 {
 // fails the gate and leaves production and the training table exactly as
 // they were.
 func TestCTRRetrainScenarios(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 45*time.Second)
 	e := newRetrainEnv(t, true)
 
 	t.Run("first run deploys v1", func(t *testing.T) {
@@ -265,7 +265,7 @@ func TestCTRRetrainScenarios(t *testing.T) {
 // resumes from the last checkpoint (not step 0) and the run ends with
 // exactly one new model version.
 func TestTrainResumesAfterWorkerKilled(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 21*time.Second)
 	e := newRetrainEnv(t, false)
 	// Child workers take their store and lake from the environment.
 	env := append(childStoreEnv(e.srv), childLakeEnv+"="+e.lakeCfg.DataDir)
@@ -346,7 +346,7 @@ nodes:
 // human is forced through with `retrain approve --force --reason`; the
 // gate records who and why, and the deploy step after it runs.
 func TestGateForcedByApprove(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	startWorker(t, queue)
 	const spec = `

@@ -173,6 +173,7 @@ func TestRunsList(t *testing.T) {
 // status --follow`: progress lines while it runs, the summary at the end,
 // and exit status 2 for a failed run.
 func TestStatusFollow(t *testing.T) {
+	parallel(t)
 	queue := newQueue(t)
 	startWorker(t, queue)
 	name := "follow-" + time.Now().Format("150405")

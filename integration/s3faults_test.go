@@ -23,7 +23,7 @@ import (
 	"github.com/retrain-ml/retrain/worker"
 )
 
-// The fault suites of issue 12: ctr-retrain on the demo data with the
+// The S3 fault suites: ctr-retrain on the demo data with the
 // worker's object store behind s3fault's proxy, while the test itself
 // reads the store directly. Loopback only, and every wait is bounded.
 
@@ -180,7 +180,7 @@ func scrapedRetries(t *testing.T, w *worker.Worker) float64 {
 // The short form runs both on half the demo rows (fewer table reads, the
 // same faults at the same rates); the long form on retrainData's.
 func TestCTRRetrainUnderS3Faults(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 70*time.Second)
 	data := retrainData
 	if !longTests(t) {
 		data.Rows /= 2
@@ -258,7 +258,7 @@ func TestCTRRetrainUnderS3Faults(t *testing.T) {
 // retries cover, and survived by the store's retries all the same. The
 // long form has the 30 s outage and the control run.
 func TestCTRRetrainSurvivesS3Outage(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 45*time.Second)
 	long := longTests(t)
 	outage := 12 * time.Second
 	if long {

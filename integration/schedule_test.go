@@ -47,8 +47,8 @@ nodes:
 `, name, schedulesYAML, echo)
 }
 
-// runValues reports whether specs may use ${run.logical_date} (issue 11's
-// run values; another change adds them).
+// runValues reports whether specs may use ${run.logical_date} (the run
+// values; a release without them refuses such specs).
 func runValues() bool {
 	s, err := dags.Parse("probe.yaml", []byte("name: probe\nnodes:\n  - id: a\n    type: command\n    with: {argv: [echo, \"${run.logical_date}\"]}\n"))
 	return err == nil && s.Validate(worker.Types()) == nil
@@ -218,7 +218,7 @@ func scheduledRuns(t *testing.T, id string, n int, limit time.Duration) ([]time.
 }
 
 func TestScheduleBackfillThreeDays(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	name := "it-sched-backfill"
 	e := newSchedEnv(t, map[string]string{name: schedPipeline(name, `  - id: daily
     cron: "0 3 * * *"
@@ -266,7 +266,7 @@ func TestScheduleBackfillThreeDays(t *testing.T) {
 }
 
 func TestBackfillPipelineDates(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	name := "it-backfill-dates"
 	e := newSchedEnv(t, map[string]string{name: schedPipeline(name, "  []")})
 	out, err := e.cli(t, "backfill", name, "--from", "2026-10-30", "--to", "2026-11-01", "--max-parallel", "2", "-p", "date=fixed", "--task-queue", e.queue)
@@ -318,7 +318,7 @@ func runInput(t *testing.T, id string) runs.PipelineInput {
 }
 
 func TestScheduleOverlapSkipVsAllowAll(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	name := "it-sched-overlap"
 	e := newSchedEnv(t, map[string]string{name: schedPipeline(name, `  - id: skip
     cron: "0 0 1 1 *"
@@ -374,7 +374,7 @@ func TestScheduleOverlapSkipVsAllowAll(t *testing.T) {
 }
 
 func TestSchedulePauseOnFailure(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	name := "it-sched-pause"
 	e := newSchedEnv(t, map[string]string{name: schedPipeline(name, `  - id: nightly
     cron: "0 0 1 1 *"

@@ -31,7 +31,7 @@ var forgedApproval = canarynode.Approval{By: "alice (head of ML platform)", Reas
 // key are refused (the canary keeps baking and its state and outputs say
 // why); alice's signed approval promotes, recorded as hers.
 func TestSecurityCanaryApprovalListed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := newCanaryEnv(t, healthy)
 	secrets := t.TempDir()
 	key := randomValue(t, "alice-key-")
@@ -103,7 +103,7 @@ func TestSecurityCanaryApprovalListed(t *testing.T) {
 // record says the name was claimed: the outputs, the alias history, the
 // report.
 func TestSecurityCanaryApprovalClaimed(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := newCanaryEnv(t, healthy)
 	startStoreWorker(t, e.queue, e.srv)
 	id := e.start(t, "10m")

@@ -58,7 +58,7 @@ nodes:
 // TestSecuritySpecPatterns runs each leaky spec on a production worker
 // with the params an attacker would pass.
 func TestSecuritySpecPatterns(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	e := startSecurityEnv(t)
 	listener := "http://127.0.0.1:" + e.port
 	for _, tc := range []struct {

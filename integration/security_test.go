@@ -1,6 +1,6 @@
 package integration
 
-// The security suite (issue 17): each way a client that may only start
+// The security suite: each way a client that may only start
 // executions tried to get past a production worker's policy, against a
 // real retrain-worker process configured as a careful operator would
 // (docs/security.md). Every case asserts the refusal and that nothing
@@ -55,7 +55,7 @@ const securityWorkerEnv = "RETRAIN_IT_SECURITY_WORKER"
 
 // TestSecurity runs every case against one production-style worker.
 func TestSecurity(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 30*time.Second)
 	e := startSecurityEnv(t)
 	t.Run("InternalWorkflowsRefuseDirectStart", e.internalWorkflows)
 	t.Run("StandaloneActivity", e.standaloneActivity)

@@ -27,7 +27,7 @@ import (
 // stand-in down, the move is done, the command exits 3 and says how to
 // tell serving again; `model notify` does once it is back.
 func TestCLIMovesTellServing(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	srv := s3test.Start(t)
 	reg := models.New(srv.Open(t, ""))

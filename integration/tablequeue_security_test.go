@@ -48,7 +48,7 @@ nodes:
 //     worker, but started by the client with a forged holder and no
 //     worker's proof): ignored the same way.
 func TestTableQueueCannotBlockPromotions(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 50*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir, queue := t.TempDir(), newQueue(t)

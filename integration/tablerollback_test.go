@@ -60,7 +60,7 @@ on_failure:
 // as before A (checksum over the columns it had, and no value in the
 // promoted ones), and no row is lost or doubled.
 func TestRollbackSparesLaterPromotion(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	l := newTestLake(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

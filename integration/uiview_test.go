@@ -78,6 +78,7 @@ func TestTimelineNamesNodes(t *testing.T) {
 // UI does, while a node runs and after the run: the node table follows the
 // run, and the report link comes from the worker's --report-url.
 func TestCurrentDetailsLiveTable(t *testing.T) {
+	parallel(t)
 	queue := newQueue(t)
 	startWorkerWith(t, worker.Config{TaskQueue: queue, ReportURL: "http://reports.example:8234/runs/{run}"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -56,7 +56,7 @@ const (
 // runs each interpreter path to completion and the histories it writes
 // replay against this tree's workflow code.
 func TestUpgradeWithRunsInFlight(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	root := repoRoot(t)

@@ -65,6 +65,11 @@ type Input struct {
 	// ${run.logical_time}: what a deploy records as the data a version was
 	// trained for. Empty in runs recorded before it was sent.
 	LogicalTime string `json:"logical_time,omitempty"`
+	// Timezone is the IANA zone of the schedule that started the run
+	// (runs.PipelineInput.Timezone), in which the run's days are: the
+	// default of a split's timezone. Empty: none (UTC), and in runs
+	// recorded before it was sent.
+	Timezone string `json:"timezone,omitempty"`
 	// Provenance is where the node's inputs came from, sent to node types
 	// that record it with what they register (dags.NodeType.Provenance:
 	// deploy, canary); nil for the others and in runs recorded before it

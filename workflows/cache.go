@@ -45,7 +45,7 @@ func (r *pipelineRun) skipCache(id string) string {
 func (r *pipelineRun) executeCached(ctx workflow.Context, node dags.PlanNode, with nodeWith, prov *nodetype.Provenance) workflow.Future {
 	fut, set := workflow.NewFuture(ctx)
 	state := &r.result.Nodes[r.index[node.ID]]
-	in := nodeInput(r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with)
+	in := nodeInput(r.plan.Pipeline, r.result.ID, &r.values, node, node.ID, with)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		started := workflow.Now(ctx)
 		look := nodetype.CacheLookup{Input: in, Version: node.Cache.Version, Files: node.Cache.Files,
@@ -66,7 +66,7 @@ func (r *pipelineRun) executeCached(ctx workflow.Context, node dags.PlanNode, wi
 		}
 		state.Cache = &runs.NodeCache{Key: lr.Key, Reason: lr.Reason}
 		var res nodetype.Result
-		err := startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with, prov).Get(ctx, &res)
+		err := startNode(ctx, r.plan.Pipeline, r.result.ID, &r.values, node, node.ID, with, prov).Get(ctx, &res)
 		if err == nil && lr.Components != nil && checkOutputs(node, res) == nil {
 			// Stored before the node's dependents start, so a run that
 			// ends right after still leaves its entries.

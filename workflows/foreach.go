@@ -281,7 +281,7 @@ func ForeachChunk(ctx workflow.Context, in ChunkInput) (*ChunkResult, error) {
 			now := workflow.Now(ctx)
 			state.Status, state.ScheduledAt = runs.NodeRunning, &now
 			running++
-			sel.AddFuture(startNode(ctx, in.Pipeline, in.RunID, logicalTimeOf(in.Scope.Run), node, state.ID, with, nil), func(f workflow.Future) {
+			sel.AddFuture(startNode(ctx, in.Pipeline, in.RunID, in.Scope.Run, node, state.ID, with, nil), func(f workflow.Future) {
 				running--
 				var res nodetype.Result
 				if err := f.Get(ctx, &res); err != nil {
@@ -332,4 +332,13 @@ func logicalTimeOf(run *dags.RunValues) string {
 		return ""
 	}
 	return run.LogicalTime
+}
+
+// timezoneOf is run's time zone, or "" where there is none (UTC) or a
+// chunk was started without run values.
+func timezoneOf(run *dags.RunValues) string {
+	if run == nil {
+		return ""
+	}
+	return run.Timezone
 }

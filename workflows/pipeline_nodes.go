@@ -73,16 +73,16 @@ func (r *pipelineRun) execute(ctx workflow.Context, node dags.PlanNode, with nod
 	if node.Cache != nil && workflow.GetVersion(ctx, nodeCacheChange, workflow.DefaultVersion, 1) >= 1 {
 		return r.executeCached(ctx, node, with, r.provenance(node)) // cache.go
 	}
-	return startNode(ctx, r.plan.Pipeline, r.result.ID, r.values.LogicalTime, node, node.ID, with, r.provenance(node))
+	return startNode(ctx, r.plan.Pipeline, r.result.ID, &r.values, node, node.ID, with, r.provenance(node))
 }
 
 // startNode starts one node, or one instance of a foreach node (id is
-// then ID[i]), as an activity or a child workflow. logicalTime is the
-// run's ${run.logical_time}.
+// then ID[i]), as an activity or a child workflow. run is the run's
+// values (nil where a chunk was started without them).
 //
 // prov is sent to node types that record provenance; nil for the others.
-func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith, prov *nodetype.Provenance) workflow.Future {
-	in := nodeInput(pipeline, runID, logicalTime, node, id, with)
+func startNode(ctx workflow.Context, pipeline, runID string, run *dags.RunValues, node dags.PlanNode, id string, with nodeWith, prov *nodetype.Provenance) workflow.Future {
+	in := nodeInput(pipeline, runID, run, node, id, with)
 	in.Provenance = prov
 	retry := nodetype.RetryPolicy(node.Retry)
 	if target, ok := spreadTarget(node, with.values); ok {
@@ -146,12 +146,13 @@ func startNode(ctx workflow.Context, pipeline, runID, logicalTime string, node d
 }
 
 // nodeInput is what a node's activity (or child workflow) is sent.
-func nodeInput(pipeline, runID, logicalTime string, node dags.PlanNode, id string, with nodeWith) nodetype.Input {
+func nodeInput(pipeline, runID string, run *dags.RunValues, node dags.PlanNode, id string, with nodeWith) nodetype.Input {
 	secrets := with.secrets
 	if secrets == nil {
 		secrets = []dags.SecretRef{} // sent as []: none, as opposed to a legacy input's absent record
 	}
-	return nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets, LogicalTime: logicalTime}
+	return nodetype.Input{Pipeline: pipeline, RunID: runID, Node: id, Type: node.Type, With: with.values, Secrets: secrets,
+		LogicalTime: logicalTimeOf(run), Timezone: timezoneOf(run)}
 }
 
 // spreadTarget returns the child workflow a node runs as when its

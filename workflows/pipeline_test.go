@@ -44,7 +44,8 @@ type harness struct {
 	reuse    *runs.Reuse     // runs.PipelineInput.Reuse (rerun_test.go)
 	source   *runs.Reuse     // what LoadReuseActivity answers for source.Run
 	gone     map[string]string
-	verified []string // nodes VerifyReuseActivity was asked about
+	verified []string          // nodes VerifyReuseActivity was asked about
+	zones    map[string]string // node id -> the Timezone its input carried
 }
 
 func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, error) {
@@ -68,6 +69,10 @@ func (h *harness) step(ctx context.Context, in nodetype.Input) (map[string]any, 
 	}
 	h.mu.Lock()
 	h.order = append(h.order, in.Node)
+	if h.zones == nil {
+		h.zones = map[string]string{}
+	}
+	h.zones[in.Node] = in.Timezone
 	h.mu.Unlock()
 	return in.With, nil
 }

@@ -66,6 +66,7 @@ func runValues(ctx workflow.Context, in runs.PipelineInput) (runStart, error) {
 			ID:          info.WorkflowExecution.ID,
 			LogicalTime: t.Format(time.RFC3339),
 			LogicalDate: t.Format(time.DateOnly),
+			Timezone:    in.Timezone,
 		},
 		schedule: cmp.Or(in.Schedule, stringAttr(attrs[scheduledByIDAttr])),
 	}, nil

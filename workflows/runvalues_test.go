@@ -126,6 +126,10 @@ func TestRunValuesScheduledStartTimeWins(t *testing.T) {
 	if res.LogicalDate != "2026-11-22" {
 		t.Errorf("Result.LogicalDate = %q", res.LogicalDate)
 	}
+	// The schedule's zone reaches the node: a split's days default to it.
+	if z := h.zones["a"]; z != "America/New_York" {
+		t.Errorf("the node's input has timezone %q, want the schedule's America/New_York", z)
+	}
 }
 
 // The input's logical_date: a date, or a time taken in the run's zone.

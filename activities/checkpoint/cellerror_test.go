@@ -10,7 +10,7 @@ import (
 	"github.com/retrain-ml/retrain/errtype"
 )
 
-// TestCheckpointBadCellNotQuoted (issue 17): a CSV value of the wrong type,
+// TestCheckpointBadCellNotQuoted: a CSV value of the wrong type,
 // from a file or a command's output, fails the node naming the line and
 // the column, never the value (which may be anything a param or a step
 // put there, a secret included): the message goes to the run's history

@@ -238,7 +238,7 @@ func NodeActivityOptions(o *nodetype.Options) workflow.ActivityOptions {
 // host) waits before Temporal hands it to another worker of the queue.
 // It is 30 s, not less: the SDK sends heartbeats at most every 0.8 x the
 // timeout, and on a saturated 2-core machine running the embedded server
-// in the same process (retrain dev at 20M rows, issue 13) a 10 s cap
+// in the same process (retrain dev at 20M rows) a 10 s cap
 // failed promote on heartbeat timeouts of live groups, three attempts. A node that wants a faster failover sets a shorter heartbeat.
 const PromoteHeartbeat = 30 * time.Second
 

@@ -11,7 +11,7 @@ import (
 
 // The table queue: promotions into one training table whose date ranges
 // overlap take turns, first come first served, instead of all doing their
-// work and all but one losing the commit (issue 20: a 10-date backfill at
+// work and all but one losing the commit (a 10-date backfill at
 // --max-parallel 10 lost half its runs that way). Promotions of disjoint
 // ranges go on at once; their commits re-base on each other
 // (features.CommitPromotion).

@@ -36,7 +36,7 @@ func (s *Splits) cache() nodetype.Cache {
 				current = append(current, w.Table)
 			}
 			for _, j := range w.Join {
-				if j.SnapshotID == nil || j.SnapshotID == "" {
+				if j.Table != "" && (j.SnapshotID == nil || j.SnapshotID == "") {
 					current = append(current, j.Table)
 				}
 			}

@@ -15,7 +15,6 @@ import (
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
-	"github.com/retrain-ml/retrain/internal/backfill"
 	"github.com/retrain-ml/retrain/internal/s3store"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -36,6 +35,9 @@ type FilesRead struct {
 	// min/max statistics.
 	RowGroups       int `json:"row_groups"`
 	RowGroupsPruned int `json:"row_groups_pruned"`
+	// Joined says what each joined file set read (join:), in order: its
+	// files are opened day by day, so a file may count more than once.
+	Joined []*FilesRead `json:"joined,omitempty"`
 }
 
 // String is the files part of the split's summary line.
@@ -96,13 +98,24 @@ func checkSource(with map[string]any) error {
 	case !hasTable && !hasFiles:
 		return fmt.Errorf("give table (namespace.table of the training data) or files (Parquet files by glob, local or s3://)")
 	case !hasFiles:
+		if list, ok := with["join"].([]any); ok {
+			for i, e := range list {
+				if m, ok := e.(map[string]any); ok && m["files"] != nil {
+					return fmt.Errorf("join[%d]: a split of a table joins staging tables (table:); files join a split of files", i)
+				}
+			}
+		}
 		return nil
-	}
-	if _, ok := with["join"]; ok {
-		return fmt.Errorf("join works with table only: staging tables join by the training table's partitions, and files have none")
 	}
 	if _, ok := with["snapshot_id"]; ok {
 		return fmt.Errorf("snapshot_id works with table only: files have no snapshots")
+	}
+	if list, ok := with["join"].([]any); ok {
+		for i, e := range list {
+			if m, ok := e.(map[string]any); ok && m["files"] == nil {
+				return fmt.Errorf("join[%d]: a split of files joins files (files:, keys, alignment), not staging tables", i)
+			}
+		}
 	}
 	if s, ok := files.(string); ok && dags.HasRef(s) {
 		return nil
@@ -223,18 +236,6 @@ func expandLocal(env progenv.Policy, p string) ([]sourceFile, error) {
 		out = append(out, sourceFile{Name: q, Path: q, Size: st.Size(), Version: st.ModTime().UTC().String()})
 	}
 	return out, nil
-}
-
-// folderDay is the date a file's <col>=YYYY-MM-DD folder (Hive-style
-// partitioning) says its rows have, if its path has one.
-func folderDay(name, col string) (backfill.Day, bool) {
-	for _, seg := range strings.Split(filepath.ToSlash(name), "/") {
-		if v, ok := strings.CutPrefix(seg, col+"="); ok {
-			d, err := backfill.ParseDay(v)
-			return d, err == nil
-		}
-	}
-	return 0, false
 }
 
 // filesError classifies an error of listing or opening the split's files:

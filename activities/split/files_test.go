@@ -278,7 +278,7 @@ func TestSplitFilesBadInput(t *testing.T) {
 	}{
 		{map[string]any{"table": "ml.training", "files": good}, "give table (an Iceberg table) or files (Parquet files), not both"},
 		{map[string]any{}, "give table (namespace.table of the training data) or files"},
-		{map[string]any{"files": good, "join": []any{map[string]any{"table": "a"}}}, "join works with table only"},
+		{map[string]any{"files": good, "join": []any{map[string]any{"table": "a"}}}, "a split of files joins files"},
 		{map[string]any{"files": good, "snapshot_id": "1"}, "snapshot_id works with table only"},
 	} {
 		w := map[string]any{"start_date": day(1), "end_date": day(2), "dense": []any{"x"}}

@@ -20,7 +20,7 @@ func TestToDate32(t *testing.T) {
 		ts.Append(arrow.Timestamp(tm.UnixMicro()))
 	}
 	ts.AppendNull()
-	got, err := toDate32(ts.NewArray())
+	got, err := toDate32(ts.NewArray(), time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestToDate32(t *testing.T) {
 	}
 	sb := array.NewStringBuilder(memory.DefaultAllocator)
 	sb.AppendValues([]string{"2026-11-05", "11/05/2026"}, nil)
-	if _, err := toDate32(sb.NewArray()); err == nil || err.Error() != `row 1: "11/05/2026" is not a YYYY-MM-DD date` {
+	if _, err := toDate32(sb.NewArray(), time.UTC); err == nil || err.Error() != `row 1: "11/05/2026" is not a YYYY-MM-DD date` {
 		t.Errorf("bad string: %v", err)
 	}
 	if err := dateType(arrow.PrimitiveTypes.Int64); err == nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
@@ -105,18 +106,34 @@ func (s *Splits) prepare(ctx context.Context, in nodetype.Input, w With) (*prepa
 	switch {
 	case w.Table != "" && len(patterns) > 0:
 		return nil, nodetype.Permanent(errtype.BadInput, "give table (an Iceberg table) or files (Parquet files), not both")
-	case len(patterns) > 0 && len(w.Join) > 0:
-		return nil, nodetype.Permanent(errtype.BadInput, "join works with table only: staging tables join by the training table's partitions, and files have none")
 	case len(patterns) > 0:
-		fs, err := s.openFiles(ctx, patterns, w, window)
+		loc, err := splitZone(w, in.Timezone)
+		if err != nil {
+			return nil, nodetype.Permanent(errtype.BadInput, "%v", err)
+		}
+		fs, err := s.openFiles(ctx, patterns, w, loc, window)
 		if err != nil {
 			return nil, err
 		}
-		if pr.schema, err = dataset.Infer(fs.want, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice); err != nil {
+		if fs.join, err = s.planFilesJoin(ctx, w, fs); err != nil {
+			return nil, filesError(err)
+		}
+		want := fs.want
+		if fs.join != nil {
+			want = arrow.NewSchema(append(slices.Clone(want.Fields()), fs.join.fields()...), nil)
+			var sides [][]sourceFile
+			for _, side := range fs.join.sides {
+				sides = append(sides, side.src.files)
+			}
+			inputs["join_files"] = sides
+		}
+		if pr.schema, err = dataset.Infer(want, w.Label, w.DateColumn, w.RequestID, w.Dense, w.Sparse, w.Slice); err != nil {
 			return nil, nodetype.Permanent(errtype.BadInput, "files %s: %v", fs.files[0].Name, err)
 		}
-		// A changed or added file in the window redoes the split.
+		// A changed or added file in the window redoes the split, and
+		// so does another zone (the run's, when the split names none).
 		inputs["files"] = fs.files
+		inputs["timezone"] = loc.String()
 		pr.src = fs
 	case w.Table == "":
 		return nil, nodetype.Permanent(errtype.BadInput, "give table (namespace.table of the training data) or files (Parquet files by glob, local or s3://)")
@@ -343,6 +360,6 @@ func outputsOf(out Record, fingerprint string, reused bool) Outputs {
 		URI: out.URI, Manifest: out.Manifest, TrainRows: out.TrainRows, EvalRows: out.EvalRows,
 		Window: out.Window, TrainDates: out.TrainDates, EvalDates: out.EvalDates, Coverage: out.Coverage.Features,
 		SnapshotID: out.SnapshotID, Schema: out.Schema, Fingerprint: out.Fingerprint, Reused: reused,
-		Joined: out.Joined, Files: out.Files, Summary: out.summary(),
+		Joined: out.Joined, Files: out.Files, Timezone: out.Timezone, Summary: out.summary(),
 	}
 }

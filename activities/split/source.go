@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/retrain-ml/retrain/internal/backfill"
@@ -69,6 +70,14 @@ func (s *filesSource) name() string {
 func (s *filesSource) record(r *Record) {
 	read := *s.read
 	r.Files = &read
+	r.Timezone = s.loc.String()
+	if s.join != nil {
+		r.Joined, r.JoinSummary = s.join.columns(), s.join.summary()
+		for _, side := range s.join.sides {
+			sr := *side.src.read
+			read.Joined = append(read.Joined, &sr)
+		}
+	}
 }
 
 func (s *filesSource) dates(ctx context.Context, col string, window backfill.DateRange) ([]int32, error) {
@@ -76,7 +85,53 @@ func (s *filesSource) dates(ctx context.Context, col string, window backfill.Dat
 }
 
 func (s *filesSource) rows(ctx context.Context, schema dataset.Schema, _ splitPlan) (iter.Seq2[arrow.RecordBatch, error], *features.JoinStats, error) {
-	return s.records(ctx, schema.TableColumns()), &features.JoinStats{}, nil
+	if s.join == nil {
+		return s.records(ctx, schema.TableColumns()), &features.JoinStats{}, nil
+	}
+	joined := map[string]bool{}
+	for _, f := range s.join.fields() {
+		joined[f.Name] = true
+	}
+	var own []string
+	for _, c := range append(schema.TableColumns(), s.join.trainColumns()...) {
+		if !joined[c] && !slices.Contains(own, c) {
+			own = append(own, c)
+		}
+	}
+	return func(yield func(arrow.RecordBatch, error) bool) {
+		defer s.join.close()
+		for raw, err := range s.rawRecords(ctx, own) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			rec, err := s.joinBatch(ctx, raw)
+			raw.Release()
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(rec, nil) {
+				return
+			}
+		}
+	}, &features.JoinStats{}, nil
+}
+
+// joinBatch is a raw training batch with the joined columns added and
+// its date column as days.
+func (s *filesSource) joinBatch(ctx context.Context, raw arrow.RecordBatch) (arrow.RecordBatch, error) {
+	days, err := s.days(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errSplitInput, s.current, err)
+	}
+	defer days.Release()
+	joined, err := s.join.apply(ctx, raw, days.(*array.Date32))
+	if err != nil {
+		return nil, err
+	}
+	defer joined.Release()
+	return s.normalize(joined, days)
 }
 
 // readRows reads the window's rows of the columns schema needs: from the

@@ -49,18 +49,21 @@ type With struct {
 	Table string `json:"table" doc:"namespace.table of the training data (or files)"`
 	// Files lets a team whose data is not in Iceberg yet get the same
 	// window-correct split, and so train and evaluate on the same rows.
-	Files      any      `json:"files" doc:"instead of table: Parquet files, a glob or a list of globs, local (inside the worker's --allow-paths) or s3:// (in the worker's object store); a pattern ending in / takes every .parquet file below it. The date column is a DATE, a TIMESTAMP (its UTC day) or a YYYY-MM-DD string; files in a <date_column>=YYYY-MM-DD folder outside the window are never opened, and row groups whose date statistics are outside it never read. Not with join or snapshot_id"`
+	Files      any      `json:"files" doc:"instead of table: Parquet files, a glob or a list of globs, local (inside the worker's --allow-paths) or s3:// (in the worker's object store); a pattern ending in / takes every .parquet file below it. Hive-style key=value folders read as columns (the date column's as a DATE, others as strings). The date column is a DATE, a TIMESTAMP (its day in timezone) or a YYYY-MM-DD string, in the files or their folders; files in a <date_column>=YYYY-MM-DD folder outside the window are never opened (under date= folders when the date column is a timestamp: a day's margin either side), and row groups whose date statistics are outside it never read. Not with snapshot_id; join then takes feature files"`
 	SnapshotID any      `json:"snapshot_id" doc:"snapshot to read, e.g. ${nodes.promote.outputs.snapshot_id} (default: the current one)"`
 	StartDate  string   `json:"start_date" required:"true" doc:"first date of the run's window, YYYY-MM-DD: rows before it are never read"`
 	EndDate    string   `json:"end_date" required:"true" doc:"last date of the run's window, inclusive"`
 	Dense      []string `json:"dense" doc:"numeric feature columns"`
 	Sparse     []string `json:"sparse" doc:"integer id (or list of ids) feature columns"`
 	Label      string   `json:"label" default:"label" doc:"label column, 0/1"`
-	DateColumn string   `json:"date_column" default:"date" doc:"date column the window and the split are by"`
-	RequestID  string   `json:"request_id" default:"request_id" doc:"key column, kept (when the table has it) so results can be joined back"`
-	Slice      string   `json:"slice" doc:"column whose values key per-slice metrics in evaluate"`
-	EvalDays   int      `json:"eval_days" default:"1" doc:"hold out the last N dates of the window"`
-	EvalFrom   string   `json:"eval_from" doc:"instead: hold out every date of the window from this one, YYYY-MM-DD"`
+	DateColumn string   `json:"date_column" default:"date" doc:"date column the window and the split are by; with files, a <date_column>=YYYY-MM-DD folder gives it to the files below it that have no such column"`
+	// Timezone exists because a TIMESTAMP's day depends on where the day
+	// is: a Berlin team's run for the 21st trains on Berlin's 21st.
+	Timezone  string `json:"timezone" doc:"IANA time zone (e.g. Europe/Berlin) in which a TIMESTAMP date column's values take their day, for the window, eval_days and joins of files (default: the schedule's time zone when a schedule started the run, else UTC); a timestamp without a zone is wall-clock time and keeps its date"`
+	RequestID string `json:"request_id" default:"request_id" doc:"key column, kept (when the table has it) so results can be joined back"`
+	Slice     string `json:"slice" doc:"column whose values key per-slice metrics in evaluate"`
+	EvalDays  int    `json:"eval_days" default:"1" doc:"hold out the last N dates of the window"`
+	EvalFrom  string `json:"eval_from" doc:"instead: hold out every date of the window from this one, YYYY-MM-DD"`
 	// The default limit is there because a feature missing from most rows
 	// is almost always a backfill that joined nothing, and training on it
 	// would go unnoticed.
@@ -69,7 +72,7 @@ type With struct {
 	MaxFileRows  int64   `json:"max_file_rows" doc:"start a new Parquet file after this many rows"`
 	// Join lets an experiment train on staged features without promoting
 	// them: the rows and values are those the promoted table would give.
-	Join []JoinEntry `json:"join" doc:"staging tables joined onto the rows as they are read, bucket by bucket (no promotion): a list of {table, snapshot_id, columns (default all features), prefix, keys (training column -> staging column where names differ, e.g. {request_id: requestId})}, typically table: ${nodes.stage.outputs.staging_table}, snapshot_id: ${nodes.stage.outputs.snapshot_id}; bucket counts may differ (one dividing the other: bucket join; otherwise a hash join by date, said in the summary)"`
+	Join []JoinEntry `json:"join" doc:"staging tables joined onto the rows as they are read, bucket by bucket (no promotion): a list of {table, snapshot_id, columns (default all features), prefix, keys (training column -> staging column where names differ, e.g. {request_id: requestId})}, typically table: ${nodes.stage.outputs.staging_table}, snapshot_id: ${nodes.stage.outputs.snapshot_id}; bucket counts may differ (one dividing the other: bucket join; otherwise a hash join by date, said in the summary). With files: feature files joined point-in-time as stage_features joins a feature table, a list of {files, keys (entity columns, e.g. [user_id], or a map of training column -> feature column), alignment (previous_day, as_of or same_day), columns (default all but keys, date and time columns), prefix, date_column (default the split's), time_column (as_of: publication time, default ts), event_time_column (as_of: the training rows' event time, default event_ts), lookback_days (as_of, default 7)}: a row never gets a feature row published after its event; only the days the alignment needs are read, a day at a time"`
 	// BucketGroups fans a table's split out, as promote_features does.
 	BucketGroups int `json:"bucket_groups" doc:"activities the split of a table fans out to, each a group of its buckets on any worker with a free group slot (default: one per bucket; fewer when a joined staging table has fewer buckets, one when one is hash-joined, so that each staging partition is read by one group)"`
 }
@@ -92,6 +95,7 @@ type Outputs struct {
 	Reused      bool                      `json:"reused"`
 	Joined      []features.JoinedColumn   `json:"joined"`
 	Files       *FilesRead                `json:"files"`
+	Timezone    string                    `json:"timezone"`
 	Summary     string                    `json:"summary"`
 	// S3 is what the split's steps sent to S3 (lake and object store),
 	// all together: the run report's S3 column.
@@ -125,6 +129,11 @@ func checkSplit(with map[string]any) error {
 	}
 	if err := checkJoin(with["join"]); err != nil {
 		return err
+	}
+	if tz, ok := with["timezone"].(string); ok && tz != "" && !dags.HasRef(tz) {
+		if err := dags.CheckTimezone(tz); err != nil {
+			return fmt.Errorf("timezone: %w", err)
+		}
 	}
 	if s, ok := from.(string); ok && !dags.HasRef(s) {
 		d, err := backfill.ParseDay(s)
@@ -229,6 +238,8 @@ type Record struct {
 	// Files says which Parquet files a split from files read (no
 	// SnapshotID then).
 	Files *FilesRead `json:"files,omitempty"`
+	// Timezone is the zone the split of files took a timestamp's day in.
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // summary says in one line which rows the split holds, for the CLI and
@@ -255,6 +266,9 @@ func (o Record) summary() string {
 	}
 	if o.Files != nil {
 		s += "; " + o.Files.String()
+	}
+	if o.Timezone != "" && o.Timezone != "UTC" {
+		s += "; days in " + o.Timezone
 	}
 	return s
 }

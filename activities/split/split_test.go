@@ -267,6 +267,7 @@ func TestSchema(t *testing.T) {
 		{Name: "max_file_rows", Type: dags.FieldInt},
 		{Name: "join", Type: dags.FieldAny},
 		{Name: "bucket_groups", Type: dags.FieldInt},
+		{Name: "timezone", Type: dags.FieldString},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
@@ -274,10 +275,10 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 18 {
-		t.Errorf("%d fields, want 18", len(fields))
+	if len(fields) != 19 {
+		t.Errorf("%d fields, want 19", len(fields))
 	}
-	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused joined files summary s3"
+	wantOut := "uri manifest train_rows eval_rows window train_dates eval_dates coverage snapshot_id schema fingerprint reused joined files timezone summary s3"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {
 		t.Errorf("outputs %s, want %s", got, wantOut)
 	}

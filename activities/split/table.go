@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go/table"
@@ -71,11 +72,11 @@ func (s *Splits) openTable(ctx context.Context, w With, window backfill.DateRang
 
 // openFiles lists the split's files, prunes them by folder date and
 // reads the first kept one's schema, before anything is written.
-func (s *Splits) openFiles(ctx context.Context, patterns []string, w With, window backfill.DateRange) (*filesSource, error) {
+func (s *Splits) openFiles(ctx context.Context, patterns []string, w With, loc *time.Location, window backfill.DateRange) (*filesSource, error) {
 	files, err := expandFiles(ctx, s.Store, s.Env, patterns)
 	if err == nil {
 		var fs *filesSource
-		if fs, err = newFilesSource(ctx, s.Store, files, patterns, w.DateColumn, window); err == nil {
+		if fs, err = newFilesSource(ctx, s.Store, files, patterns, w.DateColumn, loc, window); err == nil {
 			return fs, nil
 		}
 	}

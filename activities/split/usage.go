@@ -11,7 +11,7 @@ import (
 // manifest), which nodetype.Activity does not wrap: each counts its S3
 // use here, and the manifest adds them up into the node's "s3" output,
 // the figure a one-activity node gets from nodetype.Activity (the run
-// report's S3 column, issue 20).
+// report's S3 column).
 
 // measured runs step with a count of its own S3 requests.
 func measured[T any](ctx context.Context, step func(context.Context) (T, error)) (T, s3store.UsageFigures, error) {

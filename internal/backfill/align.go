@@ -119,6 +119,13 @@ type FeatureWindow struct {
 
 // Window returns the feature rows training rows of day d may need.
 func (a Alignment) Window(d Day, lookbackDays int) FeatureWindow {
+	return a.WindowIn(d, lookbackDays, time.UTC)
+}
+
+// WindowIn is Window for days in loc: AsOf's span runs from midnight in
+// loc lookbackDays before d to the end of d in loc (a split of files whose
+// days are a time zone's).
+func (a Alignment) WindowIn(d Day, lookbackDays int, loc *time.Location) FeatureWindow {
 	switch a {
 	case SameDay:
 		return FeatureWindow{FromDay: d, ToDay: d}
@@ -126,8 +133,18 @@ func (a Alignment) Window(d Day, lookbackDays int) FeatureWindow {
 		return FeatureWindow{FromDay: d - 1, ToDay: d - 1}
 	default:
 		return FeatureWindow{
-			FromMicros: (d - Day(lookbackDays)).Micros(),
-			ToMicros:   (d + 1).Micros() - 1,
+			FromMicros: (d - Day(lookbackDays)).MicrosIn(loc),
+			ToMicros:   (d + 1).MicrosIn(loc) - 1,
 		}
 	}
+}
+
+// MicrosIn is midnight in loc at the start of d, in microseconds since
+// the epoch.
+func (d Day) MicrosIn(loc *time.Location) int64 {
+	if loc == time.UTC {
+		return d.Micros()
+	}
+	y, m, dd := d.Time().Date()
+	return time.Date(y, m, dd, 0, 0, 0, 0, loc).UnixMicro()
 }

@@ -225,6 +225,7 @@ func NewDataCommand(app *App) *cobra.Command {
 	var (
 		gen     demodata.Config
 		replace bool
+		files   string
 	)
 	demo := &cobra.Command{
 		Use:   "demo",
@@ -239,11 +240,25 @@ the Bayes AUC. For feature experiments (dags/examples/feature-experiment.yaml),
 features.user_signals (user_id, date: log_activity, logit_ctr_7d, recency)
 holds the model's user terms, which ml.training lacks, and
 features.noise_daily (user_id, date: noise_a, noise_b) pure noise that no
-label depends on.`,
+label depends on.
+
+With --files DIR, the same rows go to Parquet files instead of the lake, for
+splits of files (dags/examples/feature-experiment-files.yaml): DIR/clicks,
+DIR/user_signals and DIR/noise_daily, each a date=YYYY-MM-DD folder per day
+whose files have no date column, as a team's daily exports look.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			log := app.Logger()
+			if files != "" {
+				res, err := demodata.WriteFiles(files, gen)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(app.Out, "wrote %d training rows (%s..%s) and %d feature rows in %d Parquet files under %s (%s, %s, %s)\n",
+					res.TrainingRows, res.Start, res.End, res.FeatureRows, res.Files, res.Dir, demodata.ClicksFolder, demodata.SignalsFolder, demodata.NoiseFolder)
+				return nil
+			}
 			cat, err := lake.Open(ctx, *cfg, log)
 			if err != nil {
 				return err
@@ -269,6 +284,7 @@ label depends on.`,
 	f.StringVar(&gen.Broken.Feature, "broken-feature", "", "break this feature column on purpose (for testing data checks)")
 	f.StringVar(&gen.Broken.Mode, "broken-mode", "nulls", "how to break it: nulls, constant or garbage")
 	f.BoolVar(&replace, "replace", false, "drop and rewrite the demo tables if they exist")
+	f.StringVar(&files, "files", "", "write Parquet files in date= folders under this folder instead of the lake")
 	cmd.AddCommand(demo)
 	return cmd
 }

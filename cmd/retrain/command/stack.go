@@ -41,7 +41,7 @@ func startLocal(ctx context.Context, app *cli.App, opts devstack.Options, s3Port
 		debug.SetGCPercent(400)
 	}
 	// GOGC 400 lets the heap grow to 5x what is live: a 20M-row ctr-retrain
-	// peaked at 4.5 GB RSS with at most 0.9 GB live (issue 13, gctrace). A soft
+	// peaked at 4.5 GB RSS with at most 0.9 GB live (measured with gctrace). A soft
 	// limit of 1 GiB per P (at least 2 GiB) makes the GC run sooner on big
 	// steps only; small runs keep the larger target.
 	if os.Getenv("GOMEMLIMIT") == "" {

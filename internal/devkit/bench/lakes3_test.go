@@ -27,7 +27,7 @@ var (
 	lakeDays     = flag.Int("lakes3.days", 4, "days of demo rows (4 days x 16 buckets is ctr-retrain's demo layout)")
 	lakeDelay    = flag.Duration("lakes3.delay", 20*time.Millisecond, "latency the proxy adds to every S3 request in the slow runs")
 	lakeOps      = flag.Bool("lakes3.ops", false, "print each mode's S3 requests by node and SDK operation")
-	lakeBaseline = flag.Bool("lakes3.baseline", true, "also run the S3 lakes through iceberg-go's own file IO (lake.ReadConfig.Disabled): the figures before issue 20's IO layer")
+	lakeBaseline = flag.Bool("lakes3.baseline", true, "also run the S3 lakes through iceberg-go's own file IO (lake.ReadConfig.Disabled): the figures before retrain's own IO layer")
 )
 
 // lakeMode is one way of keeping the lake.
@@ -191,7 +191,7 @@ func runLakeMode(b *testing.B, srv *s3test.Server, prefix string, rows int64, m 
 	}
 	// The feature experiment's split, where a feature experiment runs it:
 	// after stats, the staging tables joined on the fly onto the table
-	// before promotion (issue 21). The same rows as split's below.
+	// before promotion. The same rows as split's below.
 	var join []any
 	for i, tbl := range staging {
 		join = append(join, map[string]any{"table": tbl, "snapshot_id": strconv.FormatInt(snaps[i], 10)})

@@ -23,7 +23,7 @@ var (
 	splitJoinDays = flag.Int("splitjoin.days", 10, "days they span (the last one held out)")
 )
 
-// BenchmarkSplitJoinPaths measures issue 21's two ways from staged
+// BenchmarkSplitJoinPaths measures the two ways from staged
 // features to a trained model, on one demo table: a split that joins the
 // staging tables on the fly (no promotion), against promote, then split
 // the promoted table. The split and train nodes each run in a child

@@ -26,8 +26,14 @@ type testResult struct {
 	Package, Name string
 	Action        string // pass, fail, skip; "" while it has not ended
 	Elapsed       time.Duration
-	output        []string // its lines, kept for a failure or a skip
+	Queued        time.Duration // of Elapsed, the wait for a slot of its package's own queue
+	output        []string      // its lines, kept for a failure or a skip
 }
+
+// queuedLine is how a package that queues its parallel tests itself
+// (integration/parallel_test.go) logs a test's wait for a slot: go test
+// counts that wait in the test's time, as it does not count its own.
+var queuedLine = regexp.MustCompile(`^\s+\S+\.go:\d+: queued ([0-9.]+)s for a parallel slot`)
 
 // pkgResult is one package's tally.
 type pkgResult struct {
@@ -128,6 +134,11 @@ func (s *summary) add(e event) {
 		p.Ran++
 	case "output":
 		t.output = append(t.output, e.Output)
+		if m := queuedLine.FindStringSubmatch(e.Output); m != nil {
+			var q float64
+			fmt.Sscan(m[1], &q)
+			t.Queued = seconds(q)
+		}
 	case "pass", "fail", "skip":
 		t.Action = e.Action
 		t.Elapsed = seconds(e.Elapsed)
@@ -249,7 +260,8 @@ func skipReason(lines []string) string {
 }
 
 // writeSlowest prints the n slowest top-level tests (subtests are inside
-// their parent's time), slowest first.
+// their parent's time), slowest first, by the time they ran: a wait for a
+// slot of their package's own queue is left out, and shown.
 func (s *summary) writeSlowest(w io.Writer, n int) {
 	var all []*testResult
 	for _, p := range s.order {
@@ -259,7 +271,8 @@ func (s *summary) writeSlowest(w io.Writer, n int) {
 			}
 		}
 	}
-	slices.SortStableFunc(all, func(a, b *testResult) int { return int(b.Elapsed - a.Elapsed) })
+	ran := func(t *testResult) time.Duration { return t.Elapsed - t.Queued }
+	slices.SortStableFunc(all, func(a, b *testResult) int { return int(ran(b) - ran(a)) })
 	all = all[:min(n, len(all))]
 	fmt.Fprintf(w, "\nslowest %d tests:\n", len(all))
 	multi := len(s.order) > 1
@@ -268,6 +281,10 @@ func (s *summary) writeSlowest(w io.Writer, n int) {
 		if multi {
 			name = t.Package + " " + name
 		}
-		fmt.Fprintf(w, "%3d. %8.1fs  %s  %s\n", i+1, t.Elapsed.Seconds(), t.Action, name)
+		queued := ""
+		if t.Queued > 0 {
+			queued = fmt.Sprintf("  (after %.1fs queued)", t.Queued.Seconds())
+		}
+		fmt.Fprintf(w, "%3d. %8.1fs  %s  %s%s\n", i+1, ran(t).Seconds(), t.Action, name, queued)
 	}
 }

@@ -109,3 +109,21 @@ func TestSummaryAllPassed(t *testing.T) {
 		t.Errorf("failed packages %v, want none", bad)
 	}
 }
+
+// TestSlowestLeavesOutTheQueue: a test that waited for a slot of its
+// package's own queue is ranked by the time it ran, and the wait is shown.
+func TestSlowestLeavesOutTheQueue(t *testing.T) {
+	s := newSummary(&strings.Builder{})
+	_ = s.read(strings.NewReader(`{"Action":"run","Package":"m/i","Test":"TestQueued"}
+{"Action":"output","Package":"m/i","Test":"TestQueued","Output":"    parallel_test.go:40: queued 50.0s for a parallel slot\n"}
+{"Action":"pass","Package":"m/i","Test":"TestQueued","Elapsed":60}
+{"Action":"run","Package":"m/i","Test":"TestLong"}
+{"Action":"pass","Package":"m/i","Test":"TestLong","Elapsed":20}
+{"Action":"pass","Package":"m/i","Elapsed":80}
+`))
+	var slow strings.Builder
+	s.writeSlowest(&slow, 2)
+	if want := "  1.     20.0s  pass  TestLong\n  2.     10.0s  pass  TestQueued  (after 50.0s queued)\n"; !strings.Contains(slow.String(), want) {
+		t.Errorf("slowest:\n%s\nwant\n%s", slow.String(), want)
+	}
+}

@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"container/heap"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The package's parallel tests are admitted longest first.
+//
+// go test releases every paused parallel test at once when the sequential
+// ones end, and they then take its -parallel slots in whatever order their
+// goroutines happen to run: a two-minute test could start last and keep
+// the package running alone for its whole length. So go test's own limit
+// is raised out of the way (defaultParallel) and the tests queue here
+// instead, for slots handed out by expected length (longest processing
+// time first, the classic rule for scheduling jobs on parallel machines).
+// Subtests that call t.Parallel themselves are not queued here: their
+// parent holds a slot while they run.
+
+// admitAfter is how long the first request waits for the others to queue
+// before any slot is handed out: they all arrive within milliseconds of
+// each other when go test releases them.
+const admitAfter = 200 * time.Millisecond
+
+// parallel runs t in parallel with the package's other parallel tests,
+// queued as a short test.
+func parallel(t *testing.T) { parallelFor(t, 0) }
+
+// parallelFor runs t in parallel, queued by expect: how long it takes on
+// a quiet 2-core machine (docs/development.md's timing table). Only the
+// order depends on it.
+func parallelFor(t *testing.T, expect time.Duration) {
+	t.Helper()
+	t.Parallel()
+	queued := time.Now()
+	testSlots.acquire(expect)
+	t.Cleanup(testSlots.release)
+	// go test counts the wait in the test's time; the suite's summary
+	// (internal/devkit/testsummary) reads this line to leave it out.
+	t.Logf("queued %.1fs for a parallel slot", time.Since(queued).Seconds())
+}
+
+// testSlots is the package's queue: tests are the one place that shares
+// it, as go test shares its own -parallel slots.
+var testSlots = &slots{}
+
+type slots struct {
+	mu      sync.Mutex
+	limit   int  // slots in all; set by defaultParallel
+	used    int  // slots held
+	open    bool // admitAfter has passed since the first request
+	started bool // the first request came
+	arrived int  // requests so far
+	queue   waiters
+}
+
+type waiter struct {
+	expect time.Duration
+	seq    int // arrival order, to break ties
+	ready  chan struct{}
+}
+
+type waiters []*waiter
+
+func (w waiters) Len() int { return len(w) }
+func (w waiters) Less(i, j int) bool {
+	if w[i].expect != w[j].expect {
+		return w[i].expect > w[j].expect
+	}
+	return w[i].seq < w[j].seq
+}
+func (w waiters) Swap(i, j int) { w[i], w[j] = w[j], w[i] }
+func (w *waiters) Push(x any)   { *w = append(*w, x.(*waiter)) }
+func (w *waiters) Pop() any {
+	old := *w
+	x := old[len(old)-1]
+	*w = old[:len(old)-1]
+	return x
+}
+
+func (s *slots) acquire(expect time.Duration) {
+	s.mu.Lock()
+	s.arrived++
+	w := &waiter{expect: expect, seq: s.arrived, ready: make(chan struct{})}
+	heap.Push(&s.queue, w)
+	if !s.started {
+		s.started = true
+		time.AfterFunc(admitAfter, func() {
+			s.mu.Lock()
+			s.open = true
+			s.admit()
+			s.mu.Unlock()
+		})
+	}
+	s.admit()
+	s.mu.Unlock()
+	<-w.ready
+}
+
+func (s *slots) release() {
+	s.mu.Lock()
+	s.used--
+	s.admit()
+	s.mu.Unlock()
+}
+
+// admit hands free slots to the longest waiting tests; s.mu is held.
+func (s *slots) admit() {
+	limit := max(s.limit, 1)
+	for s.open && s.used < limit && s.queue.Len() > 0 {
+		w := heap.Pop(&s.queue).(*waiter)
+		s.used++
+		close(w.ready)
+	}
+}
+
+// TestSlotsAdmitLongestFirst: requests that arrive together are admitted
+// by expected length, longest first, one slot at a time.
+func TestSlotsAdmitLongestFirst(t *testing.T) {
+	s := &slots{limit: 1}
+	var mu sync.Mutex
+	var order []time.Duration
+	var wg sync.WaitGroup
+	for _, d := range []time.Duration{1, 5, 3, 0, 4} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.acquire(d)
+			mu.Lock()
+			order = append(order, d)
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+			s.release()
+		}()
+	}
+	wg.Wait()
+	want := []time.Duration{5, 4, 3, 1, 0}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("admitted %v, want %v", order, want)
+	}
+}
