@@ -38,14 +38,14 @@ var shardRowsLine = regexp.MustCompile(`shard-rows rank=(\d+) index=(\d+) count=
 // the split's training data, and the rows the four ranks logged are every
 // row of the split once (count, sum and sum of squares of the request ids).
 func TestShardedGangReadsItsShare(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 20*time.Second)
 	shardedGang(t, 0)
 }
 
 // TestShardedGangOnSlowS3 is TestShardedGangReadsItsShare with the hosts'
 // object store 20 ms away per request (an s3fault proxy).
 func TestShardedGangOnSlowS3(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 20*time.Second)
 	shardedGang(t, 20*time.Millisecond)
 }
 
@@ -157,7 +157,7 @@ nodes:
 // hosts with shard_data (each host reading its half of the split) reaches
 // the AUC of one host reading the whole split, within 0.002.
 func TestTorchShardedAcrossHosts(t *testing.T) {
-	t.Parallel()
+	parallelFor(t, 55*time.Second)
 	e := newGangEnv(t)
 	e.start(t, 0)
 	e.start(t, 1)
