@@ -37,7 +37,14 @@ type gangEnv struct {
 
 func newGangEnv(t *testing.T) *gangEnv {
 	t.Helper()
-	e := &gangEnv{torchEnv: newTorchEnv(t, true), net: newHostNet(t, 2)}
+	return newGangEnvOn(t, newTorchEnv(t, true))
+}
+
+// newGangEnvOn is newGangEnv on te: a test whose trainer needs no
+// PyTorch gives one without its Python.
+func newGangEnvOn(t *testing.T, te *torchEnv) *gangEnv {
+	t.Helper()
+	e := &gangEnv{torchEnv: te, net: newHostNet(t, 2)}
 	e.queue = e.torchEnv.queue + "-hosts"
 	e.bin = treeBinary(t, "./cmd/retrain-worker")
 	e.frontend = e.net.forward(t, server.FrontendAddress())

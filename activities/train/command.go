@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
 	"github.com/retrain-ml/retrain/activities/internal/process"
@@ -54,10 +55,55 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 			return Outputs{}, err
 		}
 	}
-	for _, ds := range [][2]string{{split.TrainDataset, env.TrainData}, {split.EvalDataset, env.EvalData}} {
+	started := time.Now()
+	var (
+		plan *shardPlan
+		read DataRead
+	)
+	localize := [][2]string{{split.TrainDataset, env.TrainData}, {split.EvalDataset, env.EvalData}}
+	if w.ShardData {
+		world, ranks := shardRanks(w, g)
+		if plan, err = planShards(sd, world, ranks, r.in.Pipeline+"/"+r.in.RunID+"/"+r.in.Node); err != nil {
+			return Outputs{}, err
+		}
+		// Each rank's RETRAIN_TRAIN_DATA is its share (rankEnv); the eval
+		// data only rank 0 reads.
+		env.TrainData, localize = "", localize[1:]
+		if !g.primary() {
+			env.EvalData, localize = "", nil
+		}
+		r.rankEnv = plan.env
+	}
+	for _, ds := range localize {
 		if err := sd.Localize(ctx, store, ds[0], ds[1], w.DataFormat); err != nil {
 			return Outputs{}, err
 		}
+	}
+	if plan == nil {
+		// The whole split on every host: what it read, for comparison
+		// with shard_data.
+		read = wholeSplitRead(sd, w, g, filepath.Join(scratch, "data", split.TrainDataset), time.Since(started))
+	} else {
+		if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
+			return Outputs{}, err
+		}
+		r.log.Info("the ranks' shares of the training data are local", "ranks", read.Ranks, "rows", read.Rows, "units", read.Shards,
+			"bytes_read", read.BytesRead, "split_bytes", read.SplitBytes, "reused", read.Reused, "disk_peak", read.DiskPeak, "seconds", read.LocalizeSeconds)
+		defer func() {
+			if err == nil {
+				// Kept after a failure, for a retry on this host to reuse.
+				_ = os.RemoveAll(plan.root)
+			}
+		}()
+	}
+	dataRead := func() *DataRead {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		d := read
+		if !r.firstStep.IsZero() {
+			d.FirstStepSeconds = r.firstStep.Sub(started).Seconds()
+		}
+		return &d
 	}
 
 	// Resume from the furthest of what the last attempt heartbeated and
@@ -136,7 +182,7 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 		r.mu.Lock()
 		last := r.last
 		r.mu.Unlock()
-		return Outputs{Trainer: CommandTrainer, Steps: last.Step, ResumedFrom: resume.CheckpointStep, TrainRows: sd.Record.TrainRows, GPUs: w.GPUs}, nil
+		return Outputs{Trainer: CommandTrainer, Steps: last.Step, ResumedFrom: resume.CheckpointStep, TrainRows: sd.Record.TrainRows, GPUs: w.GPUs, Data: dataRead()}, nil
 	}
 	n, err := objects.UploadDir(ctx, store, env.ModelOut, r.modelPrefix())
 	if err != nil {
@@ -163,6 +209,7 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 		Checkpoint:   last.Checkpoint,
 		TrainRows:    sd.Record.TrainRows,
 		GPUs:         w.GPUs,
+		Data:         dataRead(),
 	}, nil
 }
 
@@ -246,4 +293,36 @@ func (r *trainRun) fetchCheckpoint(ctx context.Context, uri, scratch string) (st
 	}
 	local := filepath.Join(dir, filepath.Base(key))
 	return local, objects.DownloadFile(ctx, r.t.Store, key, local)
+}
+
+// shardRanks is the world size the training rows are cut for and the
+// global ranks this worker runs: a gang host's, or every rank of a node
+// on one worker.
+func shardRanks(w With, g *gangHost) (int, []int) {
+	if g != nil {
+		var ranks []int
+		for local := range g.layout.Processes {
+			ranks = append(ranks, g.layout.Rank(g.host, local))
+		}
+		return g.layout.World(), ranks
+	}
+	n := processCount(w)
+	ranks := make([]int, n)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	return n, ranks
+}
+
+// wholeSplitRead is what a host that localized the whole split (no
+// shard_data) read: every file of the training data, on every host.
+func wholeSplitRead(sd *split.Data, w With, g *gangHost, dir string, took time.Duration) DataRead {
+	ds, _ := sd.Manifest.Dataset(split.TrainDataset)
+	_, ranks := shardRanks(w, g)
+	d := DataRead{Ranks: ranks, Rows: ds.Rows, Shards: len(ds.Files), DiskPeak: dirSize(dir), LocalizeSeconds: took.Seconds()}
+	for _, f := range ds.Files {
+		d.SplitBytes += f.Size
+	}
+	d.BytesRead = d.SplitBytes
+	return d
 }

@@ -52,6 +52,7 @@ const (
 	GangLeaseActivity   = "TrainGangLease"
 	GangReleaseActivity = "TrainGangRelease"
 	GangRunActivity     = "TrainGangRun"
+	GangShardsActivity  = "TrainGangShards"
 )
 
 // Gang timings. A lease that no worker picks up in leasePickup is on a
@@ -93,6 +94,21 @@ func Gang(ctx workflow.Context, in nodetype.Input) (nodetype.Result, error) {
 	}
 	g.joinTimeout, _ = dags.ParseDuration(w.GangTimeout) // checked by checkTrain
 	g.bounded = workflow.GetVersion(ctx, gangBoundChange, workflow.DefaultVersion, 1) >= 1
+	if w.ShardData {
+		// Before any host leases its GPUs: a split too small for the
+		// ranks fails here, naming its rows and files. (Only nodes with
+		// shard_data, which no recorded history has, take this step.)
+		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:           g.opts.Queue,
+			StartToCloseTimeout: time.Minute,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{errtype.BadInput}},
+			Summary:             "check the shards",
+		})
+		in := ShardsInput{Data: w.Data, World: w.Hosts * processCount(w)}
+		if err := workflow.ExecuteActivity(sctx, GangShardsActivity, in).Get(ctx, nil); err != nil {
+			return nodetype.Result{}, gangFailure(err, 1)
+		}
+	}
 	policy := nodetype.RetryPolicy(g.opts.Retry)
 	var history []GangAttempt
 	for attempt := 1; ; attempt++ {
@@ -472,7 +488,7 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 	judged := true // every host trained long enough to judge its pace
 	layout := gang.Layout{Members: members, Processes: procs}
 	for i, m := range members {
-		h := HostOutput{Host: m.Host, Address: m.Address, GPUs: m.GPUs, StepsPerSec: gang.HostPace(results[i].Ranks)}
+		h := HostOutput{Host: m.Host, Address: m.Address, GPUs: m.GPUs, StepsPerSec: gang.HostPace(results[i].Ranks), Data: results[i].Data}
 		for local := range procs {
 			h.Ranks = append(h.Ranks, layout.Rank(i, local))
 		}
@@ -494,7 +510,12 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 	// host's pace, and the straggler.
 	var each []string
 	for _, h := range out.Hosts {
-		each = append(each, fmt.Sprintf("%s %.1f steps/s", h.Host, h.StepsPerSec))
+		line := fmt.Sprintf("%s %.1f steps/s", h.Host, h.StepsPerSec)
+		if d := h.Data; d != nil && d.SplitBytes > 0 && d.BytesRead < d.SplitBytes {
+			// With shard_data: the share of the split each host read.
+			line += fmt.Sprintf(" read %.0f%% of the split", 100*float64(d.BytesRead)/float64(d.SplitBytes))
+		}
+		each = append(each, line)
 	}
 	out.Summary += fmt.Sprintf("; %d hosts: %s", len(out.Hosts), strings.Join(each, ", "))
 	if ok {

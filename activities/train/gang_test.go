@@ -14,8 +14,10 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/retrain-ml/retrain/activities/split"
 	"github.com/retrain-ml/retrain/dags"
 	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/gang"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -194,6 +196,52 @@ func TestGangRefusesBadInputBeforeLeasing(t *testing.T) {
 	env.ExecuteWorkflow(Gang, gangInput(2, map[string]any{"trainer": "builtin", "argv": nil}))
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "builtin") || len(f.leased) != 0 {
 		t.Fatalf("error %v, leased %v", err, f.leased)
+	}
+}
+
+// TestGangShardDataChecksRowsBeforeLeasing: with shard_data, a split
+// with fewer rows than the gang's ranks fails before any host leases,
+// naming the counts; one with enough forms the gang.
+func TestGangShardDataChecksRowsBeforeLeasing(t *testing.T) {
+	for _, rows := range []int{3, 4} {
+		env := newGangTestEnv()
+		f := newFakeHosts("h1", "h2")
+		f.run = func(ctx context.Context, in RunInput) (HostResult, error) {
+			res := HostResult{Data: &DataRead{BytesRead: 55, SplitBytes: 100}}
+			if in.Host == 0 {
+				res.Outputs = &Outputs{Trainer: CommandTrainer}
+			}
+			return res, nil
+		}
+		f.register(env)
+		var asked ShardsInput
+		env.RegisterActivityWithOptions(func(_ context.Context, in ShardsInput) error {
+			asked = in
+			sd := &split.Data{Manifest: checkpoint.Manifest{Datasets: []checkpoint.Dataset{{Name: split.TrainDataset, Rows: int64(rows), Files: make([]checkpoint.File, rows)}}}}
+			for i := range sd.Manifest.Datasets[0].Files {
+				sd.Manifest.Datasets[0].Files[i].Rows = 1
+			}
+			_, err := planShards(sd, in.World, nil, "")
+			return err
+		}, activity.RegisterOptions{Name: GangShardsActivity})
+		env.ExecuteWorkflow(Gang, gangInput(2, map[string]any{"processes": 2.0, "shard_data": true}))
+		err := env.GetWorkflowError()
+		if asked.World != 4 || asked.Data != "s3://b/split" {
+			t.Errorf("asked %+v: want the split and 4 ranks", asked)
+		}
+		if rows == 3 {
+			if err == nil || !strings.Contains(err.Error(), "3 rows in 3 files, too few for 4 ranks") || len(f.leases) != 0 {
+				t.Fatalf("3 rows: error %v, leases %v: want the counts named before any lease", err, f.leases)
+			}
+			continue
+		}
+		var res nodetype.Result
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatalf("4 rows: %v", err)
+		}
+		if s := res.Outputs["summary"].(string); !strings.Contains(s, "read 55% of the split") {
+			t.Errorf("summary %q: want each host's share of the split", s)
+		}
 	}
 }
 

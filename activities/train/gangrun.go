@@ -73,6 +73,8 @@ type RunInput struct {
 type HostResult struct {
 	Outputs *Outputs            `json:"outputs,omitempty"`
 	Ranks   []gang.RankProgress `json:"ranks"`
+	// Data is what the host read of the training data for its ranks.
+	Data *DataRead `json:"data,omitempty"`
 }
 
 // HostOutput is one host of a gang in the node's outputs.
@@ -83,6 +85,8 @@ type HostOutput struct {
 	GPUs        []string `json:"gpus,omitempty"`
 	Steps       int64    `json:"steps"`
 	StepsPerSec float64  `json:"steps_per_sec"`
+	// Data is what the host read of the training data for its ranks.
+	Data *DataRead `json:"data,omitempty"`
 }
 
 // GangAttempt is one gang the node formed (or tried to), and how it ended.
@@ -277,6 +281,7 @@ func (t *Trainers) gangRun(ctx context.Context, in RunInput, lease *gpu.Lease) (
 	if err != nil {
 		return res, hostError(in, err)
 	}
+	res.Data = out.Data
 	if g.primary() {
 		out.Summary = out.summary(w, time.Since(started))
 		res.Outputs = &out

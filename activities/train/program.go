@@ -92,7 +92,13 @@ func (r *trainRun) runProgram(ctx context.Context, cmd *exec.Cmd, n int, g *gang
 		defer close(events)
 		readErr = trainer.ReadEvents(pr, func(e trainer.Event) error {
 			if e.Kind == trainer.ProgressEvent {
-				r.watch.Step(first, e.Progress.Step, time.Now())
+				now := time.Now()
+				r.watch.Step(first, e.Progress.Step, now)
+				r.mu.Lock()
+				if r.firstStep.IsZero() {
+					r.firstStep = now
+				}
+				r.mu.Unlock()
 			}
 			events <- e
 			return nil
@@ -337,6 +343,9 @@ func (r *trainRun) rankLine(rank int, line string) {
 func (r *trainRun) startOne(cmd *exec.Cmd, stdout *os.File) (func(context.Context) error, error) {
 	stderr := process.NewTailWriter(process.OutputTail, r.log, "stderr").Mask(r.secrets)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if r.rankEnv != nil {
+		cmd.Env = append(cmd.Env, r.rankEnv(0)...)
+	}
 	process.SetProcessGroup(cmd)
 	r.log.Info("trainer starting", "argv", r.w.Argv)
 	if err := cmd.Start(); err != nil {
@@ -363,7 +372,7 @@ func (r *trainRun) startOne(cmd *exec.Cmd, stdout *os.File) (func(context.Contex
 // the *RankError of the rank that failed first.
 func (r *trainRun) startRanks(cmd *exec.Cmd, layout gang.Layout, host int, stdout *os.File) (func(context.Context) error, error) {
 	r.log.Info("trainer starting", "argv", r.w.Argv, "ranks", layout.Processes, "hosts", len(layout.Members))
-	g, err := startRanks(cmd, layout, host, stdout, r.log, r.rankLine, r.secrets...)
+	g, err := startRanks(cmd, layout, host, stdout, r.log, r.rankLine, r.rankEnv, r.secrets...)
 	if err != nil {
 		return nil, nodetype.Permanent(errtype.BadInput, "start %q: %v", r.w.Argv[0], err)
 	}

@@ -116,7 +116,8 @@ func threadsEnv(env []string, processes, cores int) []string {
 // standard output goes to stdout0, the progress stream; every other
 // stream is logged, the other ranks' stdout lines also going to onLine
 // with their global rank (for their steps), and each rank's stderr tail
-// is kept for the error that names it. When a rank cannot start, those
+// is kept for the error that names it. rankEnv, when not nil, adds a
+// rank's own variables (by global rank). When a rank cannot start, those
 // started are stopped and the error is the start's.
 //
 // The logged streams are pipes the group reads itself rather than writers
@@ -124,7 +125,7 @@ func threadsEnv(env []string, processes, cores int) []string {
 // the rank left running (a data loader) can delay until it is killed, and
 // it is killed only once Wait returned. A rank's failure must stop the
 // others at once. The secrets' values are masked in every logged stream.
-func startRanks(base *exec.Cmd, layout gang.Layout, host int, stdout0 *os.File, log *slog.Logger, onLine func(rank int, line string), secrets ...string) (*rankGroup, error) {
+func startRanks(base *exec.Cmd, layout gang.Layout, host int, stdout0 *os.File, log *slog.Logger, onLine func(rank int, line string), rankEnv func(rank int) []string, secrets ...string) (*rankGroup, error) {
 	g := &rankGroup{layout: layout, host: host, log: log, exited: func(int) {}}
 	for local := range layout.Processes {
 		rank := layout.Rank(host, local)
@@ -133,6 +134,9 @@ func startRanks(base *exec.Cmd, layout gang.Layout, host int, stdout0 *os.File, 
 		cmd.Dir = base.Dir
 		cmd.Env = append(append([]string(nil), base.Env...), layout.Env(host, local)...)
 		cmd.Env = append(cmd.Env, threadsEnv(base.Env, layout.Processes, runtime.NumCPU())...)
+		if rankEnv != nil {
+			cmd.Env = append(cmd.Env, rankEnv(rank)...)
+		}
 		rlog := log.With("rank", rank)
 		stderr := process.NewTailWriter(process.OutputTail, rlog, "stderr").Mask(secrets)
 		writers := []io.Writer{stderr}

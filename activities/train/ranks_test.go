@@ -51,7 +51,7 @@ func startFakeRanks(t *testing.T, n int, env ...string) (*rankGroup, string) {
 		t.Fatal(err)
 	}
 	defer stdout.Close()
-	g, err := startRanks(base, localLayout("test-host", n, port), 0, stdout, quiet, nil)
+	g, err := startRanks(base, localLayout("test-host", n, port), 0, stdout, quiet, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

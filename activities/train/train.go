@@ -80,6 +80,7 @@ type With struct {
 	// Hosts has no default tag: 1 and absent are the same node.
 	Hosts       int    `json:"hosts" trainer:"command" doc:"command: hosts the node spans: processes ranks on each of this many workers of its queue with distinct --host-id (WORLD_SIZE = hosts x processes, NODE_RANK, MASTER_ADDR on host 0's advertised address), started once every host holds its GPUs and stopped together when one fails; a retry forms a new gang that resumes from the last checkpoint (default 1)"`
 	GangTimeout string `json:"gang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: with hosts above 1, how long the hosts may take to join (each holding its GPUs) before every lease is released and the attempt fails, naming how many joined"`
+	ShardData   bool   `json:"shard_data" trainer:"command" doc:"command: give each rank only its share of the training rows (RETRAIN_TRAIN_DATA is that share; RETRAIN_SHARD_INDEX, RETRAIN_SHARD_COUNT, RETRAIN_SHARD_ROWS, RETRAIN_SHARD_MIN_ROWS, RETRAIN_GLOBAL_ROWS, RETRAIN_SHARD_EPOCH name it), each host reading from the store only its ranks' row groups (ranged reads; whole files for a split whose manifest records no row groups); the shares are disjoint, their union is every training row once, and they are whole row groups within one of the even share where the row groups allow (else row ranges within one row); RETRAIN_EVAL_DATA is given on rank 0's host only; the outputs say per host the bytes read, files, local disk peak and time to the first step"`
 	HangTimeout string `json:"hang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: a rank whose progress lines stop advancing its step for this long stops every rank and fails the attempt, naming the rank (and host); counted from its first progress line, so startup is not included (0s: never)"`
 }
 
@@ -108,7 +109,11 @@ type Outputs struct {
 	SlowestHost string        `json:"slowest_host,omitempty"`
 	Restarts    int           `json:"restarts,omitempty"`
 	Attempts    []GangAttempt `json:"attempts,omitempty"`
-	Summary     string        `json:"summary"` // one line for the run's node table
+	// Data is what this worker (a gang's host 0) read of the training
+	// data for its ranks: their shares with shard_data, else the whole
+	// split (a command trainer's).
+	Data    *DataRead `json:"data,omitempty"`
+	Summary string    `json:"summary"` // one line for the run's node table
 }
 
 // summary says what an attempt trained, e.g. "trained 2 epochs, 44
@@ -227,7 +232,8 @@ func checkTrain(with map[string]any) error {
 	}
 	n, _ := with["processes"].(float64)
 	hosts, _ := with["hosts"].(float64)
-	if n > 1 || hosts > 1 {
+	shardData, _ := with["shard_data"].(bool)
+	if n > 1 || hosts > 1 || shardData {
 		var words []string
 		switch argv := with["argv"].(type) {
 		case []string:
@@ -240,6 +246,9 @@ func checkTrain(with map[string]any) error {
 			}
 		}
 		if launchesRanks(words) {
+			if shardData {
+				return errors.New("shard_data: argv runs torchrun, whose ranks the node does not start and so cannot give each its share; give the trainer program in argv and set processes")
+			}
 			if hosts > 1 {
 				return fmt.Errorf("hosts %v: argv runs torchrun, which starts its ranks itself and would rendezvous on its own; give the trainer program in argv and let the node start the ranks on every host", hosts)
 			}
@@ -302,6 +311,7 @@ func (t *Trainers) Type() nodetype.Type {
 		GangLeaseActivity:   t.GangLease,
 		GangReleaseActivity: t.GangRelease,
 		GangRunActivity:     t.GangRun,
+		GangShardsActivity:  t.GangShards,
 	}
 	nt.Hosted = []string{GangLeaseActivity, GangReleaseActivity, GangRunActivity}
 	return nt
@@ -329,6 +339,11 @@ type trainRun struct {
 	watch       *gang.Watch
 	hangTimeout time.Duration
 	procs       map[int]rankProc // the ranks this worker started, by global rank (mu)
+	// rankEnv is each rank's own environment (its share of the data,
+	// with shard_data), by global rank; nil: none.
+	rankEnv func(rank int) []string
+	// firstStep is when the first progress line came (mu).
+	firstStep time.Time
 
 	mu    sync.Mutex
 	curve []CurvePoint

@@ -118,6 +118,9 @@ func TestCommandTrainer(t *testing.T) {
 		if files := read(t, out, "train_files.txt"); !strings.Contains(files, ".parquet") {
 			t.Errorf("train data: %q", files)
 		}
+		if d, _ := out["data"].(map[string]any); d == nil || d["bytes_read"] != d["split_bytes"] || d["shards"] != 1.0 || d["rows"] != 500.0 || d["disk_peak"].(float64) <= 0 {
+			t.Errorf("data %v: want the whole split's one file read", out["data"])
+		}
 		if _, ok := out["examples"]; ok {
 			t.Errorf("outputs %v: a command trainer does not count examples", out)
 		}
@@ -191,6 +194,8 @@ func TestTrainSpecChecks(t *testing.T) {
 		{map[string]any{"data": "x", "hosts": 2.0}, "the builtin trainer is one process on one worker"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"torchrun", "t.py"}, "hosts": 2.0}, "hosts 2: argv runs torchrun"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "hosts": 0.0}, "hosts must be at least 1"},
+		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"torchrun", "t.py"}, "shard_data": true}, "shard_data: argv runs torchrun"},
+		{map[string]any{"data": "x", "shard_data": true}, "does not take shard_data"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "gang_timeout": "0s"}, "gang_timeout 0s"},
 		{map[string]any{"data": "x", "trainer": "command", "argv": []any{"t"}, "hang_timeout": "soon"}, "hang_timeout"},
 	}
@@ -263,6 +268,7 @@ func TestSchema(t *testing.T) {
 		{Name: "hosts", Type: dags.FieldInt},
 		{Name: "gang_timeout", Type: dags.FieldDuration, Default: "10m"},
 		{Name: "hang_timeout", Type: dags.FieldDuration, Default: "10m"},
+		{Name: "shard_data", Type: dags.FieldBool},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
@@ -270,16 +276,16 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 25 {
-		t.Errorf("%d fields, want 25", len(fields))
+	if len(fields) != 26 {
+		t.Errorf("%d fields, want 26", len(fields))
 	}
-	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format hosts gang_timeout hang_timeout" {
+	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format hosts gang_timeout shard_data hang_timeout" {
 		t.Errorf("command-only fields %s", got)
 	}
 	if got := strings.Join(builtinOnly, " "); got != "dense sparse transforms dim buckets epochs steps batch_size learning_rate l2 seed workers checkpoint_every" {
 		t.Errorf("builtin-only fields %s", got)
 	}
-	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu hosts slowest_host restarts attempts summary"
+	wantOut := "trainer model_uri steps resumed_from examples loss loss_curve_uri checkpoint train_rows gpus gpu hosts slowest_host restarts attempts data summary"
 	if got := strings.Join(nt.Outputs, " "); got != wantOut {
 		t.Errorf("outputs %s, want %s", got, wantOut)
 	}

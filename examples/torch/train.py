@@ -27,7 +27,10 @@ trains it: Adagrad (initial accumulator 0.1) on the summed log loss of a
 global batch of --batch-size examples, L2 on the weights a step updates,
 epochs shuffled by seed and epoch number, a batch crossing into the next
 epoch where one ends. Rank r takes every WORLD_SIZE-th example of each
-global batch.
+global batch; with the node's shard_data (RETRAIN_SHARD_COUNT set) its
+RETRAIN_TRAIN_DATA is its share alone, and it takes its part of each
+global batch (batch-size / WORLD_SIZE examples) from its share, in an order
+of its own drawn from the seed, the epoch and its rank.
 
 A step changes only the table rows its global batch touches (a few
 thousand of the 2^18), so that is all the ranks exchange: every rank knows
@@ -115,19 +118,22 @@ class Order:
     the epoch number only, so a resumed run reads what the first would
     have; batches run on across epoch ends, like the builtin's."""
 
-    def __init__(self, n, epochs, batch, seed):
+    def __init__(self, n, epochs, batch, seed, stream=()):
         self.n, self.epochs, self.batch, self.seed = n, epochs, batch, seed
+        self.stream = list(stream)  # a rank's own draws, with sharded data
         self.total = math.ceil(n * epochs / batch)
         self._perms = {}
 
     def perm(self, epoch):
         if epoch not in self._perms:
-            self._perms = {epoch: np.random.default_rng([self.seed, epoch]).permutation(self.n)}
+            self._perms = {epoch: np.random.default_rng([self.seed, epoch] + self.stream).permutation(self.n)}
         return self._perms[epoch]
 
     def batch_of(self, step):
         """The example indexes of global batch number step (0-based)."""
         pos, end = step * self.batch, min((step + 1) * self.batch, self.n * self.epochs)
+        if pos >= end:
+            return np.zeros(0, np.int64)  # past this rank's share (sharded data)
         parts = []
         while pos < end:
             epoch, off = divmod(pos, self.n)
@@ -135,6 +141,22 @@ class Order:
             parts.append(self.perm(epoch)[off:off + take])
             pos += take
         return np.concatenate(parts)
+
+
+def all_touched(local, world, device):
+    """The union over ranks of the table rows their parts of a step's
+    batch touch (sorted, the same on every rank), with sharded data: each
+    rank knows only its own examples."""
+    n = torch.tensor([len(local)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]
+    dist.all_gather(sizes, n)
+    most = max(int(t.item()) for t in sizes)
+    buf = torch.full((max(most, 1),), -1, dtype=torch.int64, device=device)
+    buf[:len(local)] = torch.from_numpy(local).to(device)
+    every = [torch.empty_like(buf) for _ in range(world)]
+    dist.all_gather(every, buf)
+    ids = torch.cat(every).cpu().numpy()
+    return np.unique(ids[ids >= 0])
 
 
 def save_atomic(obj, path):
@@ -206,8 +228,23 @@ def main():
     log(f"rank {rank} of {world}: pid {os.getpid()}, device {device}")
 
     data = fm.Data(train_dir, args.buckets, transforms=fm.parse_transforms(args.transforms))
-    order = Order(data.rows, args.epochs, args.batch_size, args.seed)
-    total = min(order.total, args.steps) if args.steps else order.total
+    # With the node's shard_data, RETRAIN_TRAIN_DATA is this rank's share
+    # only: each rank draws its part of every global batch from it, in its
+    # own order, and the ranks run as many steps as the largest share needs
+    # (a rank past its share takes part with a weightless row).
+    sharded = distributed and "RETRAIN_SHARD_COUNT" in env
+    if sharded:
+        if int(env["RETRAIN_SHARD_COUNT"]) != world:
+            sys.exit(f"RETRAIN_SHARD_COUNT {env['RETRAIN_SHARD_COUNT']} is not WORLD_SIZE {world}")
+        local_batch = math.ceil(args.batch_size / world)
+        order = Order(data.rows, args.epochs, local_batch, args.seed, stream=[rank])
+        largest = torch.tensor([data.rows], dtype=torch.int64, device=device if cuda else "cpu")
+        dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+        steps = math.ceil(int(largest.item()) * args.epochs / local_batch)
+    else:
+        order = Order(data.rows, args.epochs, args.batch_size, args.seed)
+        steps = order.total
+    total = min(steps, args.steps) if args.steps else steps
     if rank == 0:
         log(f"{data.rows} examples, dense {data.dense_names}, sparse {data.sparse_names}, "
             f"{world} ranks, {total} steps of {args.batch_size}")
@@ -258,6 +295,8 @@ def main():
         U, the table rows the whole global batch touches, sorted, the same
         on every rank; and this rank's examples, their ids as positions in
         U."""
+        if sharded:
+            return prepare_share(step)
         batch = order.batch_of(step)
         # The batch grouped by rank, rank r's examples (batch[r::world])
         # being grouped[lo:hi]: its rows are then one slice of the batch's.
@@ -277,6 +316,21 @@ def main():
             lo, hi, weight = 0, 1, np.zeros(1, np.float32)
         x, bags, y = data.batch(grouped, device, gathered, lo, hi, remap=position)
         return len(batch), torch.from_numpy(touched).to(device), x, bags, y, torch.from_numpy(weight).to(device)
+
+    def prepare_share(step):
+        """prepare with sharded data: this rank's part of the step's batch
+        is its own; U, the rows the whole batch touches, is gathered from
+        every rank's."""
+        batch = order.batch_of(step) if step < order.total else np.zeros(0, np.int64)
+        weight = np.ones(len(batch), np.float32)
+        if len(batch) == 0:
+            batch, weight = np.zeros(1, np.int64), np.zeros(1, np.float32)
+        gathered = data.gather(batch)
+        local = np.unique(np.concatenate([rows for rows, _ in gathered])) if gathered else np.zeros(0, np.int64)
+        touched = all_touched(local.astype(np.int64), world, device)
+        position[touched] = np.arange(len(touched))
+        x, bags, y = data.batch(batch, device, gathered, remap=position)
+        return int(weight.sum()) * world, torch.from_numpy(touched).to(device), x, bags, y, torch.from_numpy(weight).to(device)
 
     since, seen = time.monotonic(), 0
     comm_s, comm_bytes, steps_run, loop_start, cpu_start = 0.0, 0, 0, time.perf_counter(), time.process_time()

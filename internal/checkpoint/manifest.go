@@ -55,6 +55,34 @@ type File struct {
 	Rows   int64  `json:"rows"`
 	Size   int64  `json:"size"`
 	CRC32C string `json:"crc32c"` // base64, as S3 reports it
+	// RowGroups are the file's row groups in order, so that a reader can
+	// fetch one with a ranged read (absent from manifests written before
+	// they were recorded: read the file's footer then).
+	RowGroups []RowGroup `json:"row_groups,omitempty"`
+}
+
+// RowGroup is one row group of a Parquet file: its rows, and the bytes
+// [Offset, Offset+Size) of the file that hold its column chunks.
+type RowGroup struct {
+	Rows   int64 `json:"rows"`
+	Offset int64 `json:"offset"`
+	Size   int64 `json:"size"`
+}
+
+// HasRowGroups reports whether f records row groups that add up to its
+// rows and lie inside it.
+func (f File) HasRowGroups() bool {
+	if len(f.RowGroups) == 0 {
+		return false
+	}
+	var n int64
+	for _, g := range f.RowGroups {
+		if g.Rows < 0 || g.Offset < 0 || g.Size < 0 || g.Offset+g.Size > f.Size {
+			return false
+		}
+		n += g.Rows
+	}
+	return n == f.Rows
 }
 
 // Dataset returns the dataset called name.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/format"
 	"github.com/retrain-ml/retrain/internal/s3store"
 )
 
@@ -125,6 +126,7 @@ type DatasetWriter[T any] struct {
 // drains.
 type fileWriter[T any] struct {
 	key     string
+	groups  []RowGroup // once the file is closed
 	pw      *parquet.GenericWriter[T]
 	pipe    *io.PipeWriter
 	written *countingWriter
@@ -307,6 +309,7 @@ func (d *DatasetWriter[T]) finishFile() error {
 		return fmt.Errorf("checkpoint: encode %s: %w", f.key, err)
 	}
 	f.pipe.Close()
+	f.groups = rowGroups(f.pw.File().Metadata())
 	if err := d.waitPending(); err != nil {
 		<-f.done
 		return err
@@ -326,7 +329,7 @@ func (d *DatasetWriter[T]) waitPending() error {
 	if up.err != nil {
 		return fmt.Errorf("checkpoint: upload %s: %w", f.key, up.err)
 	}
-	d.files = append(d.files, File{Key: f.key, Rows: f.rows, Size: up.info.Size, CRC32C: up.info.CRC32C})
+	d.files = append(d.files, File{Key: f.key, Rows: f.rows, Size: up.info.Size, CRC32C: up.info.CRC32C, RowGroups: f.groups})
 	d.w.log.DebugContext(d.w.ctx, "checkpoint: file written", "key", f.key, "rows", f.rows, "bytes", up.info.Size)
 	return nil
 }
@@ -439,4 +442,36 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// rowGroups are the row groups a file's footer records, with the byte
+// range of each one's column chunks; nil when the footer lacks what it
+// takes (the manifest then records none).
+func rowGroups(md *format.FileMetaData) []RowGroup {
+	if md == nil {
+		return nil
+	}
+	var out []RowGroup
+	for _, rg := range md.RowGroups {
+		lo, hi := int64(-1), int64(0)
+		for _, c := range rg.Columns {
+			m := c.MetaData
+			start := m.DataPageOffset
+			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < start {
+				start = m.DictionaryPageOffset
+			}
+			if start <= 0 || m.TotalCompressedSize <= 0 {
+				return nil
+			}
+			if lo < 0 || start < lo {
+				lo = start
+			}
+			hi = max(hi, start+m.TotalCompressedSize)
+		}
+		if lo < 0 {
+			return nil
+		}
+		out = append(out, RowGroup{Rows: rg.NumRows, Offset: lo, Size: hi - lo})
+	}
+	return out
 }

@@ -274,3 +274,48 @@ func ReadEvents(r io.Reader, fn func(Event) error) error {
 		}
 	}
 }
+
+// Environment variables of a rank that holds only its share of the
+// training data (a train node's shard_data): RETRAIN_TRAIN_DATA is then
+// that share alone, and these say which it is, so that a trainer can plan
+// its steps and scale its learning rate.
+const (
+	// EnvShardIndex is the share's index, the rank's global rank.
+	EnvShardIndex = "RETRAIN_SHARD_INDEX"
+	// EnvShardCount is how many shares the epoch's rows were cut into
+	// (WORLD_SIZE).
+	EnvShardCount = "RETRAIN_SHARD_COUNT"
+	// EnvShardRows is the rows of this rank's share.
+	EnvShardRows = "RETRAIN_SHARD_ROWS"
+	// EnvShardMinRows is the rows of the smallest share: a synchronous
+	// trainer runs the same number of steps on every rank, planned from it
+	// (and gives the rest a weight of zero, or runs on; it must not drop
+	// rows to keep every row once).
+	EnvShardMinRows = "RETRAIN_SHARD_MIN_ROWS"
+	// EnvGlobalRows is the rows of every share together: the epoch.
+	EnvGlobalRows = "RETRAIN_GLOBAL_ROWS"
+	// EnvShardEpoch is the epoch the assignment was drawn for.
+	EnvShardEpoch = "RETRAIN_SHARD_EPOCH"
+)
+
+// ShardEnv is a rank's share of the training data.
+type ShardEnv struct {
+	Data                      string // its folder: RETRAIN_TRAIN_DATA
+	Index, Count              int
+	Rows, MinRows, GlobalRows int64
+	Epoch                     int
+}
+
+// Environ returns the share as NAME=value entries; RETRAIN_TRAIN_DATA among
+// them overrides the whole split's.
+func (s ShardEnv) Environ() []string {
+	return []string{
+		EnvTrainData + "=" + s.Data,
+		EnvShardIndex + "=" + strconv.Itoa(s.Index),
+		EnvShardCount + "=" + strconv.Itoa(s.Count),
+		EnvShardRows + "=" + strconv.FormatInt(s.Rows, 10),
+		EnvShardMinRows + "=" + strconv.FormatInt(s.MinRows, 10),
+		EnvGlobalRows + "=" + strconv.FormatInt(s.GlobalRows, 10),
+		EnvShardEpoch + "=" + strconv.Itoa(s.Epoch),
+	}
+}

@@ -31,6 +31,21 @@ var Schema = dataset.Schema{
 // returns its URI.
 func Write(t *testing.T, st *s3store.Store, run string, trainRows, evalRows int) string {
 	t.Helper()
+	return WriteFiles(t, st, run, trainRows, evalRows, 0)
+}
+
+// WriteFiles is Write with a new Parquet file every fileRows rows (0: one
+// file per dataset), as a split with max_file_rows writes them. The
+// request_id of train row i is 1<<32|i.
+func WriteFiles(t *testing.T, st *s3store.Store, run string, trainRows, evalRows int, fileRows int64) string {
+	t.Helper()
+	return WriteOptions(t, st, run, trainRows, evalRows, checkpoint.Options{MaxFileRows: fileRows})
+}
+
+// WriteOptions is Write with the checkpoint's file options (file and row
+// group sizes).
+func WriteOptions(t *testing.T, st *s3store.Store, run string, trainRows, evalRows int, opts checkpoint.Options) string {
+	t.Helper()
 	r := rand.New(rand.NewPCG(1, 2))
 	users := make([]float64, 50)
 	for i := range users {
@@ -63,7 +78,7 @@ func Write(t *testing.T, st *s3store.Store, run string, trainRows, evalRows int)
 			n    int
 			day  int32
 		}{{split.TrainDataset, trainRows, 1}, {split.EvalDataset, evalRows, 2}} {
-			d, err := checkpoint.CreateRows(w, ds.name, pq)
+			d, err := checkpoint.CreateRows(w, ds.name, pq, opts)
 			if err != nil {
 				return split.Record{}, err
 			}

@@ -1,0 +1,358 @@
+package train
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/retrain-ml/retrain/activities/internal/objects"
+	"github.com/retrain-ml/retrain/activities/split"
+	"github.com/retrain-ml/retrain/errtype"
+	"github.com/retrain-ml/retrain/internal/checkpoint"
+	"github.com/retrain-ml/retrain/internal/dataset"
+	"github.com/retrain-ml/retrain/internal/s3store"
+	"github.com/retrain-ml/retrain/internal/shard"
+	"github.com/retrain-ml/retrain/internal/trainer"
+	"github.com/retrain-ml/retrain/nodetype"
+)
+
+// With shard_data, each rank's RETRAIN_TRAIN_DATA holds only its share of
+// the split's training rows (internal/shard), and a host reads from the
+// store only the row groups its own ranks' shares need, one at a time
+// with ranged reads, writing its pieces to the ranks' folders (Parquet,
+// or npy once a rank's pieces are all in). A split whose manifest records
+// no row groups is read by whole files: each is downloaded, its pieces
+// written, and deleted before the next is fetched. What a host wrote survives a failed attempt in its
+// shard cache (below the temp folder, per split, host and world size), so
+// a retry on the same host reads from the store only the pieces it lacks;
+// a successful attempt removes it.
+
+// shardSeed draws the epoch's order of the split's files. It is fixed: the
+// assignment must be the same on every host, whichever binary it runs.
+const shardSeed = 1
+
+// DataRead is what one host read of the training data for its ranks, in
+// a command trainer's outputs: their shares with shard_data, else the
+// whole split (every host reads it all).
+type DataRead struct {
+	Ranks      []int `json:"ranks"`       // the ranks whose shares this host holds
+	Rows       int64 `json:"rows"`        // their rows
+	Shards     int   `json:"shards"`      // the row groups (or whole files) it read from the store
+	BytesRead  int64 `json:"bytes_read"`  // what it read from the store for the training data
+	SplitBytes int64 `json:"split_bytes"` // the training data's size in the store, for scale
+	Reused     int   `json:"reused"`      // shard_data: pieces an earlier attempt on this host had written
+	// DiskPeak is the most bytes the host's local training data held at
+	// once (a downloaded file and what was written).
+	DiskPeak int64 `json:"disk_peak"`
+	// LocalizeSeconds is how long the data took; FirstStepSeconds is from
+	// when the host began reading the data to its first progress line.
+	LocalizeSeconds  float64 `json:"localize_seconds"`
+	FirstStepSeconds float64 `json:"first_step_seconds"`
+}
+
+// ShardsInput asks whether a split can be cut into World shares.
+type ShardsInput struct {
+	Data  string `json:"data"`
+	World int    `json:"world"`
+}
+
+// GangShards checks, before a gang with shard_data leases anything, that
+// its split has a row for each of its ranks; the error names the rows,
+// files and ranks.
+func (t *Trainers) GangShards(ctx context.Context, in ShardsInput) error {
+	if t.Store == nil {
+		return objects.NoStore()
+	}
+	sd, err := split.Open(ctx, t.Store, in.Data)
+	if err != nil {
+		return err
+	}
+	_, err = planShards(sd, in.World, nil, "")
+	return err
+}
+
+// rankShare is one rank's share as the trainer sees it.
+type rankShare struct {
+	dir   string
+	share shard.Share
+}
+
+// shardPlan is this host's part of the epoch's assignment.
+type shardPlan struct {
+	assign shard.Assignment
+	ds     checkpoint.Dataset
+	units  []shardUnit       // what the assignment's pieces index
+	ranks  map[int]rankShare // this host's ranks, by global rank
+	root   string            // the host's shard cache for this split and world
+}
+
+// shardUnit is a unit of the assignment: one row group of a split file,
+// which a host fetches with a ranged read, or a whole file where the
+// split's manifest records no row groups (a split written before it did).
+type shardUnit struct {
+	file  int
+	group int // -1: the whole file
+	rows  int64
+}
+
+// shardUnits are the training data's units: every row group, when every
+// file with rows records them; else every file.
+func shardUnits(ds checkpoint.Dataset) []shardUnit {
+	groups := true
+	for _, f := range ds.Files {
+		groups = groups && (f.Rows == 0 || f.HasRowGroups())
+	}
+	var out []shardUnit
+	for i, f := range ds.Files {
+		if !groups {
+			out = append(out, shardUnit{file: i, group: -1, rows: f.Rows})
+			continue
+		}
+		for k, g := range f.RowGroups {
+			out = append(out, shardUnit{file: i, group: k, rows: g.Rows})
+		}
+	}
+	return out
+}
+
+// env is the share's environment for a rank.
+func (p *shardPlan) env(rank int) []string {
+	rs, ok := p.ranks[rank]
+	if !ok {
+		return nil
+	}
+	return trainer.ShardEnv{
+		Data: rs.dir, Index: rank, Count: p.assign.World, Rows: rs.share.Rows,
+		MinRows: p.assign.MinRows(), GlobalRows: p.assign.GlobalRows, Epoch: p.assign.Epoch,
+	}.Environ()
+}
+
+// planShards assigns the split's training rows to the world's ranks and
+// picks this host's (ranks are global ranks). It fails before anything is
+// read, naming the counts, when there are fewer rows than ranks.
+func planShards(sd *split.Data, world int, ranks []int, node string) (*shardPlan, error) {
+	ds, _ := sd.Manifest.Dataset(split.TrainDataset)
+	units := shardUnits(ds)
+	rows := make([]int64, len(units))
+	for i, u := range units {
+		rows[i] = u.rows
+	}
+	a, err := shard.Assign(rows, world, shardSeed, 0)
+	if err != nil {
+		return nil, nodetype.Permanent(errtype.BadInput, "shard_data: the split's training data has %d rows in %d files, too few for %d ranks: give the node fewer ranks, or train without shard_data", ds.Rows, len(ds.Files), world)
+	}
+	// One cache per split and node (its retries share it; two nodes on
+	// the same split never do), holding one world size's shares.
+	sum := sha256.Sum256([]byte(sd.ManifestKey + "\x00" + node))
+	root := filepath.Join(shardCacheDir(), hex.EncodeToString(sum[:12]), "w"+strconv.Itoa(world))
+	p := &shardPlan{assign: a, ds: ds, units: units, ranks: map[int]rankShare{}, root: root}
+	for _, r := range ranks {
+		p.ranks[r] = rankShare{dir: filepath.Join(root, "rank-"+strconv.Itoa(r)), share: a.Shares[r]}
+	}
+	return p, nil
+}
+
+// shardCacheDir holds the hosts' shard caches.
+func shardCacheDir() string { return filepath.Join(os.TempDir(), "retrain-shards") }
+
+// shardCacheAge is how long a shard cache that no attempt finished is
+// kept for a retry: the node's retries come well within it.
+const shardCacheAge = 24 * time.Hour
+
+// sweepShardCaches removes the caches no attempt touched for
+// shardCacheAge (their node failed for good, or ran elsewhere), so that
+// what failed attempts keep for a retry does not pile up on a worker.
+func sweepShardCaches(now time.Time) {
+	entries, err := os.ReadDir(shardCacheDir())
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err == nil && now.Sub(info.ModTime()) > shardCacheAge {
+			_ = os.RemoveAll(filepath.Join(shardCacheDir(), e.Name()))
+		}
+	}
+}
+
+// localize writes this host's ranks' shares into their folders in format
+// (parquet or npy), reading each unit of the split it needs once, and
+// returns what it read.
+func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema dataset.Schema, format string) (DataRead, error) {
+	started := time.Now()
+	var st DataRead
+	for _, f := range p.ds.Files {
+		st.SplitBytes += f.Size
+	}
+	sweepShardCaches(started)
+	// This node's cache is touched (its age counts from its last attempt).
+	if err := os.MkdirAll(p.root, 0o755); err != nil {
+		return st, err
+	}
+	_ = os.Chtimes(filepath.Dir(p.root), started, started)
+	// A world size this node trained with before on this host leaves a
+	// cache that this one cannot use: only this world's is kept.
+	if olds, err := os.ReadDir(filepath.Dir(p.root)); err == nil {
+		for _, e := range olds {
+			if e.Name() != filepath.Base(p.root) {
+				_ = os.RemoveAll(filepath.Join(filepath.Dir(p.root), e.Name()))
+			}
+		}
+	}
+	type job struct {
+		rank  int
+		piece shard.Piece
+		out   string
+	}
+	var (
+		order []int // the units to read, in the order the ranks first need them
+		jobs  = map[int][]job{}
+		npy   = format == split.FormatNPY
+	)
+	for _, r := range sortedRanks(p.ranks) {
+		rs := p.ranks[r]
+		st.Ranks = append(st.Ranks, r)
+		st.Rows += rs.share.Rows
+		if npy && complete(rs.dir) {
+			st.Reused += len(rs.share.Pieces)
+			continue
+		}
+		for _, pc := range rs.share.Pieces {
+			out := filepath.Join(rs.dir, "pieces", fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
+			if !npy {
+				out = filepath.Join(rs.dir, fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
+			}
+			if _, err := os.Stat(out); err == nil {
+				st.Reused++
+				continue
+			}
+			if _, ok := jobs[pc.Unit]; !ok {
+				order = append(order, pc.Unit)
+			}
+			jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: r, piece: pc, out: out})
+		}
+	}
+	if len(st.Ranks) == 0 {
+		return st, nil
+	}
+	// This host's own folders: hosts that share a temp folder (workers of
+	// one machine) share the node's cache, each rank its own folder.
+	incoming := filepath.Join(p.root, fmt.Sprintf("incoming-%d", st.Ranks[0]))
+	peak := func() {
+		n := dirSize(incoming)
+		for _, rs := range p.ranks {
+			n += dirSize(rs.dir)
+		}
+		st.DiskPeak = max(st.DiskPeak, n)
+	}
+	peak()
+	footers := map[int]segment{} // the footers of the files read so far
+	for _, u := range order {
+		unit := p.units[u]
+		f := p.ds.Files[unit.file]
+		if unit.group >= 0 {
+			// One row group: its bytes and the file's footer, by ranged
+			// reads, straight into the ranks' pieces.
+			pf, n, err := openGroup(ctx, store, unit.file, f, unit.group, footers)
+			st.BytesRead += n
+			if err != nil {
+				return st, err
+			}
+			st.Shards++
+			for _, j := range jobs[u] {
+				if err := writePiece(pf, unit.group, f, j.piece, j.out); err != nil {
+					return st, err
+				}
+			}
+			peak()
+			continue
+		}
+		local := filepath.Join(incoming, fmt.Sprintf("file-%05d.parquet", unit.file)) // not the key's name: the manifest is input
+		n, err := download(ctx, store, f, local)
+		st.BytesRead += n
+		if err != nil {
+			os.Remove(local)
+			return st, err
+		}
+		st.Shards++
+		peak()
+		for _, j := range jobs[u] {
+			if err := copyRows(local, f, j.piece, j.out); err != nil {
+				os.Remove(local)
+				return st, err
+			}
+		}
+		peak()
+		if err := os.Remove(local); err != nil {
+			return st, err
+		}
+	}
+	if npy {
+		for _, r := range sortedRanks(p.ranks) {
+			rs := p.ranks[r]
+			if complete(rs.dir) {
+				continue
+			}
+			if err := writeNPY(rs, schema); err != nil {
+				return st, err
+			}
+			peak()
+		}
+	}
+	st.LocalizeSeconds = time.Since(started).Seconds()
+	return st, nil
+}
+
+// complete reports whether a rank's npy folder was written whole.
+func complete(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, ".complete"))
+	return err == nil
+}
+
+// writeNPY converts a rank's pieces into its npy folder and deletes them.
+func writeNPY(rs rankShare, schema dataset.Schema) error {
+	var rows []any
+	for _, pc := range rs.share.Pieces {
+		name := filepath.Join(rs.dir, "pieces", fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
+		got, err := readAll(name)
+		if err != nil {
+			return fmt.Errorf("read rank %d's piece %s: %w", rs.share.Rank, name, err)
+		}
+		rows = append(rows, got...)
+	}
+	d, err := dataset.Load(schema, rows)
+	if err != nil {
+		return nodetype.Permanent(errtype.BadInput, "%s data: %v", split.TrainDataset, err)
+	}
+	if _, err := d.WriteNPY(rs.dir, schema); err != nil {
+		return fmt.Errorf("write rank %d's share as npy: %w", rs.share.Rank, err)
+	}
+	if err := os.RemoveAll(filepath.Join(rs.dir, "pieces")); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(rs.dir, ".complete"), nil, 0o644)
+}
+
+// dirSize is the bytes of the files below dir.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, ierr := d.Info(); ierr == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func sortedRanks(m map[int]rankShare) []int { return slices.Sorted(maps.Keys(m)) }
