@@ -44,7 +44,19 @@ func newHostNet(t *testing.T, n int) *hostNet {
 	return h
 }
 
+// hostNets numbers this process's host networks and serializes their
+// making: parallel tests each make one, and two that read the routes
+// before either added its bridge would pick the same subnet.
+var hostNets struct {
+	sync.Mutex
+	made int
+}
+
 func makeHostNet(t *testing.T, n int) (*hostNet, error) {
+	hostNets.Lock()
+	defer hostNets.Unlock()
+	seq := hostNets.made
+	hostNets.made++
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("not root")
 	}
@@ -56,9 +68,12 @@ func makeHostNet(t *testing.T, n int) (*hostNet, error) {
 		return nil, fmt.Errorf("ip route: %v", err)
 	}
 	// A /24 of link-local no route of this machine touches.
-	id := os.Getpid() % 10000
+	// Names hold the process and the network's number (interface names
+	// are at most 15 bytes: rtv1234b-0).
+	id := fmt.Sprintf("%d%c", os.Getpid()%10000, 'a'+seq%26)
+	start := 20 + (os.Getpid()+7*seq)%200
 	subnet := ""
-	for k := 20 + id%200; k < 20+id%200+30; k++ {
+	for k := start; k < start+30; k++ {
 		s := fmt.Sprintf("169.254.%d.", k%250+1)
 		if !strings.Contains(string(routes), s) && !strings.Contains(string(routes), "169.254.0.0/16") {
 			subnet = s
@@ -74,7 +89,7 @@ func makeHostNet(t *testing.T, n int) (*hostNet, error) {
 		}
 		return nil
 	}
-	bridge := fmt.Sprintf("rtb%d", id)
+	bridge := "rtb" + id
 	h := &hostNet{gateway: subnet + "1"}
 	if err := ip("link", "add", bridge, "type", "bridge"); err != nil {
 		return nil, err
@@ -91,7 +106,7 @@ func makeHostNet(t *testing.T, n int) (*hostNet, error) {
 		}
 	}
 	for i := range n {
-		ns, veth, peer := fmt.Sprintf("rth%d-%d", id, i), fmt.Sprintf("rtv%d-%d", id, i), fmt.Sprintf("rtp%d-%d", id, i)
+		ns, veth, peer := fmt.Sprintf("rth%s-%d", id, i), fmt.Sprintf("rtv%s-%d", id, i), fmt.Sprintf("rtp%s-%d", id, i)
 		addr := fmt.Sprintf("%s%d", subnet, 10+i)
 		if err := ip("netns", "add", ns); err != nil {
 			return nil, err
