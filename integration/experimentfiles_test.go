@@ -28,7 +28,7 @@ import (
 // control's, so the gate passes; joined with the noise_daily folder it does
 // not, and the gate rejects it. Both splits read the same click rows.
 func TestFeatureExperimentFiles(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	if _, err := demodata.WriteFiles(dir, retrainData); err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestFeatureExperimentFiles(t *testing.T) {
 // window's first day) and held out (its second) are those the test counts
 // by event time in each zone, reading the files itself.
 func TestSplitFilesRunTimezone(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	dir := t.TempDir()
 	if _, err := demodata.WriteFiles(dir, retrainData); err != nil {
 		t.Fatal(err)

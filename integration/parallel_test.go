@@ -3,6 +3,11 @@ package integration
 import (
 	"container/heap"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,5 +145,42 @@ func TestSlotsAdmitLongestFirst(t *testing.T) {
 	want := []time.Duration{5, 4, 3, 1, 0}
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Fatalf("admitted %v, want %v", order, want)
+	}
+}
+
+// TestParallelTestsQueue: every top-level test of the package that runs
+// in parallel does so through parallel or parallelFor. One that called
+// t.Parallel itself would skip the queue (go test's own limit is lifted
+// out of its way) and run beside every other at once.
+func TestParallelTestsQueue(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no test files in the package folder: %v", err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Body == nil {
+				continue
+			}
+			for _, st := range fn.Body.List {
+				call, ok := st.(*ast.ExprStmt)
+				if !ok {
+					continue
+				}
+				c, ok := call.X.(*ast.CallExpr)
+				if !ok {
+					continue
+				}
+				if sel, ok := c.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Parallel" {
+					t.Errorf("%s: %s calls t.Parallel(): call parallel(t) or parallelFor(t, d) instead", fset.Position(c.Pos()), fn.Name.Name)
+				}
+			}
+		}
 	}
 }

@@ -87,7 +87,7 @@ func countDay(t *testing.T, cat *lake.Catalog, name, day string) int64 {
 // the split's train rows are the day's rows, and the run records the
 // snapshot it saw them in.
 func TestWaitForRowsLanding(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	landAfter := waitEnvSeconds(t, "RETRAIN_TEST_WAIT_LAND_S", 4)
 	e := newRetrainEnvData(t, true, demodata.Config{Rows: 3000, Days: 3, Seed: 4})
 	ctx := context.Background()
@@ -191,7 +191,7 @@ nodes:
 // condition and what it last saw; with on_deadline: skip it ends skipped.
 // A table the lake lacks fails the run at its first check.
 func TestWaitForDeadline(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	deadline := waitEnvSeconds(t, "RETRAIN_TEST_WAIT_DEADLINE_S", 3)
 	l := newTestLake(t)
 	spec := func(table, onDeadline string) []byte {
@@ -262,7 +262,7 @@ nodes:
 // its files; a new worker picks the run up where it was (its timer is in
 // history) and the run starts its node once the files land.
 func TestWaitForWorkerKilled(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue := newQueue(t)
 	dir := t.TempDir()
 	spec := fmt.Sprintf(`
@@ -319,7 +319,7 @@ nodes:
 // three dates, one of which has none yet: two runs finish, and the third
 // lists as WAITING, saying for what, until its files land.
 func TestWaitForBackfill(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	queue, dir := newQueue(t), t.TempDir()
 	pipeline := "waits-backfill-" + fmt.Sprint(time.Now().UnixNano()%1e6)
 	spec := fmt.Sprintf(`
