@@ -82,9 +82,10 @@ func (e *gangEnv) start(t *testing.T, i int) *workerProc {
 	}
 }
 
-// rankPIDs are the trainer processes of host id: the processes whose
-// environment says RETRAIN_HOST_ID=id and that run train.py.
-func rankPIDs(id string) []int {
+// rankPIDs are the trainer processes of host w: the processes below its
+// worker that run train.py. (Not every process whose environment says
+// RETRAIN_HOST_ID=h1: another test's gang has hosts of that name too.)
+func rankPIDs(w *workerProc) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -92,13 +93,34 @@ func rankPIDs(id string) []int {
 		if err != nil {
 			continue
 		}
-		env, err1 := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		cmd, err2 := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err1 == nil && err2 == nil && bytes.Contains(env, []byte("RETRAIN_HOST_ID="+id+"\x00")) && bytes.Contains(cmd, []byte("train.py")) {
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmd, []byte("train.py")) && descends(pid, w.pid()) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// descends reports whether process pid is below ancestor.
+func descends(pid, ancestor int) bool {
+	for depth := 0; pid > 1 && depth < 64; depth++ {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			return false
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 {
+			return false
+		}
+		if pid, err = strconv.Atoi(fields[1]); err != nil {
+			return false
+		}
+		if pid == ancestor {
+			return true
+		}
+	}
+	return false
 }
 
 // gangTrainSpec trains on a split the earlier run made, with the node
@@ -142,7 +164,7 @@ func (e *gangEnv) runSpec(t *testing.T, spec []byte, params map[string]any) *run
 // a rank's failure and a hang stopping every rank and named, a killed
 // host's worker replaced by a new gang that resumes from the checkpoint.
 func TestTrainAcrossHosts(t *testing.T) {
-	parallelFor(t, 160*time.Second)
+	parallelTorch(t, 160*time.Second)
 	if testing.Short() {
 		t.Skip("builds retrain-worker and runs torch ranks in two worker processes")
 	}
@@ -198,7 +220,7 @@ func TestTrainAcrossHosts(t *testing.T) {
 		t.Errorf("error %q names no host", res.Error)
 	}
 	for _, h := range hosts {
-		if pids := rankPIDs(h.name); len(pids) > 0 {
+		if pids := rankPIDs(h); len(pids) > 0 {
 			t.Errorf("host %s still runs ranks %v after the gang failed", h.name, pids)
 		}
 	}
@@ -220,7 +242,7 @@ func TestTrainAcrossHosts(t *testing.T) {
 		t.Logf("the hung gang's node ran %v", hung.EndedAt.Sub(*hung.StartedAt).Round(100*time.Millisecond))
 	}
 	for _, h := range hosts {
-		if pids := rankPIDs(h.name); len(pids) > 0 {
+		if pids := rankPIDs(h); len(pids) > 0 {
 			t.Errorf("host %s still runs ranks %v after the hang", h.name, pids)
 		}
 	}
@@ -280,7 +302,7 @@ func (e *gangEnv) cancelMidTraining(t *testing.T, hosts []*workerProc, data stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(2 * time.Minute); len(rankPIDs(hosts[0].name)) == 0 || len(rankPIDs(hosts[1].name)) == 0; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); len(rankPIDs(hosts[0])) == 0 || len(rankPIDs(hosts[1])) == 0; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the ranks did not start on both hosts within 2 minutes")
 		}
@@ -289,9 +311,9 @@ func (e *gangEnv) cancelMidTraining(t *testing.T, hosts []*workerProc, data stri
 	if err := tclient.CancelWorkflow(ctx, run.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	for len(rankPIDs(hosts[0].name))+len(rankPIDs(hosts[1].name)) > 0 {
+	for len(rankPIDs(hosts[0]))+len(rankPIDs(hosts[1])) > 0 {
 		if time.Since(cancelled) > 30*time.Second {
-			t.Fatalf("ranks %v and %v still run 30 s after the run was cancelled", rankPIDs(hosts[0].name), rankPIDs(hosts[1].name))
+			t.Fatalf("ranks %v and %v still run 30 s after the run was cancelled", rankPIDs(hosts[0]), rankPIDs(hosts[1]))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -343,18 +365,18 @@ func (e *gangEnv) killMidTraining(t *testing.T, hosts []*workerProc, data string
 			}
 		}
 	}
-	before := rankPIDs("h0")
+	before := rankPIDs(hosts[0])
 	killed := time.Now()
 	hosts[1].kill(t)
 	t.Logf("SIGKILLed host h1's worker at checkpoint step %d; host h0 ranks then: %v", ckptStep, before)
 	var gone time.Duration
 	for {
-		if len(rankPIDs("h0")) == 0 {
+		if len(rankPIDs(hosts[0])) == 0 {
 			gone = time.Since(killed)
 			break
 		}
 		if time.Since(killed) > 30*time.Second {
-			t.Fatalf("host h0's ranks %v still run 30 s after host h1's worker was killed", rankPIDs("h0"))
+			t.Fatalf("host h0's ranks %v still run 30 s after host h1's worker was killed", rankPIDs(hosts[0]))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -1,12 +1,14 @@
 package integration
 
 import (
-	"container/heap"
+	"cmp"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -39,10 +41,25 @@ func parallel(t *testing.T) { parallelFor(t, 0) }
 // order depends on it.
 func parallelFor(t *testing.T, expect time.Duration) {
 	t.Helper()
+	queue(t, expect, false)
+}
+
+// parallelTorch is parallelFor for a test whose time is mostly PyTorch
+// processes computing: at most GOMAXPROCS of them run at once, as more
+// only share the same cores, and every one of them slowed down (admitted
+// longest first, the five torch tests had started together and each took
+// twice as long).
+func parallelTorch(t *testing.T, expect time.Duration) {
+	t.Helper()
+	queue(t, expect, true)
+}
+
+func queue(t *testing.T, expect time.Duration, heavy bool) {
+	t.Helper()
 	t.Parallel()
 	queued := time.Now()
-	testSlots.acquire(expect)
-	t.Cleanup(testSlots.release)
+	testSlots.acquire(expect, heavy)
+	t.Cleanup(func() { testSlots.release(heavy) })
 	// go test counts the wait in the test's time; the suite's summary
 	// (internal/devkit/testsummary) reads this line to leave it out.
 	t.Logf("queued %.1fs for a parallel slot", time.Since(queued).Seconds())
@@ -50,47 +67,32 @@ func parallelFor(t *testing.T, expect time.Duration) {
 
 // testSlots is the package's queue: tests are the one place that shares
 // it, as go test shares its own -parallel slots.
-var testSlots = &slots{}
+var testSlots = &slots{heavyLimit: runtime.GOMAXPROCS(0)}
 
 type slots struct {
-	mu      sync.Mutex
-	limit   int  // slots in all; set by defaultParallel
-	used    int  // slots held
-	open    bool // admitAfter has passed since the first request
-	started bool // the first request came
-	arrived int  // requests so far
-	queue   waiters
+	mu         sync.Mutex
+	limit      int  // slots in all; set by defaultParallel
+	heavyLimit int  // of them, slots for heavy (torch) tests
+	used       int  // slots held
+	heavyUsed  int  // heavy slots held
+	open       bool // admitAfter has passed since the first request
+	started    bool // the first request came
+	arrived    int  // requests so far
+	queue      []*waiter
 }
 
 type waiter struct {
 	expect time.Duration
+	heavy  bool
 	seq    int // arrival order, to break ties
 	ready  chan struct{}
 }
 
-type waiters []*waiter
-
-func (w waiters) Len() int { return len(w) }
-func (w waiters) Less(i, j int) bool {
-	if w[i].expect != w[j].expect {
-		return w[i].expect > w[j].expect
-	}
-	return w[i].seq < w[j].seq
-}
-func (w waiters) Swap(i, j int) { w[i], w[j] = w[j], w[i] }
-func (w *waiters) Push(x any)   { *w = append(*w, x.(*waiter)) }
-func (w *waiters) Pop() any {
-	old := *w
-	x := old[len(old)-1]
-	*w = old[:len(old)-1]
-	return x
-}
-
-func (s *slots) acquire(expect time.Duration) {
+func (s *slots) acquire(expect time.Duration, heavy bool) {
 	s.mu.Lock()
 	s.arrived++
-	w := &waiter{expect: expect, seq: s.arrived, ready: make(chan struct{})}
-	heap.Push(&s.queue, w)
+	w := &waiter{expect: expect, heavy: heavy, seq: s.arrived, ready: make(chan struct{})}
+	s.queue = append(s.queue, w)
 	if !s.started {
 		s.started = true
 		time.AfterFunc(admitAfter, func() {
@@ -105,27 +107,48 @@ func (s *slots) acquire(expect time.Duration) {
 	<-w.ready
 }
 
-func (s *slots) release() {
+func (s *slots) release(heavy bool) {
 	s.mu.Lock()
 	s.used--
+	if heavy {
+		s.heavyUsed--
+	}
 	s.admit()
 	s.mu.Unlock()
 }
 
-// admit hands free slots to the longest waiting tests; s.mu is held.
+// admit hands free slots to the longest waiting tests that fit (a heavy
+// test only while a heavy slot is free); s.mu is held.
 func (s *slots) admit() {
-	limit := max(s.limit, 1)
-	for s.open && s.used < limit && s.queue.Len() > 0 {
-		w := heap.Pop(&s.queue).(*waiter)
-		s.used++
-		close(w.ready)
+	if !s.open {
+		return
 	}
+	slices.SortStableFunc(s.queue, func(a, b *waiter) int {
+		if a.expect != b.expect {
+			return cmp.Compare(b.expect, a.expect)
+		}
+		return cmp.Compare(a.seq, b.seq)
+	})
+	limit, heavyLimit := max(s.limit, 1), max(s.heavyLimit, 1)
+	kept := s.queue[:0]
+	for _, w := range s.queue {
+		if s.used < limit && (!w.heavy || s.heavyUsed < heavyLimit) {
+			s.used++
+			if w.heavy {
+				s.heavyUsed++
+			}
+			close(w.ready)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	s.queue = kept
 }
 
 // TestSlotsAdmitLongestFirst: requests that arrive together are admitted
 // by expected length, longest first, one slot at a time.
 func TestSlotsAdmitLongestFirst(t *testing.T) {
-	s := &slots{limit: 1}
+	s := &slots{limit: 1, heavyLimit: 1}
 	var mu sync.Mutex
 	var order []time.Duration
 	var wg sync.WaitGroup
@@ -133,12 +156,12 @@ func TestSlotsAdmitLongestFirst(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.acquire(d)
+			s.acquire(d, false)
 			mu.Lock()
 			order = append(order, d)
 			mu.Unlock()
 			time.Sleep(10 * time.Millisecond)
-			s.release()
+			s.release(false)
 		}()
 	}
 	wg.Wait()
@@ -182,5 +205,33 @@ func TestParallelTestsQueue(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSlotsBoundHeavyTests: heavy tests take at most heavyLimit slots; a
+// lighter test goes ahead of a longer heavy one that does not fit.
+func TestSlotsBoundHeavyTests(t *testing.T) {
+	s := &slots{limit: 3, heavyLimit: 1, open: true, started: true}
+	first := make(chan struct{})
+	go func() { s.acquire(9, true); close(first) }()
+	<-first
+	admitted := make(chan time.Duration, 3)
+	for _, w := range []struct {
+		d     time.Duration
+		heavy bool
+	}{{8, true}, {1, false}} {
+		go func() { s.acquire(w.d, w.heavy); admitted <- w.d }()
+	}
+	if got := <-admitted; got != 1 {
+		t.Fatalf("admitted %v first, want the light test while the heavy slot is held", got)
+	}
+	select {
+	case got := <-admitted:
+		t.Fatalf("admitted %v beside another heavy test", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.release(true)
+	if got := <-admitted; got != 8 {
+		t.Fatalf("admitted %v, want the heavy test once the heavy slot is free", got)
 	}
 }

@@ -157,7 +157,7 @@ nodes:
 // hosts with shard_data (each host reading its half of the split) reaches
 // the AUC of one host reading the whole split, within 0.002.
 func TestTorchShardedAcrossHosts(t *testing.T) {
-	parallelFor(t, 55*time.Second)
+	parallelTorch(t, 55*time.Second)
 	e := newGangEnv(t)
 	e.start(t, 0)
 	e.start(t, 1)

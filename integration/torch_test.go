@@ -134,7 +134,7 @@ func exampleSpec(t *testing.T, name string, oldNew ...string) []byte {
 // yet), the gate passes it on its values and v1 is deployed; its AUC is
 // within 0.02 of the best any model can do on the same rows.
 func TestTorchRetrain(t *testing.T) {
-	parallelFor(t, 55*time.Second)
+	parallelTorch(t, 55*time.Second)
 	e := newTorchEnv(t, true)
 	start := time.Now()
 	res := e.runTorch(t, nil)
@@ -189,7 +189,7 @@ func TestTorchRetrain(t *testing.T) {
 // worker, resumes from the last checkpoint the node kept in the store; the
 // run deploys exactly one model version.
 func TestTorchWorkerKilledMidTraining(t *testing.T) {
-	parallelFor(t, 65*time.Second)
+	parallelTorch(t, 65*time.Second)
 	e := newTorchEnv(t, false)
 	// Child workers take their store and lake from the environment.
 	env := append(childStoreEnv(e.srv), childLakeEnv+"="+e.lakeCfg.DataDir)
@@ -356,7 +356,7 @@ func alive(pid int) bool {
 // attempt, Diverged, naming the step), the run fails and on_failure rolls
 // the training table back to its snapshot before the promotion.
 func TestTorchDivergence(t *testing.T) {
-	parallelFor(t, 35*time.Second)
+	parallelTorch(t, 35*time.Second)
 	e := newTorchEnv(t, true)
 	before := e.checksum(t)
 	start := time.Now()
@@ -393,7 +393,7 @@ func TestTorchDivergence(t *testing.T) {
 // the two. Then, with a PyTorch model as production, a builtin ctr-retrain
 // whose evaluate node has argv scores that baseline with evaluate.py.
 func TestTorchVersusBuiltinProduction(t *testing.T) {
-	parallelFor(t, 100*time.Second)
+	parallelTorch(t, 100*time.Second)
 	e := newTorchEnv(t, true)
 
 	res := e.run(t, nil)
