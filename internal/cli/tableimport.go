@@ -17,6 +17,7 @@ func newTableImportCommand(app *App, cfg *lake.Config) *cobra.Command {
 		partitionBy string
 		mode        string
 		dateColumn  string
+		primaryKey  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "import TABLE --from FILES...",
@@ -29,9 +30,10 @@ that differs is named and nothing is written. A new table takes the files'
 schema and --partition-by; rows stream file by file, so large inputs do not
 need memory for the whole set. Hive-style key=value folders
 (date=2026-11-21/region=eu/) become columns when the files lack them: the
---date-column key as a DATE, any other as a string.
+--date-column key as a DATE, any other as a string. --primary-key gives a
+new table its identifier fields, which stage_features joins on.
 
-  retrain table import ml.clicks --from logs/ --partition-by 'date,bucket(16,user_id)'
+  retrain table import ml.clicks --from logs/ --partition-by 'date,bucket(16,user_id)' --primary-key request_id
   retrain table import ml.clicks --from 'logs/date=2026-11-2*/*.parquet'
   retrain table import ml.clicks --from rebuilt/ --mode overwrite`,
 		Args: cobra.ExactArgs(1),
@@ -47,7 +49,7 @@ need memory for the whole set. Hive-style key=value folders
 			}
 			defer cat.Close()
 			res, err := lakeimport.Import(ctx, cat, lakeimport.Options{
-				Table: args[0], From: from, PartitionBy: by, Mode: lakeimport.Mode(mode), DateColumn: dateColumn,
+				Table: args[0], From: from, PartitionBy: by, Mode: lakeimport.Mode(mode), DateColumn: dateColumn, PrimaryKey: primaryKey,
 			}, app.Logger())
 			if err != nil {
 				return err
@@ -69,6 +71,7 @@ need memory for the whole set. Hive-style key=value folders
 	f.StringVar(&partitionBy, "partition-by", "", "partitioning of a new table: columns and transforms, as 'date,bucket(16,user_id)' (identity, bucket(N,col), truncate(W,col), year, month, day, hour)")
 	f.StringVar(&mode, "mode", string(lakeimport.Append), "append (add the rows) or overwrite (the files' rows replace the table's)")
 	f.StringVar(&dateColumn, "date-column", lakeimport.DefaultDateColumn, "the key of the key=value folders that reads as a DATE column when the files lack it")
+	f.StringSliceVar(&primaryKey, "primary-key", nil, "the primary key (Iceberg identifier fields) of a new table, as request_id: the two-stage backfill joins on it")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
 }

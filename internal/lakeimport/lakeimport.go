@@ -56,6 +56,10 @@ type Options struct {
 	// that reads as a DATE column; other keys read as strings. "":
 	// DefaultDateColumn.
 	DateColumn string
+	// PrimaryKey are the identifier fields (Iceberg's primary key) of a
+	// table the import creates: stage_features needs one on the training
+	// table. For an existing table it must be empty or the table's own.
+	PrimaryKey []string
 }
 
 // Result is what an import did.
@@ -118,10 +122,16 @@ func Import(ctx context.Context, cat *lake.Catalog, opts Options, log *slog.Logg
 		if err := checkAgainstTable(tbl, schema, opts.PartitionBy, files[0]); err != nil {
 			return nil, err
 		}
+		if err := checkPrimaryKey(tbl, opts.PrimaryKey); err != nil {
+			return nil, err
+		}
 	} else {
 		ischema, err := table.ArrowSchemaToIcebergWithFreshIDs(schema, true)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: a column type Iceberg cannot hold: %v", ErrBadInput, files[0], err)
+		}
+		if ischema, err = withPrimaryKey(ischema, opts.PrimaryKey, files[0]); err != nil {
+			return nil, err
 		}
 		spec, err := Spec(opts.PartitionBy, ischema)
 		if err != nil {
@@ -142,12 +152,17 @@ func Import(ctx context.Context, cat *lake.Catalog, opts Options, log *slog.Logg
 		return nil, err
 	}
 
+	// The table's required columns (a primary key's among them) are
+	// written as such: a null in one fails the import before its commit.
+	required := requiredColumns(tbl)
+	schema = withRequired(schema, required)
+
 	batch := opts.BatchRows
 	if batch <= 0 {
 		batch = 64 << 10
 	}
 	var read int64
-	dataFiles, err := lake.WriteFiles(ctx, tbl, schema, records(ctx, files, schema, batch, &read))
+	dataFiles, err := lake.WriteFiles(ctx, tbl, schema, records(ctx, files, schema, required, batch, &read))
 	if err != nil {
 		return undo(err)
 	}
@@ -403,17 +418,17 @@ func describe(by []PartitionField) string {
 
 // records streams every file's rows as batches of schema (the first
 // file's column order), counting them in read.
-func records(ctx context.Context, files []string, schema *arrow.Schema, batch int64, read *int64) iter.Seq2[arrow.RecordBatch, error] {
+func records(ctx context.Context, files []string, schema *arrow.Schema, key []string, batch int64, read *int64) iter.Seq2[arrow.RecordBatch, error] {
 	return func(yield func(arrow.RecordBatch, error) bool) {
 		for _, name := range files {
-			if !readFile(ctx, name, schema, batch, read, yield) {
+			if !readFile(ctx, name, schema, key, batch, read, yield) {
 				return
 			}
 		}
 	}
 }
 
-func readFile(ctx context.Context, name string, schema *arrow.Schema, batch int64, read *int64, yield func(arrow.RecordBatch, error) bool) bool {
+func readFile(ctx context.Context, name string, schema *arrow.Schema, key []string, batch int64, read *int64, yield func(arrow.RecordBatch, error) bool) bool {
 	fail := func(err error) bool {
 		yield(nil, fmt.Errorf("read %s: %w", name, err))
 		return false
@@ -465,6 +480,10 @@ func readFile(ctx context.Context, name string, schema *arrow.Schema, batch int6
 		out := array.NewRecordBatch(schema, cols, rec.NumRows())
 		for _, c := range made {
 			c.Release()
+		}
+		if err := keyNulls(out, key); err != nil {
+			out.Release()
+			return fail(err)
 		}
 		*read += rec.NumRows()
 		if !yield(out, nil) {

@@ -326,3 +326,70 @@ func TestImportReadsHiveFolders(t *testing.T) {
 		t.Error("a refused import created ml.bad")
 	}
 }
+
+// TestImportPrimaryKey: --primary-key makes a new table's identifier
+// fields (required); a null key, a key the files lack, or another key
+// than an existing table's is refused and nothing is committed.
+func TestImportPrimaryKey(t *testing.T) {
+	ctx := context.Background()
+	cat := openCatalog(t)
+	dir := t.TempDir()
+	writeDay(t, dir, clicks, 0, 0, 100)
+	if _, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.keyed", From: []string{dir}, PrimaryKey: []string{"user_id"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := cat.Load(ctx, "ml.keyed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tbl.Schema().IdentifierFieldIDs
+	if len(ids) != 1 {
+		t.Fatalf("identifier fields %v, want user_id", ids)
+	}
+	if f, _ := tbl.Schema().FindFieldByID(ids[0]); f.Name != "user_id" || !f.Required {
+		t.Fatalf("identifier field %+v, want required user_id", f)
+	}
+	if rows, _, _ := contents(t, cat, "ml.keyed"); rows != 100 {
+		t.Fatalf("%d rows", rows)
+	}
+	for _, c := range []struct {
+		table string
+		key   []string
+		want  string
+	}{
+		{"ml.keyed", []string{"country"}, "is not table ml.keyed's primary key (user_id)"},
+		{"ml.fresh", []string{"nope"}, `--primary-key "nope" is not a column`},
+	} {
+		_, err := lakeimport.Import(ctx, cat, lakeimport.Options{Table: c.table, From: []string{dir}, PrimaryKey: c.key}, nil)
+		if !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s key %v: %v, want %q", c.table, c.key, err, c.want)
+		}
+	}
+	// country holds no nulls in writeDay's rows, ctr does not either: a
+	// key over a column with a null needs a file of its own.
+	nulls := t.TempDir()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, clicks)
+	defer b.Release()
+	b.Field(0).(*array.Int64Builder).AppendValues([]int64{1, 2}, nil)
+	b.Field(1).(*array.Date32Builder).AppendValues([]arrow.Date32{day0, day0}, nil)
+	b.Field(2).(*array.Float64Builder).AppendValues([]float64{0.1, 0.2}, nil)
+	b.Field(3).(*array.StringBuilder).AppendValues([]string{"de", ""}, []bool{true, false})
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	f, err := os.Create(filepath.Join(nulls, "part.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := array.NewTableFromRecords(clicks, []arrow.RecordBatch{rec})
+	defer at.Release()
+	if err := pqarrow.WriteTable(at, f, 1000, nil, pqarrow.DefaultWriterProps()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lakeimport.Import(ctx, cat, lakeimport.Options{Table: "ml.nullkey", From: []string{nulls}, PrimaryKey: []string{"country"}}, nil)
+	if !errors.Is(err, lakeimport.ErrBadInput) || !strings.Contains(err.Error(), `column "country" is required (a primary key's are) and holds 1 null(s)`) {
+		t.Errorf("null key: %v", err)
+	}
+	if ok, _ := cat.Exists(ctx, "ml.nullkey"); ok {
+		t.Error("a refused import left ml.nullkey behind")
+	}
+}
