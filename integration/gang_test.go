@@ -164,7 +164,7 @@ func (e *gangEnv) runSpec(t *testing.T, spec []byte, params map[string]any) *run
 // a rank's failure and a hang stopping every rank and named, a killed
 // host's worker replaced by a new gang that resumes from the checkpoint.
 func TestTrainAcrossHosts(t *testing.T) {
-	parallelTorch(t, lengths(160*time.Second, 340*time.Second))
+	parallelTorch(t, 160*time.Second)
 	if testing.Short() {
 		t.Skip("builds retrain-worker and runs torch ranks in two worker processes")
 	}

@@ -70,7 +70,7 @@ var killPoints = []killPoint{
 const killHeartbeat = "10s"
 
 func TestKillStack(t *testing.T) {
-	parallelFor(t, lengths(45*time.Second, 160*time.Second))
+	parallelFor(t, 45*time.Second)
 	if testing.Short() {
 		t.Skip("builds and runs the retrain binary three times")
 	}

@@ -6,7 +6,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -53,16 +52,6 @@ func parallelFor(t *testing.T, expect time.Duration) {
 func parallelTorch(t *testing.T, expect time.Duration) {
 	t.Helper()
 	queue(t, expect, true)
-}
-
-// lengths is a test's expected length in the form it runs: short, or
-// long where RETRAIN_LONG_TESTS=1 runs its long form (.ci/run), so that
-// CI starts its longest forms first too.
-func lengths(short, long time.Duration) time.Duration {
-	if os.Getenv(longTestsEnv) == "1" {
-		return long
-	}
-	return short
 }
 
 func queue(t *testing.T, expect time.Duration, heavy bool) {

@@ -68,7 +68,7 @@ func ranAndReused(res *runs.Result) (ran, reused []string) {
 // that does not exist, a --from node the pipeline lacks); and a run whose
 // on_failure rolled the promotion back, which a rerun promotes again.
 func TestRerun(t *testing.T) {
-	parallelFor(t, lengths(40*time.Second, 120*time.Second))
+	parallelFor(t, 40*time.Second)
 	e := newRetrainEnv(t, false)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "ctr-rerun.yaml")

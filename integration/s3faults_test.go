@@ -180,7 +180,7 @@ func scrapedRetries(t *testing.T, w *worker.Worker) float64 {
 // The short form runs both on half the demo rows (fewer table reads, the
 // same faults at the same rates); the long form on retrainData's.
 func TestCTRRetrainUnderS3Faults(t *testing.T) {
-	parallelFor(t, lengths(70*time.Second, 190*time.Second))
+	parallelFor(t, 70*time.Second)
 	data := retrainData
 	if !longTests(t) {
 		data.Rows /= 2
@@ -258,7 +258,7 @@ func TestCTRRetrainUnderS3Faults(t *testing.T) {
 // retries cover, and survived by the store's retries all the same. The
 // long form has the 30 s outage and the control run.
 func TestCTRRetrainSurvivesS3Outage(t *testing.T) {
-	parallelFor(t, lengths(45*time.Second, 205*time.Second))
+	parallelFor(t, 45*time.Second)
 	long := longTests(t)
 	outage := 12 * time.Second
 	if long {
