@@ -295,8 +295,12 @@ func TestMaintainS3Warehouse(t *testing.T) {
 		write(t, cat, dailyTable, rows(40, int64(day)*1000))
 	}
 	head := checksum(t, cat, dailyTable)
+	// The margin leaves the in-flight attempt's files young for the whole
+	// upkeep: with a 2 s margin, a CI machine running every package at once
+	// took longer than that to reach the orphan scan, and removed them.
+	const margin = 8 * time.Second
 	killed := writeUncommitted(t, cat, rows(40, 900_000))
-	time.Sleep(2500 * time.Millisecond) // S3 times have whole seconds
+	time.Sleep(margin + 2500*time.Millisecond) // S3 times have whole seconds
 	inFlight := writeUncommitted(t, cat, rows(40, 800_000))
 	has := func(path string) bool {
 		for _, k := range srv.Keys(t) {
@@ -306,7 +310,7 @@ func TestMaintainS3Warehouse(t *testing.T) {
 		}
 		return false
 	}
-	res, err := cat.MaintainTable(ctx, dailyTable, lake.MaintainOptions{Expire: true, KeepLast: 0, RemoveOrphans: true, OrphanMargin: 2 * time.Second, Compact: true})
+	res, err := cat.MaintainTable(ctx, dailyTable, lake.MaintainOptions{Expire: true, KeepLast: 0, RemoveOrphans: true, OrphanMargin: margin, Compact: true})
 	if err != nil {
 		t.Fatal(err)
 	}
