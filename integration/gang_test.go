@@ -393,14 +393,19 @@ func (e *gangEnv) killMidTraining(t *testing.T, hosts []*workerProc, data string
 	wantStatus(t, res, runs.StatusSucceeded)
 	tr := node(t, res, "train")
 	t.Logf("after the kill: run ended %v after it; train %s; attempts %v", time.Since(killed).Round(10*time.Millisecond), tr.Outputs["summary"], tr.Outputs["attempts"])
-	if tr.Outputs["restarts"] != 1.0 {
-		t.Errorf("restarts %v: want 1", tr.Outputs["restarts"])
+	// The kill costs one restart. A machine running every package at once
+	// (CI's long forms) can also miss a heartbeat of the new gang: a
+	// further restart then resumes from that gang's own checkpoint, never
+	// from before the one stored at the kill.
+	restarts, _ := tr.Outputs["restarts"].(float64)
+	if restarts < 1 {
+		t.Errorf("restarts %v: want at least the kill's", tr.Outputs["restarts"])
 	}
 	if rf, _ := tr.Outputs["resumed_from"].(float64); int64(rf) < ckptStep {
 		t.Errorf("resumed_from %v: want at least the checkpoint step %d stored before the kill", rf, ckptStep)
 	}
 	attempts, _ := tr.Outputs["attempts"].([]any)
-	if len(attempts) != 2 || !strings.Contains(fmt.Sprint(attempts[0]), "host") {
+	if len(attempts) != int(restarts)+1 || !strings.Contains(fmt.Sprint(attempts[0]), "host") {
 		t.Fatalf("attempts %v: want the first one's error to name a host", attempts)
 	}
 	at := func(i int, k string) string {
