@@ -334,6 +334,14 @@ func (e *sharedLake) startWorker(t *testing.T, bin, name string, extra ...string
 	return w
 }
 
+// signal sends w sig (SIGSTOP, SIGCONT).
+func (w *workerProc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (w *workerProc) kill(t *testing.T) {
 	t.Helper()
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -357,31 +365,48 @@ func (e *sharedLake) killOnStartedGroup(t *testing.T, ctx context.Context, child
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		desc, err := tclient.DescribeWorkflowExecution(ctx, childID, "")
-		if err == nil {
-			var pick killRecord
-			var latest time.Time
-			for _, pa := range desc.GetPendingActivities() {
-				if pa.GetActivityType().GetName() != group || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
-					continue
-				}
-				for _, w := range workers {
-					if w.identity == pa.GetLastWorkerIdentity() && pa.GetLastStartedTime().AsTime().After(latest) {
-						latest = pa.GetLastStartedTime().AsTime()
-						pick = killRecord{worker: w, activityID: pa.GetActivityId()}
-					}
-				}
-			}
-			if pick.worker != nil {
+		if pick, ok := e.startedGroup(ctx, childID, group, workers); ok {
+			// Freeze the worker, then look again: on a loaded machine the
+			// group may have finished between the look and the kill, and a
+			// kill after it finished tests nothing. A stopped worker cannot
+			// complete it, so a group still running after the pause (which
+			// lets a completion already sent land) is killed mid-group.
+			pick.worker.signal(t, syscall.SIGSTOP)
+			time.Sleep(500 * time.Millisecond)
+			if again, ok := e.startedGroup(ctx, childID, group, []*workerProc{pick.worker}); ok && again.activityID == pick.activityID {
 				pick.worker.kill(t)
 				pick.at = time.Now()
 				return pick
 			}
+			pick.worker.signal(t, syscall.SIGCONT)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no worker was seen running a %s activity of %s within 2 minutes", group, childID)
 	return killRecord{}
+}
+
+// startedGroup is the group activity of childID that one of workers
+// started last and is still running, if any.
+func (e *sharedLake) startedGroup(ctx context.Context, childID, group string, workers []*workerProc) (killRecord, bool) {
+	desc, err := tclient.DescribeWorkflowExecution(ctx, childID, "")
+	if err != nil {
+		return killRecord{}, false
+	}
+	var pick killRecord
+	var latest time.Time
+	for _, pa := range desc.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != group || pa.GetState() != enumspb.PENDING_ACTIVITY_STATE_STARTED {
+			continue
+		}
+		for _, w := range workers {
+			if w.identity == pa.GetLastWorkerIdentity() && pa.GetLastStartedTime().AsTime().After(latest) {
+				latest = pa.GetLastStartedTime().AsTime()
+				pick = killRecord{worker: w, activityID: pa.GetActivityId()}
+			}
+		}
+	}
+	return pick, pick.worker != nil
 }
 
 // promote runs a promotion of the staged features into training through a
