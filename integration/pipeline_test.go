@@ -242,7 +242,7 @@ nodes:
   - id: long
     type: command
     needs: [first]
-    heartbeat: 5s
+    heartbeat: 8s
     retry: {initial_interval: 100ms}
     with: {argv: ["sh", "-c", "echo x >> %[1]s/long; sleep 4; echo done"]}
   - {id: last, type: command, needs: [long], with: {argv: ["sh", "-c", "echo x >> %[1]s/last"]}}
@@ -270,14 +270,18 @@ nodes:
 	if got := count("first"); got != 1 {
 		t.Errorf("finished node ran %d times, want 1", got)
 	}
-	if got := count("long"); got != 2 {
-		t.Errorf("killed node ran %d times, want 2 (killed attempt + retry)", got)
+	// The killed attempt and its retry; a machine running every package at
+	// once can also make the live retry miss a heartbeat, and a further
+	// attempt then finishes the node, still counted in its attempts.
+	long := count("long")
+	if long < 2 {
+		t.Errorf("killed node ran %d times, want at least 2 (killed attempt + retry)", long)
 	}
 	if got := count("last"); got != 1 {
 		t.Errorf("last ran %d times", got)
 	}
-	if n := node(t, res, "long"); n.Attempts != 2 || n.Outputs["stdout"] != "done" {
-		t.Errorf("long: attempts %d, stdout %q", n.Attempts, n.Outputs["stdout"])
+	if n := node(t, res, "long"); int(n.Attempts) != long || n.Outputs["stdout"] != "done" {
+		t.Errorf("long: attempts %d (ran %d times), stdout %q", n.Attempts, long, n.Outputs["stdout"])
 	}
 }
 
