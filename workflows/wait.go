@@ -32,18 +32,29 @@ func (e errDataSkipped) Error() string { return e.reason }
 // loses nothing: the next one replays to the same timer. node is the id
 // of the node that waits, or "" for the run.
 //
+// A when_ready run's deadlines count from its latest start instead, when
+// that is later than the wait's begin.
+//
 // It returns nil when every condition held, errDataSkipped when one with
 // on_deadline: skip did not by its deadline, and otherwise the error that
 // fails the run: DataNotReady at a deadline, BadInput from a check that
 // found the condition can never hold.
 func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node string) error {
 	begin := workflow.Now(ctx)
+	// A when_ready run started before its cron time: its deadlines count
+	// from the cron time, so it waits as long past it as a run the cron
+	// started would. A wait that begins later counts from its begin, as
+	// every wait of other runs does (their latestStart is zero).
+	from := begin
+	if r.latestStart.After(from) {
+		from = r.latestStart
+	}
 	for _, c := range conds {
 		w, err := dags.ResolveWait(c, r.scope())
 		if err != nil {
 			return typed(temporal.NewNonRetryableApplicationError(fmt.Sprintf("wait_for %s: %v", c.Name(), err), errtype.BadInput, nil))
 		}
-		deadline := begin.Add(w.Deadline)
+		deadline := from.Add(w.Deadline)
 		for attempt := 0; ; attempt++ {
 			obs, err := r.check(ctx, w)
 			if err != nil {
