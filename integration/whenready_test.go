@@ -1,0 +1,131 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrain-ml/retrain/runs"
+)
+
+// TestWhenReadyScheduleBackfill backfills a when_ready schedule over
+// three dates whose data lands at different times: the first date's
+// files are there before the backfill, the last date's land while its
+// run waits, the middle date's never land. The three runs start at once
+// (a date without data holds back no other), one per date; the first and
+// the last run their node once their files are there, and the middle one
+// lists as WAITING, naming the condition and its date.
+func TestWhenReadyScheduleBackfill(t *testing.T) {
+	parallel(t)
+	name, dir := "it-when-ready", t.TempDir()
+	spec := fmt.Sprintf(`name: %s
+wait_for:
+  - {files: "%s/${run.logical_date}/*.csv", marker: _SUCCESS, deadline: 2m, poll: 1s}
+schedules:
+  - id: daily
+    cron: "0 3 * * *"
+    when_ready: true
+    paused: true
+nodes:
+  - {id: work, type: command, with: {argv: [echo, "${run.logical_date} ${run.logical_time}"]}}
+`, name, dir)
+	e := newSchedEnv(t, map[string]string{name: spec})
+	land := func(date string) time.Time {
+		day := filepath.Join(dir, date)
+		if err := os.MkdirAll(day, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"part-0.csv", "_SUCCESS"} {
+			if err := os.WriteFile(filepath.Join(day, f), []byte("x\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Now()
+	}
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	var dates []string
+	for i := 3; i >= 1; i-- {
+		dates = append(dates, today.AddDate(0, 0, -i).Format(time.DateOnly))
+	}
+	first, missing, last := dates[0], dates[1], dates[2]
+	landed := map[string]time.Time{first: land(first)}
+
+	out, err := e.cli(t, "schedule", "apply", e.dir, "--task-queue", e.queue)
+	if err != nil || !strings.Contains(out, "(cron 0 3 * * *, when ready from 00:00)") {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	out, err = e.cli(t, "schedule", "backfill", "daily", "--from", first, "--to", last, "--wait", "10s")
+	if err != nil || !strings.Contains(out, "3 runs (overlap allow_all") || !strings.Contains(out, "waits for its data (latest start 03:00)") {
+		t.Fatalf("backfill: %v\n%s", err, out)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	byDate := map[string]runs.RunInfo{}
+	list := func() {
+		l, err := runs.List(ctx, tclient, runs.ListOptions{Pipeline: name, Namespace: server.Namespace()})
+		if err != nil {
+			return
+		}
+		byDate = map[string]runs.RunInfo{}
+		for _, r := range l {
+			if _, dup := byDate[r.LogicalDate]; dup {
+				t.Errorf("two runs for %s: %s and %s", r.LogicalDate, byDate[r.LogicalDate].ID, r.ID)
+			}
+			byDate[r.LogicalDate] = r
+		}
+	}
+	// The first date's data is there: its run goes on; the others wait.
+	waitFor(t, time.Minute, func() bool {
+		list()
+		return byDate[first].Status == runs.StatusSucceeded &&
+			byDate[missing].Status == runs.StatusWaiting && byDate[last].Status == runs.StatusWaiting
+	})
+	landed[last] = land(last)
+	if _, err := runs.Wait(ctx, tclient, byDate[last].ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	list()
+	out, _ = e.cli(t, "runs", "list", "--pipeline", name)
+	if !strings.Contains(out, "WAITING") {
+		t.Errorf("runs list shows no WAITING run:\n%s", out)
+	}
+	for _, date := range []string{first, last} {
+		r := byDate[date]
+		res, err := runs.Wait(ctx, tclient, r.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, res, runs.StatusSucceeded)
+		work := node(t, res, "work")
+		if work.StartedAt.Before(landed[date]) {
+			t.Errorf("%s: work started at %s, before its data landed at %s", date, work.StartedAt, landed[date])
+		}
+		// One run per date, fired at the date's start, for the cron time.
+		if want := name + "-daily-" + date + "T00:00:00Z"; r.ID != want {
+			t.Errorf("%s: run id %s, want %s", date, r.ID, want)
+		}
+		if got, want := strings.TrimSpace(fmt.Sprint(work.Outputs["stdout"])), date+" "+date+"T03:00:00Z"; got != want {
+			t.Errorf("%s: work echoed %q, want %q", date, got, want)
+		}
+		t.Logf("%s: run %s %s; data landed %s, work started %s", date, res.ID, res.Status,
+			landed[date].Format(time.TimeOnly+".000"), work.StartedAt.Format(time.TimeOnly+".000"))
+	}
+	w := byDate[missing]
+	t.Logf("%s: run %s %s: %s", missing, w.ID, w.Status, w.Waiting)
+	if w.Status != runs.StatusWaiting || !strings.Contains(w.Waiting, "no files match "+dir+"/"+missing+"/*.csv") ||
+		!strings.Contains(w.Waiting, "[files "+dir+"/"+missing+"/*.csv") {
+		t.Errorf("%s: %s, waiting %q", missing, w.Status, w.Waiting)
+	}
+	st, err := runs.State(ctx, tclient, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Node("work"); n.Status != runs.NodePending {
+		t.Errorf("%s: work %s while its run waits", missing, n.Status)
+	}
+}
