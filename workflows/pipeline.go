@@ -88,6 +88,9 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 			return run.finish(ctx, err)
 		}
 		run.showDetails(ctx)
+	} else if err := run.awaitLatestStart(ctx); err != nil { // wait.go
+		run.cancelPending(err)
+		return run.finish(ctx, err)
 	}
 	runErr := run.runNodes(ctx)
 	if runErr != nil {

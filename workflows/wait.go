@@ -100,6 +100,31 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 	return nil
 }
 
+// awaitLatestStart holds a run a when_ready schedule started early whose
+// pipeline, as this worker has it, has no wait_for of its own (a worker
+// with another copy of the spec than the one applied): with nothing to
+// wait for, it starts at its cron time, as a plain schedule's run would,
+// not hours early. Other runs have no latest start and go on at once.
+func (r *pipelineRun) awaitLatestStart(ctx workflow.Context) error {
+	now := workflow.Now(ctx)
+	if r.latestStart.IsZero() || !r.latestStart.After(now) {
+		return nil
+	}
+	r.setWaiting("", &runs.Waiting{
+		Condition: "latest start " + r.latestStart.Format(time.RFC3339),
+		Saw:       fmt.Sprintf("pipeline %s has no wait_for: the run starts at its cron time", r.plan.Pipeline),
+		Since:     now, Deadline: r.latestStart,
+	})
+	r.showDetails(ctx)
+	if err := workflow.Sleep(ctx, r.latestStart.Sub(now)); err != nil {
+		r.setWaiting("", nil)
+		return temporal.NewCanceledError()
+	}
+	r.setWaiting("", nil)
+	r.showDetails(ctx)
+	return nil
+}
+
 // recordWait records how long a wait took (runs.MetricDataWait); the
 // SDK drops what a replay records again.
 func (r *pipelineRun) recordWait(ctx workflow.Context, outcome string, d time.Duration) {

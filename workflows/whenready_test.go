@@ -110,3 +110,43 @@ func TestWhenReadyBadLatestStart(t *testing.T) {
 		t.Errorf("error %q", res.Error)
 	}
 }
+
+// A run a when_ready schedule started early whose pipeline has no
+// wait_for (the worker has another copy of the spec) has nothing to wait
+// for: it starts at its cron time, not early.
+func TestWhenReadyRunWithoutConditionsStartsAtCronTime(t *testing.T) {
+	midnight := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	h := newHarness(t)
+	spec, _ := json.Marshal("name: daily\nnodes:\n  - {id: a, type: step, with: {time: \"${run.logical_time}\"}}\n")
+	var st runs.Result
+	res, err := h.runWith(runs.PipelineInput{Spec: spec, SpecFile: "daily.yaml", LatestStart: "03:00"}, false, func(env *testsuite.TestWorkflowEnvironment) {
+		env.SetStartTime(midnight)
+		if err := env.SetTypedSearchAttributesOnStart(temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyTime(scheduledStartTimeAttr).ValueSet(midnight),
+		)); err != nil {
+			t.Fatal(err)
+		}
+		env.RegisterDelayedCallback(func() {
+			v, err := env.QueryWorkflow(runs.StateQuery)
+			if err == nil {
+				err = v.Get(&st)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}, time.Hour)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutputs(t, res, map[string]any{"time": "2026-11-27T03:00:00Z"})
+	if st.Status != runs.StatusWaiting || len(st.Waiting) != 1 || !strings.Contains(st.Waiting[0].Saw, "has no wait_for") {
+		t.Errorf("at 01:00: %s %+v", st.Status, st.Waiting)
+	}
+	if n := st.Node("a"); n == nil || n.Status != runs.NodePending {
+		t.Errorf("at 01:00 node a is %+v", n)
+	}
+	if res.EndedAt == nil || res.EndedAt.Before(midnight.Add(3*time.Hour)) {
+		t.Errorf("ended at %v, before the 03:00 cron time", res.EndedAt)
+	}
+}
