@@ -26,7 +26,7 @@ func TestWhenReadyScheduleBackfill(t *testing.T) {
 wait_for:
   - {files: "%s/${run.logical_date}/*.csv", marker: _SUCCESS, deadline: 2m, poll: 1s}
 schedules:
-  - id: daily
+  - id: nightly-ready
     cron: "0 3 * * *"
     when_ready: true
     paused: true
@@ -58,7 +58,7 @@ nodes:
 	if err != nil || !strings.Contains(out, "(cron 0 3 * * *, when ready from 00:00)") {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	out, err = e.cli(t, "schedule", "backfill", "daily", "--from", first, "--to", last, "--wait", "10s")
+	out, err = e.cli(t, "schedule", "backfill", name+"/nightly-ready", "--from", first, "--to", last, "--wait", "10s")
 	if err != nil || !strings.Contains(out, "3 runs (overlap allow_all") || !strings.Contains(out, "waits for its data (latest start 03:00)") {
 		t.Fatalf("backfill: %v\n%s", err, out)
 	}
@@ -106,7 +106,7 @@ nodes:
 			t.Errorf("%s: work started at %s, before its data landed at %s", date, work.StartedAt, landed[date])
 		}
 		// One run per date, fired at the date's start, for the cron time.
-		if want := name + "-daily-" + date + "T00:00:00Z"; r.ID != want {
+		if want := name + "-nightly-ready-" + date + "T00:00:00Z"; r.ID != want {
 			t.Errorf("%s: run id %s, want %s", date, r.ID, want)
 		}
 		if got, want := strings.TrimSpace(fmt.Sprint(work.Outputs["stdout"])), date+" "+date+"T03:00:00Z"; got != want {
