@@ -121,6 +121,10 @@ nodes:
 		!strings.Contains(w.Waiting, "[files "+dir+"/"+missing+"/*.csv") {
 		t.Errorf("%s: %s, waiting %q", missing, w.Status, w.Waiting)
 	}
+	out, _ = e.cli(t, "status", w.ID)
+	if !strings.Contains(out, "WAITING") || !strings.Contains(out, "waiting for data: no files match "+dir+"/"+missing+"/*.csv") {
+		t.Errorf("status of %s:\n%s", w.ID, out)
+	}
 	st, err := runs.State(ctx, tclient, w.ID)
 	if err != nil {
 		t.Fatal(err)

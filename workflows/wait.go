@@ -82,8 +82,12 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 			if left <= 0 {
 				r.recordWait(ctx, "not_ready", now.Sub(begin))
 				r.setWaiting(node, nil)
+				within := formatWait(w.Deadline)
+				if from.After(begin) { // a when_ready run that started early
+					within += " from its latest start " + from.Format(time.RFC3339)
+				}
 				msg := fmt.Sprintf("data not ready: wait_for %s did not hold within its deadline %s (%d checks); last check: %s",
-					w.Name(), formatWait(w.Deadline), attempt+1, obs.Saw)
+					w.Name(), within, attempt+1, obs.Saw)
 				if w.OnDeadline == dags.WaitSkip {
 					return errDataSkipped{reason: msg}
 				}

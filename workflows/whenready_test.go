@@ -77,7 +77,7 @@ func TestWhenReadyRunDeadlineFromCronTime(t *testing.T) {
 	midnight := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	_, err := runWhenReady(t, midnight, midnight, "03:00", &dataAfter{n: 1 << 30})
 	res := mustFail(t, err)
-	if !strings.Contains(res.Error, "wait_for table features.user_daily did not hold within its deadline 1h0m0s") ||
+	if !strings.Contains(res.Error, "wait_for table features.user_daily did not hold within its deadline 1h0m0s from its latest start 2026-11-27T03:00:00Z (") ||
 		!strings.Contains(res.Error, "no rows for 2026-11-27") {
 		t.Errorf("error %q", res.Error)
 	}
@@ -93,6 +93,9 @@ func TestWhenReadyRunStartedLate(t *testing.T) {
 	began := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	_, err := runWhenReady(t, midnight, began, "03:00", &dataAfter{n: 1 << 30})
 	res := mustFail(t, err)
+	if !strings.Contains(res.Error, "within its deadline 1h0m0s (") {
+		t.Errorf("error %q", res.Error)
+	}
 	if end := res.EndedAt; end == nil || !end.Equal(began.Add(time.Hour)) {
 		t.Errorf("failed at %v, want an hour after it began, %s", end, began.Add(time.Hour))
 	}
