@@ -133,3 +133,83 @@ nodes:
 		t.Errorf("%s: work %s while its run waits", missing, n.Status)
 	}
 }
+
+// TestWhenReadyRunStartsBeforeCronTime triggers a when_ready schedule
+// whose cron time (23:59 UTC) is hours away: the run waits for today's
+// files with its deadline counted from 23:59, and runs its node as soon
+// as they land, long before 23:59, for 23:59 (its logical time).
+func TestWhenReadyRunStartsBeforeCronTime(t *testing.T) {
+	parallel(t)
+	now := time.Now().UTC()
+	today := now.Truncate(24 * time.Hour)
+	latest := today.Add(23*time.Hour + 59*time.Minute)
+	if latest.Sub(now) < 5*time.Minute {
+		t.Skipf("%s: too close to the 23:59 cron time for this test", now.Format(time.TimeOnly))
+	}
+	name, dir := "it-when-ready-early", t.TempDir()
+	spec := fmt.Sprintf(`name: %s
+wait_for:
+  - {files: "%s/${run.logical_date}/*.csv", deadline: 2m, poll: 1s}
+schedules:
+  - id: before-midnight
+    cron: "59 23 * * *"
+    when_ready: true
+    paused: true
+nodes:
+  - {id: work, type: command, with: {argv: [echo, "${run.logical_time}"]}}
+`, name, dir)
+	e := newSchedEnv(t, map[string]string{name: spec})
+	if _, err := e.cli(t, "schedule", "apply", e.dir, "--task-queue", e.queue); err != nil {
+		t.Fatal(err)
+	}
+	id := name + "/before-midnight"
+	if out, err := e.cli(t, "schedule", "describe", id); err != nil ||
+		!strings.Contains(out, "each date's run starts at 00:00 (cron 0 0 * * *) and waits for its data; 23:59 is its latest start") {
+		t.Fatalf("describe: %v\n%s", err, out)
+	}
+	if _, err := e.cli(t, "schedule", "trigger", id); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var run runs.RunInfo
+	waitFor(t, 30*time.Second, func() bool {
+		l, err := runs.List(ctx, tclient, runs.ListOptions{Pipeline: name, Namespace: server.Namespace()})
+		if err != nil || len(l) != 1 || l[0].Status != runs.StatusWaiting {
+			return false
+		}
+		run = l[0]
+		return true
+	})
+	st, err := runs.State(ctx, tclient, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The deadline counts from the cron time, not from the early start.
+	if len(st.Waiting) != 1 || !st.Waiting[0].Deadline.Equal(latest.Add(2*time.Minute)) {
+		t.Fatalf("waiting %+v, want a deadline at %s", st.Waiting, latest.Add(2*time.Minute))
+	}
+	t.Logf("run %s for %s: %s", run.ID, run.LogicalDate, st.Waiting[0].Text(time.Now()))
+	day := filepath.Join(dir, today.Format(time.DateOnly))
+	if err := os.MkdirAll(day, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(day, "part-0.csv"), []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	landed := time.Now()
+	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, runs.StatusSucceeded)
+	work := node(t, res, "work")
+	if work.StartedAt.Before(landed) || !work.StartedAt.Before(latest) {
+		t.Errorf("work started at %s; want after the files landed (%s) and before the 23:59 cron time", work.StartedAt, landed)
+	}
+	if got, want := strings.TrimSpace(fmt.Sprint(work.Outputs["stdout"])), latest.Format(time.RFC3339); got != want {
+		t.Errorf("logical time %q, want the cron time %s", got, want)
+	}
+	t.Logf("files landed %s, work started %s (%s later), logical time %s", landed.Format(time.TimeOnly+".000"),
+		work.StartedAt.Format(time.TimeOnly+".000"), work.StartedAt.Sub(landed).Round(time.Millisecond), work.Outputs["stdout"])
+}
