@@ -149,6 +149,8 @@ func FuzzParseSpec(f *testing.F) {
 			"  - id: b\n    type: train\n    needs: [a]\n    with:\n      epochs: '${days_between(params.d, \"2026-01-03\")}'\n      extra: '" + strings.ReplaceAll(s, "'", "''") + "'\n"))
 	}
 	f.Add([]byte(waitSpec))
+	f.Add([]byte(readySpec))
+	f.Add([]byte("name: x\nschedules:\n  - {id: s, cron: '0 */2 * * *', when_ready: yes, earliest: '25:61'}\n  - {id: t, every: 1h, earliest: '00:00'}\nnodes: [{id: a, type: noop}]\n"))
 	f.Add([]byte("name: x\nwait_for: [{files: '/d/${run.logical_date}/*', marker: _SUCCESS, deadline: 1h, poll: 2h}]\nnodes:\n  - {id: a, type: noop, wait_for: [{command: [x], deadline: 0s, on_deadline: later}]}\n"))
 	f.Add([]byte("name: x\nx: &a [*a]\nnodes: [{id: a, type: noop, with: {v: *a}}]\n"))
 	f.Add([]byte("name: x\nnodes:\n  - &n {id: a, type: noop}\n  - {<<: *n, id: b, needs: [a]}\n"))

@@ -37,11 +37,19 @@ type Schedule struct {
 	Jitter time.Duration
 	// Paused creates (or, on a change, updates) the schedule paused.
 	Paused bool
+	// WhenReady starts each run early, at Earliest on its date, to wait
+	// for its date's wait_for conditions; the cron time is its latest
+	// start (schedule_ready.go). Earliest is a wall time HH:MM in
+	// Timezone, "00:00" unless given; empty without WhenReady.
+	WhenReady bool
+	Earliest  string
 
 	Pos         Pos // the entry's mapping
 	IDPos       Pos
 	ParamsPos   Pos            // the params key; zero if absent
 	ParamKeyPos map[string]Pos // each params key
+	ReadyPos    Pos            // the when_ready value; zero if absent
+	EarliestPos Pos            // the earliest value; zero if absent
 }
 
 // Overlaps are the overlap policies a schedule may name, after Temporal's
@@ -52,7 +60,7 @@ var Overlaps = []string{"skip", "buffer_one", "buffer_all", "cancel_other", "ter
 // going when the next comes due makes that one be skipped.
 const DefaultOverlap = "skip"
 
-var scheduleFields = []string{"id", "cron", "every", "timezone", "params", "catchup_window", "overlap", "pause_on_failure", "jitter", "paused"}
+var scheduleFields = []string{"id", "cron", "every", "timezone", "params", "catchup_window", "overlap", "pause_on_failure", "jitter", "paused", "when_ready", "earliest"}
 
 // cronParser accepts what Temporal's cron strings accept in the common
 // case: five fields (minute hour day-of-month month day-of-week, with
@@ -176,6 +184,7 @@ func (p *parser) schedule(n *yaml.Node, index int) *Schedule {
 	if v := m.get("paused"); v != nil {
 		sc.Paused, _ = p.bool(v, what+" paused")
 	}
+	p.whenReady(m, sc, what) // schedule_ready.go
 	return sc
 }
 
@@ -210,6 +219,7 @@ func (v *validator) schedules() {
 		if sc.Cron == "" && sc.Every == 0 {
 			v.at(sc.Pos, "%s: missing \"cron\" or \"every\" (when the schedule fires)", what)
 		}
+		v.whenReady(sc, what) // schedule_ready.go
 		names := make([]string, len(v.s.Params))
 		for i, p := range v.s.Params {
 			names[i] = p.Name

@@ -79,6 +79,12 @@ type PipelineInput struct {
 	// logical date is taken (default UTC).
 	Schedule string `json:"schedule,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
+	// LatestStart is set by a when_ready schedule, which starts its runs
+	// early to wait for their data: its cron's time of day (HH:MM, in
+	// Timezone). The run is for that time on its logical date (its
+	// ${run.logical_time}), and its waits' deadlines count from it when
+	// it is later than the wait's start.
+	LatestStart string `json:"latest_start,omitempty"`
 	// DryRun resolves and validates the pipeline and its params on a
 	// worker of the queue, as a run would, and ends the run there without
 	// running a node: how `retrain schedule apply` learns whether the

@@ -75,7 +75,9 @@ func Rerun(ctx context.Context, c client.Client, req RerunRequest) (Run, error) 
 	// The same moment: a scheduled run's nominal time came from its
 	// schedule, which does not start this one.
 	in.LogicalDate = cmp.Or(earlier.result.LogicalTime, in.LogicalDate, earlier.result.LogicalDate)
-	in.Schedule, in.DryRun = "", false
+	// Nor is a rerun held back by a when_ready schedule's latest start:
+	// LogicalDate above already names the moment it was for.
+	in.Schedule, in.DryRun, in.LatestStart = "", false, ""
 	// Only which run and which nodes: the workflow loads the earlier
 	// run's results on a worker (LoadReuse), never trusting a starter's.
 	in.Reuse = &Reuse{Run: req.Run, From: slices.Clone(req.From)}

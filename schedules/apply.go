@@ -1,6 +1,7 @@
 package schedules
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -204,6 +205,8 @@ func recordDiff(have, want Record) []string {
 	field("paused", a.Paused, b.Paused)
 	field("task_queue", a.TaskQueue, b.TaskQueue)
 	field("daylight_saving", a.DaylightSaving, b.DaylightSaving)
+	field("when_ready", a.WhenReady, b.WhenReady)
+	field("earliest", a.Earliest, b.Earliest)
 	if len(out) == 0 {
 		out = append(out, "spec")
 	}
@@ -253,6 +256,9 @@ func fires(r Record) string {
 	}
 	if r.Timezone != "" {
 		s += " " + r.Timezone
+	}
+	if r.WhenReady {
+		s += ", when ready from " + cmp.Or(r.Earliest, dags.DefaultEarliest)
 	}
 	return s
 }

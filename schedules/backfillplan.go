@@ -88,6 +88,7 @@ func PlanBackfill(ctx context.Context, c client.Client, req BackfillRequest) (*B
 	}
 	f, _ := time.ParseInLocation(DateLayout, req.From, loc)
 	t, _ := time.ParseInLocation(DateLayout, req.To, loc)
+	rec, _ := RecordOf(desc)
 	policy := enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ALL
 	switch {
 	case req.Overlap != "":
@@ -96,8 +97,11 @@ func PlanBackfill(ctx context.Context, c client.Client, req BackfillRequest) (*B
 		}
 	case req.MaxParallel > 1:
 		policy = enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL
+	case rec.WhenReady:
+		// Each run waits for its own date's data: one after another, a
+		// date without data would hold back every later one.
+		policy = enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL
 	}
-	rec, _ := RecordOf(desc)
 	p := &BackfillPlan{
 		ID: req.ID, Record: rec, Location: loc, MaxParallel: req.MaxParallel, DST: map[string]DSTDay{},
 		// Temporal takes the actions strictly after Start and up to End: a
@@ -119,8 +123,8 @@ func PlanBackfill(ctx context.Context, c client.Client, req BackfillRequest) (*B
 	for _, ts := range resp.GetStartTime() {
 		p.Times = append(p.Times, ts.AsTime())
 	}
-	if rec.Cron != "" {
-		if adj, err := DaylightSaving(rec.Cron, rec.Timezone); err == nil {
+	if fire, _, err := FireCron(rec); err == nil && fire != "" {
+		if adj, err := DaylightSaving(fire, rec.Timezone); err == nil {
 			for _, d := range adj.Days {
 				p.DST[d.Date] = d
 			}

@@ -70,7 +70,12 @@ type Record struct {
 	// gets so that it fires once on the days a change skips or repeats its
 	// time (dst.go): a new time zone database changes it.
 	DaylightSaving string `json:"daylight_saving,omitempty"`
-	File           string `json:"file,omitempty"` // the spec file it came from
+	// WhenReady and Earliest are a data-triggered schedule's: its runs
+	// start at Earliest on their date and wait for their data, with the
+	// cron's time as their latest start.
+	WhenReady bool   `json:"when_ready,omitempty"`
+	Earliest  string `json:"earliest,omitempty"`
+	File      string `json:"file,omitempty"` // the spec file it came from
 }
 
 // NewRecord describes a spec schedule of pipeline, run on taskQueue.
@@ -78,7 +83,7 @@ func NewRecord(pipeline string, sc *dags.Schedule, taskQueue, file string) Recor
 	r := Record{
 		Pipeline: pipeline, ID: sc.ID, Cron: sc.Cron, Timezone: sc.Timezone, Params: sc.Params,
 		Overlap: cmp.Or(sc.Overlap, dags.DefaultOverlap), PauseOnFailure: sc.PauseOnFailure, Paused: sc.Paused,
-		TaskQueue: taskQueue, File: file,
+		TaskQueue: taskQueue, File: file, WhenReady: sc.WhenReady, Earliest: sc.Earliest,
 	}
 	if sc.Every > 0 {
 		r.Every = sc.Every.String()
@@ -152,10 +157,16 @@ func Build(pipeline string, sc *dags.Schedule, o BuildOptions) (client.ScheduleO
 	}
 	rec := NewRecord(pipeline, sc, queue, o.File)
 	spec := client.ScheduleSpec{Jitter: sc.Jitter, TimeZoneName: sc.Timezone}
+	input := runs.PipelineInput{Pipeline: pipeline, Params: sc.Params, Schedule: sc.ID, Timezone: sc.Timezone}
 	switch {
 	case sc.Cron != "":
-		spec.CronExpressions = []string{sc.Cron}
-		adj, err := DaylightSaving(sc.Cron, sc.Timezone)
+		fire, latest, err := FireCron(rec)
+		if err != nil {
+			return client.ScheduleOptions{}, fmt.Errorf("schedule %s of %s: %w", sc.ID, pipeline, err)
+		}
+		input.LatestStart = latest
+		spec.CronExpressions = []string{fire}
+		adj, err := DaylightSaving(fire, sc.Timezone)
 		if err != nil {
 			return client.ScheduleOptions{}, fmt.Errorf("schedule %s of %s: %w", sc.ID, pipeline, err)
 		}
@@ -163,6 +174,8 @@ func Build(pipeline string, sc *dags.Schedule, o BuildOptions) (client.ScheduleO
 		rec.DaylightSaving = adj.Digest()
 	case sc.Every > 0:
 		spec.Intervals = []client.ScheduleIntervalSpec{{Every: sc.Every}}
+	case sc.WhenReady:
+		return client.ScheduleOptions{}, fmt.Errorf("schedule %s of %s: when_ready needs a cron", sc.ID, pipeline)
 	default:
 		return client.ScheduleOptions{}, fmt.Errorf("schedule %s of %s: no cron or every", sc.ID, pipeline)
 	}
@@ -174,7 +187,7 @@ func Build(pipeline string, sc *dags.Schedule, o BuildOptions) (client.ScheduleO
 		ID:       WorkflowIDPrefix(pipeline, sc.ID),
 		Workflow: runs.PipelineWorkflow,
 		// By name, not the spec's text: the worker's current spec runs.
-		Args:                  []any{runs.PipelineInput{Pipeline: pipeline, Params: sc.Params, Schedule: sc.ID, Timezone: sc.Timezone}},
+		Args:                  []any{input},
 		TaskQueue:             queue,
 		Memo:                  map[string]any{MemoKey: rec},
 		TypedSearchAttributes: temporal.NewSearchAttributes(attrs...),
@@ -196,6 +209,17 @@ func Build(pipeline string, sc *dags.Schedule, o BuildOptions) (client.ScheduleO
 		Memo:                  map[string]any{MemoKey: rec},
 		TypedSearchAttributes: temporal.NewSearchAttributes(runs.PipelineKey.ValueSet(pipeline)),
 	}, nil
+}
+
+// FireCron is the cron a schedule's Temporal schedule fires on: the
+// spec's, or for a when_ready schedule the spec's moved to earliest on
+// the same days (dags.ReadyCron); latest is then the cron's own time of
+// day, the runs' latest start, and "" otherwise.
+func FireCron(r Record) (fire, latest string, err error) {
+	if !r.WhenReady {
+		return r.Cron, "", nil
+	}
+	return dags.ReadyCron(r.Cron, cmp.Or(r.Earliest, dags.DefaultEarliest))
 }
 
 func note(file string) string {

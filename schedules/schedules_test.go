@@ -138,3 +138,70 @@ func TestDates(t *testing.T) {
 		}
 	}
 }
+
+const readySpec = `name: p
+wait_for:
+  - {files: "/data/${run.logical_date}/*.csv", deadline: 6h}
+schedules:
+  - id: daily
+    cron: "0 3 * * *"
+    timezone: Europe/Paris
+    when_ready: true
+  - id: late
+    cron: "30 2 * * mon-fri"
+    when_ready: true
+    earliest: "01:00"
+    overlap: buffer_one
+nodes:
+  - id: a
+    type: noop
+`
+
+// A when_ready schedule fires at earliest on its dates and tells its runs
+// the cron's time, their latest start.
+func TestBuildWhenReady(t *testing.T) {
+	s := parse(t, readySpec)
+	o, err := Build(s.Name, s.Schedule("daily"), BuildOptions{TaskQueue: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Spec.CronExpressions) != 1 || o.Spec.CronExpressions[0] != "0 0 * * *" || o.Overlap != enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL {
+		t.Errorf("daily: cron %v overlap %v", o.Spec.CronExpressions, o.Overlap)
+	}
+	a := o.Action.(*client.ScheduleWorkflowAction)
+	in := a.Args[0].(runs.PipelineInput)
+	if in.LatestStart != "03:00" || in.Timezone != "Europe/Paris" || in.Schedule != "daily" || a.ID != "p-daily" {
+		t.Errorf("input %+v, workflow id %s", in, a.ID)
+	}
+	rec := a.Memo[MemoKey].(Record)
+	if !rec.WhenReady || rec.Earliest != "00:00" || rec.Cron != "0 3 * * *" || rec.Overlap != "allow_all" {
+		t.Errorf("record %+v", rec)
+	}
+	if f := fires(rec); f != "cron 0 3 * * * Europe/Paris, when ready from 00:00" {
+		t.Errorf("fires %q", f)
+	}
+
+	o, err = Build(s.Name, s.Schedule("late"), BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = o.Action.(*client.ScheduleWorkflowAction).Args[0].(runs.PipelineInput)
+	if o.Spec.CronExpressions[0] != "0 1 * * mon-fri" || in.LatestStart != "02:30" || o.Overlap != enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE {
+		t.Errorf("late: cron %v latest %q overlap %v", o.Spec.CronExpressions, in.LatestStart, o.Overlap)
+	}
+
+	// A plain schedule's runs get no latest start.
+	plain := parse(t, spec)
+	o, _ = Build(plain.Name, plain.Schedule("daily"), BuildOptions{})
+	if in := o.Action.(*client.ScheduleWorkflowAction).Args[0].(runs.PipelineInput); in.LatestStart != "" {
+		t.Errorf("plain schedule: latest start %q", in.LatestStart)
+	}
+
+	// Turning when_ready on or moving earliest updates the schedule.
+	base := NewRecord("p", plain.Schedule("daily"), "q", "")
+	ready := base
+	ready.WhenReady, ready.Earliest = true, "00:00"
+	if d := recordDiff(base, ready); len(d) != 2 || d[0] != "when_ready" || d[1] != "earliest" {
+		t.Errorf("diff %v", d)
+	}
+}

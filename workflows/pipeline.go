@@ -88,6 +88,9 @@ func Pipeline(ctx workflow.Context, in runs.PipelineInput) (*runs.Result, error)
 			return run.finish(ctx, err)
 		}
 		run.showDetails(ctx)
+	} else if err := run.awaitLatestStart(ctx); err != nil { // wait.go
+		run.cancelPending(err)
+		return run.finish(ctx, err)
 	}
 	runErr := run.runNodes(ctx)
 	if runErr != nil {
@@ -119,6 +122,9 @@ type pipelineRun struct {
 
 	values   dags.RunValues // ${run.NAME} (runvalues.go)
 	schedule string         // the schedule that started the run, if one did
+	// latestStart is a when_ready run's cron time: waits that begin
+	// before it count their deadlines from it (wait.go). Zero otherwise.
+	latestStart time.Time
 
 	edges     dags.Edges     // the plan's needs, by position in plan.Nodes and result.Nodes
 	index     map[string]int // node id -> position (edges.Index)

@@ -29,6 +29,9 @@ const (
 type runStart struct {
 	values   dags.RunValues
 	schedule string // the schedule that started it; "" for none
+	// latest is a when_ready run's latest start (its input's
+	// latest_start on its date); zero for any other run.
+	latest time.Time
 }
 
 // runValues computes the run values from the workflow's start event and
@@ -61,7 +64,19 @@ func runValues(ctx workflow.Context, in runs.PipelineInput) (runStart, error) {
 		t = info.WorkflowStartTime
 	}
 	t = t.In(loc)
+	// A when_ready schedule fires early on the date and names its cron's
+	// time: the run is for that time, as a run the cron started would be.
+	// Inputs recorded before latest_start existed have none.
+	var latest time.Time
+	if in.LatestStart != "" {
+		var err error
+		if latest, err = dags.LatestStart(t, in.LatestStart); err != nil {
+			return runStart{}, invalidInput(in, "latest_start: "+err.Error())
+		}
+		t = latest
+	}
 	return runStart{
+		latest: latest,
 		values: dags.RunValues{
 			ID:          info.WorkflowExecution.ID,
 			LogicalTime: t.Format(time.RFC3339),
@@ -116,6 +131,7 @@ func (r *pipelineRun) setRunValues(start runStart) error {
 	r.values = start.values
 	r.values.Pipeline = r.plan.Pipeline
 	r.schedule = start.schedule
+	r.latestStart = start.latest
 	r.result.LogicalDate = r.values.LogicalDate
 	// Params whose values hold run values (a schedule's end_date:
 	// ${date_add(run.logical_date, -1)}) take their value now; the run's

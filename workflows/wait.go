@@ -32,18 +32,29 @@ func (e errDataSkipped) Error() string { return e.reason }
 // loses nothing: the next one replays to the same timer. node is the id
 // of the node that waits, or "" for the run.
 //
+// A when_ready run's deadlines count from its latest start instead, when
+// that is later than the wait's begin.
+//
 // It returns nil when every condition held, errDataSkipped when one with
 // on_deadline: skip did not by its deadline, and otherwise the error that
 // fails the run: DataNotReady at a deadline, BadInput from a check that
 // found the condition can never hold.
 func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node string) error {
 	begin := workflow.Now(ctx)
+	// A when_ready run started before its cron time: its deadlines count
+	// from the cron time, so it waits as long past it as a run the cron
+	// started would. A wait that begins later counts from its begin, as
+	// every wait of other runs does (their latestStart is zero).
+	from := begin
+	if r.latestStart.After(from) {
+		from = r.latestStart
+	}
 	for _, c := range conds {
 		w, err := dags.ResolveWait(c, r.scope())
 		if err != nil {
 			return typed(temporal.NewNonRetryableApplicationError(fmt.Sprintf("wait_for %s: %v", c.Name(), err), errtype.BadInput, nil))
 		}
-		deadline := begin.Add(w.Deadline)
+		deadline := from.Add(w.Deadline)
 		for attempt := 0; ; attempt++ {
 			obs, err := r.check(ctx, w)
 			if err != nil {
@@ -71,8 +82,12 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 			if left <= 0 {
 				r.recordWait(ctx, "not_ready", now.Sub(begin))
 				r.setWaiting(node, nil)
+				within := formatWait(w.Deadline)
+				if from.After(begin) { // a when_ready run that started early
+					within += " from its latest start " + from.Format(time.RFC3339)
+				}
 				msg := fmt.Sprintf("data not ready: wait_for %s did not hold within its deadline %s (%d checks); last check: %s",
-					w.Name(), formatWait(w.Deadline), attempt+1, obs.Saw)
+					w.Name(), within, attempt+1, obs.Saw)
 				if w.OnDeadline == dags.WaitSkip {
 					return errDataSkipped{reason: msg}
 				}
@@ -86,6 +101,31 @@ func (r *pipelineRun) waitFor(ctx workflow.Context, conds []dags.Wait, node stri
 			}
 		}
 	}
+	return nil
+}
+
+// awaitLatestStart holds a run a when_ready schedule started early whose
+// pipeline, as this worker has it, has no wait_for of its own (a worker
+// with another copy of the spec than the one applied): with nothing to
+// wait for, it starts at its cron time, as a plain schedule's run would,
+// not hours early. Other runs have no latest start and go on at once.
+func (r *pipelineRun) awaitLatestStart(ctx workflow.Context) error {
+	now := workflow.Now(ctx)
+	if r.latestStart.IsZero() || !r.latestStart.After(now) {
+		return nil
+	}
+	r.setWaiting("", &runs.Waiting{
+		Condition: "latest start " + r.latestStart.Format(time.RFC3339),
+		Saw:       fmt.Sprintf("pipeline %s has no wait_for: the run starts at its cron time", r.plan.Pipeline),
+		Since:     now, Deadline: r.latestStart,
+	})
+	r.showDetails(ctx)
+	if err := workflow.Sleep(ctx, r.latestStart.Sub(now)); err != nil {
+		r.setWaiting("", nil)
+		return temporal.NewCanceledError()
+	}
+	r.setWaiting("", nil)
+	r.showDetails(ctx)
 	return nil
 }
 

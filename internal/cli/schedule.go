@@ -353,6 +353,10 @@ func printSchedule(app *App, id string, rec schedules.Record, desc *client.Sched
 		when += " in " + rec.Timezone
 	}
 	fmt.Fprintf(w, "fires     %s\n", when)
+	if fire, latest, err := schedules.FireCron(rec); err == nil && rec.WhenReady {
+		fmt.Fprintf(w, "when      ready: each date's run starts at %s (cron %s) and waits for its data; %s is its latest start\n",
+			rec.Earliest, fire, latest)
+	}
 	fmt.Fprintf(w, "overlap   %s", rec.Overlap)
 	if rec.PauseOnFailure {
 		fmt.Fprint(w, ", pause on failure")

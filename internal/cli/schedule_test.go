@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/retrain-ml/retrain/schedules"
 )
 
@@ -44,5 +46,25 @@ func TestLoadScheduleSpecs(t *testing.T) {
 	_, _, err = loadScheduleSpecs([]string{dir})
 	if err == nil || !strings.Contains(err.Error(), "pipeline a is also declared by") || !strings.Contains(err.Error(), "c.yaml:3:") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// describe says when a when_ready schedule's runs start and their latest
+// start; a plain schedule's show no such line.
+func TestPrintScheduleWhenReady(t *testing.T) {
+	desc := &client.ScheduleDescription{}
+	var b strings.Builder
+	rec := schedules.Record{Pipeline: "p", ID: "daily", Cron: "0 3 * * *", Timezone: "Europe/Paris", Overlap: "allow_all",
+		TaskQueue: "q", WhenReady: true, Earliest: "00:30"}
+	printSchedule(&App{Out: &b}, "retrain/p/daily", rec, desc)
+	want := "when      ready: each date's run starts at 00:30 (cron 30 0 * * *) and waits for its data; 03:00 is its latest start\n"
+	if !strings.Contains(b.String(), "fires     cron 0 3 * * * in Europe/Paris\n"+want) {
+		t.Errorf("describe:\n%s", b.String())
+	}
+	b.Reset()
+	rec.WhenReady, rec.Earliest = false, ""
+	printSchedule(&App{Out: &b}, "retrain/p/daily", rec, desc)
+	if strings.Contains(b.String(), "when ") {
+		t.Errorf("plain schedule:\n%s", b.String())
 	}
 }

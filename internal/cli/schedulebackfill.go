@@ -73,8 +73,14 @@ func printBackfillPlan(app *App, plan *schedules.BackfillPlan, from, to string) 
 		runsWord = "run"
 	}
 	fmt.Fprintf(app.Out, "%s: backfill %s..%s in %s: %d %s (%s)\n", plan.ID, from, to, plan.Location, len(plan.Times), runsWord, plan.How())
+	// A when_ready schedule's runs start at earliest and wait for their
+	// date's data, its cron time being their latest start.
+	_, latest, _ := schedules.FireCron(plan.Record)
 	for _, t := range plan.Times {
 		line := fmt.Sprintf("  %s  %s", plan.Date(t), t.In(plan.Location).Format("15:04 MST"))
+		if latest != "" {
+			line += fmt.Sprintf(", waits for its data (latest start %s)", latest)
+		}
 		if note := plan.Note(t); note != "" {
 			line += "  (" + note + ")"
 		}

@@ -25,7 +25,11 @@ func printDSTLine(w io.Writer, rec schedules.Record) {
 	if rec.DaylightSaving == "" || rec.Cron == "" {
 		return
 	}
-	adj, err := schedules.DaylightSaving(rec.Cron, rec.Timezone)
+	fire, _, err := schedules.FireCron(rec) // what the schedule fires on
+	if err != nil {
+		return
+	}
+	adj, err := schedules.DaylightSaving(fire, rec.Timezone)
 	if err != nil || adj.Empty() {
 		return
 	}
