@@ -34,7 +34,10 @@ nodes:
   - {id: work, type: command, with: {argv: [echo, "${run.logical_date} ${run.logical_time}"]}}
 `, name, dir)
 	e := newSchedEnv(t, map[string]string{name: spec})
+	// land returns the time before the files are written: a run may see
+	// them before land returns.
 	land := func(date string) time.Time {
+		at := time.Now()
 		day := filepath.Join(dir, date)
 		if err := os.MkdirAll(day, 0o755); err != nil {
 			t.Fatal(err)
@@ -44,7 +47,7 @@ nodes:
 				t.Fatal(err)
 			}
 		}
-		return time.Now()
+		return at
 	}
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	var dates []string
@@ -190,6 +193,7 @@ nodes:
 		t.Fatalf("waiting %+v, want a deadline at %s", st.Waiting, latest.Add(2*time.Minute))
 	}
 	t.Logf("run %s for %s: %s", run.ID, run.LogicalDate, st.Waiting[0].Text(time.Now()))
+	landed := time.Now() // before the write: the run may see the file before it returns
 	day := filepath.Join(dir, today.Format(time.DateOnly))
 	if err := os.MkdirAll(day, 0o755); err != nil {
 		t.Fatal(err)
@@ -197,7 +201,6 @@ nodes:
 	if err := os.WriteFile(filepath.Join(day, "part-0.csv"), []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	landed := time.Now()
 	res, err := runs.Wait(ctx, tclient, run.ID, nil)
 	if err != nil {
 		t.Fatal(err)
