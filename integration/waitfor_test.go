@@ -118,6 +118,11 @@ nodes:
   - id: split
     type: split
     with: {table: late.training, start_date: "${run.logical_date}", end_date: "${date_add(run.logical_date, 1)}", sparse: [user_id, ad_id], eval_days: 1}
+  - id: train
+    type: train
+    needs: [split]
+    heartbeat: 30s
+    with: {trainer: builtin, data: "${nodes.split.outputs.uri}", dim: 4, epochs: 1, batch_size: 256, seed: 1}
 `
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -175,7 +180,10 @@ nodes:
 		t.Errorf("split started at %s, before the rows landed at %s", split.StartedAt, landedAt)
 	}
 	if got := split.Outputs["train_rows"]; got != float64(fullDay) {
-		t.Errorf("split trained on %v rows, want the full day's %d", got, fullDay)
+		t.Errorf("split's training rows %v, want the full day's %d", got, fullDay)
+	}
+	if got := node(t, res, "train").Outputs["train_rows"]; got != float64(fullDay) {
+		t.Errorf("trained on %v rows, want the full day's %d", got, fullDay)
 	}
 	if len(res.Ready) != 1 || res.Ready[0].SnapshotID != fmt.Sprint(landed.CurrentSnapshot().SnapshotID) || res.Ready[0].Rows != fullDay {
 		t.Errorf("ready: %+v, want snapshot %d with %d rows", res.Ready, landed.CurrentSnapshot().SnapshotID, fullDay)
@@ -184,8 +192,8 @@ nodes:
 	if got := split.Outputs["snapshot_id"]; got != res.Ready[0].SnapshotID {
 		t.Errorf("split read snapshot %v, want the one seen ready, %s", got, res.Ready[0].SnapshotID)
 	}
-	t.Logf("run %s: waited %s, split train_rows %v = full day %d, ready %+v", res.ID,
-		res.Ready[0].At.Sub(res.StartedAt).Round(time.Millisecond), split.Outputs["train_rows"], fullDay, res.Ready[0])
+	t.Logf("run %s: waited %s, split train_rows %v, trained on %v rows = full day %d, ready %+v", res.ID,
+		res.Ready[0].At.Sub(res.StartedAt).Round(time.Millisecond), split.Outputs["train_rows"], node(t, res, "train").Outputs["train_rows"], fullDay, res.Ready[0])
 }
 
 // TestWaitForDeadline waits for a day whose rows never land: with the
