@@ -342,6 +342,9 @@ type trainRun struct {
 	// rankEnv is each rank's own environment (its share of the data,
 	// with shard_data), by global rank; nil: none.
 	rankEnv func(rank int) []string
+	// shards is this host's part of the shares, with shard_data: where a
+	// checkpoint stands in them is recorded with it.
+	shards *shardPlan
 	// firstStep is when the first progress line came (mu).
 	firstStep time.Time
 
