@@ -109,11 +109,12 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 		// with shard_data.
 		read = wholeSplitRead(sd, w, g, filepath.Join(scratch, "data", split.TrainDataset), time.Since(started))
 	} else {
-		if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
-			return Outputs{}, err
+		if plan.stream = w.StreamData; !plan.stream {
+			if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
+				return Outputs{}, err
+			}
+			r.logShares(read)
 		}
-		r.log.Info("the ranks' shares of the training data are local", "ranks", read.Ranks, "rows", read.Rows, "rest_rows", read.RestRows, "units", read.Shards,
-			"bytes_read", read.BytesRead, "split_bytes", read.SplitBytes, "reused", read.Reused, "disk_peak", read.DiskPeak, "seconds", read.LocalizeSeconds)
 		defer func() {
 			if err == nil {
 				// Kept after a failure, for a retry on this host to reuse.
@@ -188,7 +189,12 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 	cmd.Env = append(cmd.Env, EnvGPUs+"="+strconv.Itoa(w.GPUs))
 	cmd.Env = append(cmd.Env, nodeEnv.Vars...)
 
-	res, err := r.runProgram(ctx, cmd, processCount(w), g)
+	var res programResult
+	if plan != nil && plan.stream {
+		res, err = r.runStreaming(ctx, cmd, processCount(w), g, plan, sd.Record.Schema, &read)
+	} else {
+		res, err = r.runProgram(ctx, cmd, processCount(w), g)
+	}
 	if err != nil {
 		return Outputs{}, err
 	}
@@ -339,4 +345,10 @@ func wholeSplitRead(sd *split.Data, w With, g *gangHost, dir string, took time.D
 	}
 	d.BytesRead = d.SplitBytes
 	return d
+}
+
+// logShares logs what the host read for its ranks' shares.
+func (r *trainRun) logShares(read DataRead) {
+	r.log.Info("the ranks' shares of the training data are local", "ranks", read.Ranks, "rows", read.Rows, "rest_rows", read.RestRows, "units", read.Shards,
+		"bytes_read", read.BytesRead, "split_bytes", read.SplitBytes, "reused", read.Reused, "disk_peak", read.DiskPeak, "seconds", read.LocalizeSeconds)
 }

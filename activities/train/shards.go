@@ -100,6 +100,9 @@ type shardPlan struct {
 	ranks   map[int]rankShare // this host's ranks, by global rank
 	rest    map[int]rankShare // their shares of the rest, if any
 	root    string            // the host's shard cache for this split and world
+	// stream: the trainer starts before the pieces are all in (Parquet
+	// only), each appearing whole in its share's order, then .complete.
+	stream bool
 }
 
 // shardUnit is a unit of the assignment: one row group of a split file,
@@ -140,10 +143,11 @@ func (p *shardPlan) env(rank int) []string {
 	e := trainer.ShardEnv{
 		Data: rs.dir, Index: rank, Count: p.assign.World, Rows: rs.share.Rows,
 		MinRows: p.assign.MinRows(), GlobalRows: p.assign.GlobalRows, Epoch: p.assign.Epoch,
+		Stream: p.stream, Files: len(rs.share.Pieces),
 	}
 	if rest, ok := p.rest[rank]; ok {
 		a := p.resumed.Rest
-		e.Rest = &trainer.ShardRest{Data: rest.dir, Epoch: p.resumed.Epoch, Rows: rest.share.Rows, MinRows: a.MinRows(), GlobalRows: a.GlobalRows}
+		e.Rest = &trainer.ShardRest{Data: rest.dir, Epoch: p.resumed.Epoch, Rows: rest.share.Rows, MinRows: a.MinRows(), GlobalRows: a.GlobalRows, Files: len(rest.share.Pieces)}
 		if rank < len(p.resumed.RestDone) {
 			e.Rest.Done = min(max(p.resumed.RestDone[rank], 0), rest.share.Rows)
 		}
@@ -271,6 +275,7 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 		st.Rows += p.ranks[r].share.Rows
 		st.RestRows += p.rest[r].share.Rows
 	}
+	var todo []rankShare // the shares with pieces to write
 	for _, rs := range p.shares() {
 		if err := os.MkdirAll(rs.dir, 0o755); err != nil { // a share of no rows is an empty folder
 			return st, err
@@ -279,7 +284,18 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			st.Reused += len(rs.share.Pieces)
 			continue
 		}
-		for k, pc := range rs.share.Pieces {
+		todo = append(todo, rs)
+	}
+	// The ranks' k-th pieces before any (k+1)-th, so that every rank's
+	// first pieces are in early (a streaming trainer starts on them).
+	for k := 0; ; k++ {
+		more := false
+		for _, rs := range todo {
+			if k >= len(rs.share.Pieces) {
+				continue
+			}
+			more = true
+			pc := rs.share.Pieces[k]
 			out := piecePath(rs.dir, k, pc, npy)
 			if _, err := os.Stat(out); err == nil {
 				st.Reused++
@@ -289,6 +305,9 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 				order = append(order, pc.Unit)
 			}
 			jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: rs.share.Rank, piece: pc, out: out})
+		}
+		if !more {
+			break
 		}
 	}
 	if len(st.Ranks) == 0 {
@@ -346,6 +365,14 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			return st, err
 		}
 	}
+	if p.stream {
+		// Every piece is in: a streaming trainer stops waiting for more.
+		for _, rs := range p.shares() {
+			if err := os.WriteFile(filepath.Join(rs.dir, ".complete"), nil, 0o644); err != nil {
+				return st, err
+			}
+		}
+	}
 	if npy {
 		for _, rs := range p.shares() {
 			if complete(rs.dir) {
@@ -361,14 +388,15 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 	return st, nil
 }
 
-// shares are this host's ranks' shares, then their shares of the rest.
+// shares are this host's ranks' shares of the rest, which they train
+// first, then their shares.
 func (p *shardPlan) shares() []rankShare {
 	var out []rankShare
-	for _, r := range sortedRanks(p.ranks) {
-		out = append(out, p.ranks[r])
-	}
 	for _, r := range sortedRanks(p.rest) {
 		out = append(out, p.rest[r])
+	}
+	for _, r := range sortedRanks(p.ranks) {
+		out = append(out, p.ranks[r])
 	}
 	return out
 }

@@ -382,7 +382,22 @@ type ShardRest struct {
 	Epoch                     int
 	Rows, MinRows, GlobalRows int64
 	Done                      int64
+	Files                     int // with Stream, the files its folder will hold
 }
+
+// With stream_data the trainer starts before its share is local: each
+// Parquet file of its folder appears whole (never partly written), in the
+// order of the names the share's rows are in, and a file .complete once
+// they all have; the trainer reads them as they come.
+const (
+	// EnvShardStream is 1 when the share's files arrive while the
+	// trainer runs.
+	EnvShardStream = "RETRAIN_SHARD_STREAM"
+	// EnvShardFiles is the Parquet files RETRAIN_TRAIN_DATA will hold;
+	// EnvShardRestFiles those of RETRAIN_SHARD_REST_DATA.
+	EnvShardFiles     = "RETRAIN_SHARD_FILES"
+	EnvShardRestFiles = "RETRAIN_SHARD_REST_FILES"
+)
 
 // ShardEnv is a rank's share of the training data.
 type ShardEnv struct {
@@ -391,6 +406,8 @@ type ShardEnv struct {
 	Rows, MinRows, GlobalRows int64
 	Epoch                     int
 	Rest                      *ShardRest // nil: no rest to train first
+	Stream                    bool       // the files arrive while the trainer runs
+	Files                     int        // with Stream, the files Data will hold
 }
 
 // Environ returns the share as NAME=value entries; RETRAIN_TRAIN_DATA among
@@ -405,7 +422,13 @@ func (s ShardEnv) Environ() []string {
 		EnvGlobalRows + "=" + strconv.FormatInt(s.GlobalRows, 10),
 		EnvShardEpoch + "=" + strconv.Itoa(s.Epoch),
 	}
+	if s.Stream {
+		env = append(env, EnvShardStream+"=1", EnvShardFiles+"="+strconv.Itoa(s.Files))
+	}
 	if r := s.Rest; r != nil {
+		if s.Stream {
+			env = append(env, EnvShardRestFiles+"="+strconv.Itoa(r.Files))
+		}
 		env = append(env,
 			EnvShardRestData+"="+r.Data,
 			EnvShardRestEpoch+"="+strconv.Itoa(r.Epoch),
