@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os/exec"
 
-	"github.com/retrain-ml/retrain/internal/dataset"
 	"github.com/retrain-ml/retrain/activities/split"
+	"github.com/retrain-ml/retrain/internal/dataset"
 )
 
 // runStreaming runs the trainer program while this host's ranks' shares
