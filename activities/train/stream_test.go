@@ -37,7 +37,7 @@ echo '{"step": 2, "loss": 0.5}'
 if [ "$r" = 0 ]; then echo weights > "$RETRAIN_MODEL_OUT/model.txt"; fi
 `
 
-// TestStreamData: with stream_data, on a store 30 ms away per request,
+// TestStreamData: with stream_data, on a store 50 ms away per request,
 // each of 2 ranks takes its first step on its first row group, while its
 // last is still to come, and ends with its whole share (with the other's,
 // every row once); the node's first step comes before the data is all
@@ -48,7 +48,7 @@ func TestStreamData(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	const rows = 2000
 	data := splittest.WriteFiles(t, st, "st", rows, 50, 100) // 20 files of a row group
-	p, err := s3fault.Start(s3fault.Config{Target: srv.Endpoint, Delay: 30 * time.Millisecond})
+	p, err := s3fault.Start(s3fault.Config{Target: srv.Endpoint, Delay: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
