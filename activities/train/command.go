@@ -15,6 +15,7 @@ import (
 	"github.com/retrain-ml/retrain/activities/split"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/gpu"
+	"github.com/retrain-ml/retrain/internal/shard"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -55,6 +56,17 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 			return Outputs{}, err
 		}
 	}
+	// Resume from the furthest of what the last attempt heartbeated and
+	// what it recorded in the store (a heartbeat can be lost with the
+	// worker; the record cannot be newer than the checkpoint it names).
+	var resume TrainProgress
+	if hb, ok := earlier(ctx); ok && hb.Checkpoint != "" {
+		resume = TrainProgress{Step: hb.CheckpointStep, Checkpoint: hb.Checkpoint, CheckpointStep: hb.CheckpointStep}
+	}
+	var stored TrainProgress
+	if err := objects.GetJSON(ctx, store, r.resumeKey(), &stored); err == nil && stored.CheckpointStep > resume.CheckpointStep {
+		resume = stored
+	}
 	started := time.Now()
 	var (
 		plan *shardPlan
@@ -63,9 +75,22 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 	localize := [][2]string{{split.TrainDataset, env.TrainData}, {split.EvalDataset, env.EvalData}}
 	if w.ShardData {
 		world, ranks := shardRanks(w, g)
-		if plan, err = planShards(sd, world, ranks, r.in.Pipeline+"/"+r.in.RunID+"/"+r.in.Node); err != nil {
+		node := r.in.Pipeline + "/" + r.in.RunID + "/" + r.in.Node
+		plan, err = planShards(sd, world, ranks, node, resume.Shards)
+		if errors.Is(err, shard.ErrPosition) {
+			// Not a position this node wrote for this split: the shares
+			// of a fresh start, as for a checkpoint that recorded none.
+			r.log.Warn("the checkpoint's position in the shares does not fit the split; the ranks get their shares afresh", "error", err)
+			plan, err = planShards(sd, world, ranks, node, nil)
+		}
+		if err != nil {
 			return Outputs{}, err
 		}
+		if rest := plan.resumed.Rest; rest != nil {
+			r.log.Info("resuming an epoch with another world size: the ranks train the rest of it first", "epoch", plan.resumed.Epoch,
+				"rest_rows", rest.GlobalRows, "world", world, "stages", len(plan.resumed.Prior))
+		}
+		r.shards = plan
 		// Each rank's RETRAIN_TRAIN_DATA is its share (rankEnv); the eval
 		// data only rank 0 reads.
 		env.TrainData, localize = "", localize[1:]
@@ -84,11 +109,12 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 		// with shard_data.
 		read = wholeSplitRead(sd, w, g, filepath.Join(scratch, "data", split.TrainDataset), time.Since(started))
 	} else {
-		if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
-			return Outputs{}, err
+		if plan.stream = w.StreamData; !plan.stream {
+			if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
+				return Outputs{}, err
+			}
+			r.logShares(read)
 		}
-		r.log.Info("the ranks' shares of the training data are local", "ranks", read.Ranks, "rows", read.Rows, "units", read.Shards,
-			"bytes_read", read.BytesRead, "split_bytes", read.SplitBytes, "reused", read.Reused, "disk_peak", read.DiskPeak, "seconds", read.LocalizeSeconds)
 		defer func() {
 			if err == nil {
 				// Kept after a failure, for a retry on this host to reuse.
@@ -106,17 +132,6 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 		return &d
 	}
 
-	// Resume from the furthest of what the last attempt heartbeated and
-	// what it recorded in the store (a heartbeat can be lost with the
-	// worker; the record cannot be newer than the checkpoint it names).
-	var resume TrainProgress
-	if hb, ok := earlier(ctx); ok && hb.Checkpoint != "" {
-		resume = TrainProgress{Step: hb.CheckpointStep, Checkpoint: hb.Checkpoint, CheckpointStep: hb.CheckpointStep}
-	}
-	var stored TrainProgress
-	if err := objects.GetJSON(ctx, store, r.resumeKey(), &stored); err == nil && stored.CheckpointStep > resume.CheckpointStep {
-		resume = stored
-	}
 	if resume.Checkpoint != "" {
 		local, err := r.fetchCheckpoint(ctx, resume.Checkpoint, scratch)
 		if err != nil {
@@ -174,7 +189,12 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 	cmd.Env = append(cmd.Env, EnvGPUs+"="+strconv.Itoa(w.GPUs))
 	cmd.Env = append(cmd.Env, nodeEnv.Vars...)
 
-	res, err := r.runProgram(ctx, cmd, processCount(w), g)
+	var res programResult
+	if plan != nil && plan.stream {
+		res, err = r.runStreaming(ctx, cmd, processCount(w), g, plan, sd.Record.Schema, &read)
+	} else {
+		res, err = r.runProgram(ctx, cmd, processCount(w), g)
+	}
 	if err != nil {
 		return Outputs{}, err
 	}
@@ -241,7 +261,7 @@ func gpuUsage(s gpu.Summary) *GPUUsage {
 // storeCheckpoint copies a checkpoint the program wrote locally (a file or
 // a folder) to the store and records it as the point to resume from. A
 // URI the program wrote itself (s3://, gs://) is recorded as it is.
-func (r *trainRun) storeCheckpoint(ctx context.Context, ckpt string, step int64) (string, error) {
+func (r *trainRun) storeCheckpoint(ctx context.Context, ckpt string, step int64, pos *shard.Position) (string, error) {
 	uri := ckpt
 	if !strings.Contains(ckpt, "://") {
 		st, err := os.Stat(ckpt)
@@ -267,7 +287,7 @@ func (r *trainRun) storeCheckpoint(ctx context.Context, ckpt string, step int64)
 			uri = objects.KeyURI(r.t.Store, key)
 		}
 	}
-	if err := objects.PutJSON(ctx, r.t.Store, r.resumeKey(), TrainProgress{Step: step, Checkpoint: uri, CheckpointStep: step}); err != nil {
+	if err := objects.PutJSON(ctx, r.t.Store, r.resumeKey(), TrainProgress{Step: step, Checkpoint: uri, CheckpointStep: step, Shards: pos}); err != nil {
 		return "", err
 	}
 	if _, err := r.saveCurve(ctx); err != nil {
@@ -325,4 +345,10 @@ func wholeSplitRead(sd *split.Data, w With, g *gangHost, dir string, took time.D
 	}
 	d.BytesRead = d.SplitBytes
 	return d
+}
+
+// logShares logs what the host read for its ranks' shares.
+func (r *trainRun) logShares(read DataRead) {
+	r.log.Info("the ranks' shares of the training data are local", "ranks", read.Ranks, "rows", read.Rows, "rest_rows", read.RestRows, "units", read.Shards,
+		"bytes_read", read.BytesRead, "split_bytes", read.SplitBytes, "reused", read.Reused, "disk_peak", read.DiskPeak, "seconds", read.LocalizeSeconds)
 }

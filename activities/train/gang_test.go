@@ -221,7 +221,7 @@ func TestGangShardDataChecksRowsBeforeLeasing(t *testing.T) {
 			for i := range sd.Manifest.Datasets[0].Files {
 				sd.Manifest.Datasets[0].Files[i].Rows = 1
 			}
-			_, err := planShards(sd, in.World, nil, "")
+			_, err := planShards(sd, in.World, nil, "", nil)
 			return err
 		}, activity.RegisterOptions{Name: GangShardsActivity})
 		env.ExecuteWorkflow(Gang, gangInput(2, map[string]any{"processes": 2.0, "shard_data": true}))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -302,7 +303,7 @@ func (t *Trainers) newRun(in nodetype.Input) (*trainRun, With, error) {
 	if t.Store == nil {
 		return nil, With{}, objects.NoStore()
 	}
-	fingerprint, err := checkpoint.Fingerprint(in.With)
+	fingerprint, err := checkpoint.Fingerprint(fingerprinted(in.With, w))
 	if err != nil {
 		return nil, With{}, nodetype.Permanent(errtype.BadInput, "%v", err)
 	}
@@ -320,6 +321,27 @@ func (t *Trainers) newRun(in nodetype.Input) (*trainRun, With, error) {
 	}
 	r.hangTimeout, _ = dags.ParseDuration(w.HangTimeout) // checked by checkTrain
 	return r, w, nil
+}
+
+// layoutFields are the fields of a train node that place its ranks, not
+// what they train.
+var layoutFields = []string{"hosts", "processes", "gpus", "gang_timeout", "hang_timeout"}
+
+// fingerprinted is what names a train node's checkpoint folder: its
+// resolved with. With shard_data the ranks' layout is left out, so that
+// the run started again under its id with another world size (hosts,
+// processes, GPUs) resumes from its checkpoint, on the rest of the
+// interrupted epoch; without, it is kept (folders of nodes recorded
+// before stay where they are).
+func fingerprinted(with map[string]any, w With) map[string]any {
+	if !w.ShardData {
+		return with
+	}
+	out := maps.Clone(with)
+	for _, f := range layoutFields {
+		delete(out, f)
+	}
+	return out
 }
 
 // hostError is a host's failure as the gang reports it: the host named,

@@ -16,6 +16,7 @@ import (
 	"github.com/retrain-ml/retrain/activities/progenv"
 	"github.com/retrain-ml/retrain/errtype"
 	"github.com/retrain-ml/retrain/internal/gang"
+	"github.com/retrain-ml/retrain/internal/shard"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -173,7 +174,14 @@ func (r *trainRun) handleEvent(ctx context.Context, e trainer.Event, primary boo
 		r.addPoint(p) // before the checkpoint, which saves the curve up to its step
 	}
 	if p.CheckpointURI != "" {
-		uri, err := r.storeCheckpoint(ctx, p.CheckpointURI, p.Step)
+		var pos *shard.Position
+		if r.shards != nil && e.Has(trainer.FieldShard) {
+			if pos = r.shards.position(p.ShardEpoch, p.ShardDone); pos == nil {
+				r.log.Warn("the checkpoint's shard_done names another number of ranks than the gang's; a resume with another world size starts its shares afresh",
+					"step", p.Step, "ranks", len(p.ShardDone), "world", r.shards.assign.World)
+			}
+		}
+		uri, err := r.storeCheckpoint(ctx, p.CheckpointURI, p.Step, pos)
 		if err != nil {
 			r.log.Warn("cannot keep the trainer's checkpoint; a retry resumes from an earlier one", "checkpoint", p.CheckpointURI, "error", err)
 			uri = ""

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/retrain-ml/retrain/internal/gang"
+	"github.com/retrain-ml/retrain/internal/shard"
 	"github.com/retrain-ml/retrain/internal/trainer"
 	"github.com/retrain-ml/retrain/nodetype"
 )
@@ -33,6 +34,10 @@ type TrainProgress struct {
 	// (every rank of a gang's host that does), for the hang watch's view
 	// and per-host throughput.
 	Ranks []gang.RankProgress `json:"ranks,omitempty"`
+	// Shards is where the checkpoint stands in the ranks' shares of the
+	// training data (shard_data, when the trainer says): a gang resumed
+	// with another world size trains the rest of that epoch.
+	Shards *shard.Position `json:"shards,omitempty"`
 }
 
 // CurvePoint is one point of a loss curve.

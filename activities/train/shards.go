@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -49,6 +50,9 @@ type DataRead struct {
 	BytesRead  int64 `json:"bytes_read"`  // what it read from the store for the training data
 	SplitBytes int64 `json:"split_bytes"` // the training data's size in the store, for scale
 	Reused     int   `json:"reused"`      // shard_data: pieces an earlier attempt on this host had written
+	// RestRows are its ranks' rows of the rest of an interrupted epoch,
+	// when the gang resumed it with another world size.
+	RestRows int64 `json:"rest_rows,omitempty"`
 	// DiskPeak is the most bytes the host's local training data held at
 	// once (a downloaded file and what was written).
 	DiskPeak int64 `json:"disk_peak"`
@@ -75,7 +79,7 @@ func (t *Trainers) GangShards(ctx context.Context, in ShardsInput) error {
 	if err != nil {
 		return err
 	}
-	_, err = planShards(sd, in.World, nil, "")
+	_, err = planShards(sd, in.World, nil, "", nil)
 	return err
 }
 
@@ -85,13 +89,20 @@ type rankShare struct {
 	share shard.Share
 }
 
-// shardPlan is this host's part of the epoch's assignment.
+// shardPlan is this host's part of the epoch's assignment, and of the
+// rest of an interrupted epoch when the gang resumes it with another
+// world size (shard.Resume).
 type shardPlan struct {
-	assign shard.Assignment
-	ds     checkpoint.Dataset
-	units  []shardUnit       // what the assignment's pieces index
-	ranks  map[int]rankShare // this host's ranks, by global rank
-	root   string            // the host's shard cache for this split and world
+	assign  shard.Assignment
+	resumed shard.Resumed
+	ds      checkpoint.Dataset
+	units   []shardUnit       // what the assignment's pieces index
+	ranks   map[int]rankShare // this host's ranks, by global rank
+	rest    map[int]rankShare // their shares of the rest, if any
+	root    string            // the host's shard cache for this split and world
+	// stream: the trainer starts before the pieces are all in (Parquet
+	// only), each appearing whole in its share's order, then .complete.
+	stream bool
 }
 
 // shardUnit is a unit of the assignment: one row group of a split file,
@@ -129,33 +140,75 @@ func (p *shardPlan) env(rank int) []string {
 	if !ok {
 		return nil
 	}
-	return trainer.ShardEnv{
+	e := trainer.ShardEnv{
 		Data: rs.dir, Index: rank, Count: p.assign.World, Rows: rs.share.Rows,
 		MinRows: p.assign.MinRows(), GlobalRows: p.assign.GlobalRows, Epoch: p.assign.Epoch,
-	}.Environ()
+		Stream: p.stream, Files: len(rs.share.Pieces),
+	}
+	if rest, ok := p.rest[rank]; ok {
+		a := p.resumed.Rest
+		e.Rest = &trainer.ShardRest{Data: rest.dir, Epoch: p.resumed.Epoch, Rows: rest.share.Rows, MinRows: a.MinRows(), GlobalRows: a.GlobalRows, Files: len(rest.share.Pieces)}
+		if rank < len(p.resumed.RestDone) {
+			e.Rest.Done = min(max(p.resumed.RestDone[rank], 0), rest.share.Rows)
+		}
+	}
+	return e.Environ()
+}
+
+// position is where a checkpoint stands in the ranks' shares, from what
+// its progress line says: the epoch, and the rows each rank trained of
+// its share (one figure: every rank's). Nil when the line says nothing,
+// or names another number of ranks.
+func (p *shardPlan) position(epoch int, done []int64) *shard.Position {
+	world := p.assign.World
+	switch {
+	case len(done) == 1:
+		done = slices.Repeat(done, world)
+	case len(done) != world:
+		return nil
+	}
+	pos := p.resumed.At(epoch, done)
+	return &pos
 }
 
 // planShards assigns the split's training rows to the world's ranks and
-// picks this host's (ranks are global ranks). It fails before anything is
-// read, naming the counts, when there are fewer rows than ranks.
-func planShards(sd *split.Data, world int, ranks []int, node string) (*shardPlan, error) {
+// picks this host's (ranks are global ranks); with pos (where the
+// checkpoint the gang resumes from stands, nil: none or unknown), also
+// their shares of the rest of its epoch when the world size changed. It
+// fails before anything is read, naming the counts, when there are fewer
+// rows than ranks; a pos that does not fit the split fails with
+// shard.ErrPosition.
+func planShards(sd *split.Data, world int, ranks []int, node string, pos *shard.Position) (*shardPlan, error) {
 	ds, _ := sd.Manifest.Dataset(split.TrainDataset)
 	units := shardUnits(ds)
 	rows := make([]int64, len(units))
 	for i, u := range units {
 		rows[i] = u.rows
 	}
-	a, err := shard.Assign(rows, world, shardSeed, 0)
-	if err != nil {
+	if _, err := shard.Assign(rows, world, shardSeed, 0); err != nil {
 		return nil, nodetype.Permanent(errtype.BadInput, "shard_data: the split's training data has %d rows in %d files, too few for %d ranks: give the node fewer ranks, or train without shard_data", ds.Rows, len(ds.Files), world)
 	}
+	res, err := shard.Resume(rows, world, shardSeed, pos)
+	if err != nil {
+		return nil, err
+	}
+	a := res.Full
 	// One cache per split and node (its retries share it; two nodes on
 	// the same split never do), holding one world size's shares.
 	sum := sha256.Sum256([]byte(sd.ManifestKey + "\x00" + node))
 	root := filepath.Join(shardCacheDir(), hex.EncodeToString(sum[:12]), "w"+strconv.Itoa(world))
-	p := &shardPlan{assign: a, ds: ds, units: units, ranks: map[int]rankShare{}, root: root}
+	p := &shardPlan{assign: a, resumed: res, ds: ds, units: units, ranks: map[int]rankShare{}, rest: map[int]rankShare{}, root: root}
 	for _, r := range ranks {
 		p.ranks[r] = rankShare{dir: filepath.Join(root, "rank-"+strconv.Itoa(r)), share: a.Shares[r]}
+	}
+	if res.Rest != nil {
+		// The rest depends on where the epoch stood: its own folder.
+		b, _ := json.Marshal(shard.Position{Epoch: res.Epoch, Stages: res.Prior})
+		key := sha256.Sum256(b)
+		dir := filepath.Join(root, "rest-"+hex.EncodeToString(key[:8]))
+		for _, r := range ranks {
+			p.rest[r] = rankShare{dir: filepath.Join(dir, "rank-"+strconv.Itoa(r)), share: res.Rest.Shares[r]}
+		}
 	}
 	return p, nil
 }
@@ -218,18 +271,32 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 		npy   = format == split.FormatNPY
 	)
 	for _, r := range sortedRanks(p.ranks) {
-		rs := p.ranks[r]
 		st.Ranks = append(st.Ranks, r)
-		st.Rows += rs.share.Rows
+		st.Rows += p.ranks[r].share.Rows
+		st.RestRows += p.rest[r].share.Rows
+	}
+	var todo []rankShare // the shares with pieces to write
+	for _, rs := range p.shares() {
+		if err := os.MkdirAll(rs.dir, 0o755); err != nil { // a share of no rows is an empty folder
+			return st, err
+		}
 		if npy && complete(rs.dir) {
 			st.Reused += len(rs.share.Pieces)
 			continue
 		}
-		for _, pc := range rs.share.Pieces {
-			out := filepath.Join(rs.dir, "pieces", fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
-			if !npy {
-				out = filepath.Join(rs.dir, fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
+		todo = append(todo, rs)
+	}
+	// The ranks' k-th pieces before any (k+1)-th, so that every rank's
+	// first pieces are in early (a streaming trainer starts on them).
+	for k := 0; ; k++ {
+		more := false
+		for _, rs := range todo {
+			if k >= len(rs.share.Pieces) {
+				continue
 			}
+			more = true
+			pc := rs.share.Pieces[k]
+			out := piecePath(rs.dir, k, pc, npy)
 			if _, err := os.Stat(out); err == nil {
 				st.Reused++
 				continue
@@ -237,7 +304,10 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			if _, ok := jobs[pc.Unit]; !ok {
 				order = append(order, pc.Unit)
 			}
-			jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: r, piece: pc, out: out})
+			jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: rs.share.Rank, piece: pc, out: out})
+		}
+		if !more {
+			break
 		}
 	}
 	if len(st.Ranks) == 0 {
@@ -248,7 +318,7 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 	incoming := filepath.Join(p.root, fmt.Sprintf("incoming-%d", st.Ranks[0]))
 	peak := func() {
 		n := dirSize(incoming)
-		for _, rs := range p.ranks {
+		for _, rs := range p.shares() {
 			n += dirSize(rs.dir)
 		}
 		st.DiskPeak = max(st.DiskPeak, n)
@@ -295,9 +365,16 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			return st, err
 		}
 	}
+	if p.stream {
+		// Every piece is in: a streaming trainer stops waiting for more.
+		for _, rs := range p.shares() {
+			if err := os.WriteFile(filepath.Join(rs.dir, ".complete"), nil, 0o644); err != nil {
+				return st, err
+			}
+		}
+	}
 	if npy {
-		for _, r := range sortedRanks(p.ranks) {
-			rs := p.ranks[r]
+		for _, rs := range p.shares() {
 			if complete(rs.dir) {
 				continue
 			}
@@ -311,6 +388,30 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 	return st, nil
 }
 
+// shares are this host's ranks' shares of the rest, which they train
+// first, then their shares.
+func (p *shardPlan) shares() []rankShare {
+	var out []rankShare
+	for _, r := range sortedRanks(p.rest) {
+		out = append(out, p.rest[r])
+	}
+	for _, r := range sortedRanks(p.ranks) {
+		out = append(out, p.ranks[r])
+	}
+	return out
+}
+
+// piecePath is where the k-th piece of a share is written: named in the
+// share's order, so that a trainer reading a Parquet share's files by
+// name reads its rows in the order its position counts them.
+func piecePath(dir string, k int, pc shard.Piece, npy bool) string {
+	name := fmt.Sprintf("part-%05d-u%d-%d-%d.parquet", k, pc.Unit, pc.Offset, pc.Rows)
+	if npy {
+		return filepath.Join(dir, "pieces", name)
+	}
+	return filepath.Join(dir, name)
+}
+
 // complete reports whether a rank's npy folder was written whole.
 func complete(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, ".complete"))
@@ -320,15 +421,17 @@ func complete(dir string) bool {
 // writeNPY converts a rank's pieces into its npy folder and deletes them.
 func writeNPY(rs rankShare, schema dataset.Schema) error {
 	var rows []any
-	for _, pc := range rs.share.Pieces {
-		name := filepath.Join(rs.dir, "pieces", fmt.Sprintf("part-%05d-%d-%d.parquet", pc.Unit, pc.Offset, pc.Rows))
+	for k, pc := range rs.share.Pieces {
+		name := piecePath(rs.dir, k, pc, true)
 		got, err := readAll(name)
 		if err != nil {
 			return fmt.Errorf("read rank %d's piece %s: %w", rs.share.Rank, name, err)
 		}
 		rows = append(rows, got...)
 	}
-	d, err := dataset.Load(schema, rows)
+	// In the share's order (not sorted by request id): a trainer's
+	// position in its share (shard_done) counts rows in this order.
+	d, err := dataset.LoadBatch(schema, rows)
 	if err != nil {
 		return nodetype.Permanent(errtype.BadInput, "%s data: %v", split.TrainDataset, err)
 	}

@@ -161,7 +161,7 @@ func TestShardHostReadsItsShareOnly(t *testing.T) {
 // reads only what is missing.
 func hostReadsItsShare(t *testing.T, st *s3store.Store, sd *split.Data, node string) {
 	ctx := context.Background()
-	plan, err := planShards(sd, 4, []int{2, 3}, node)
+	plan, err := planShards(sd, 4, []int{2, 3}, node, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestShardRowGroupsOfOneFile(t *testing.T) {
 	}
 	seen := map[int64]int{}
 	for host, ranks := range [][]int{{0, 1}, {2, 3}} {
-		plan, err := planShards(sd, 4, ranks, "one-file")
+		plan, err := planShards(sd, 4, ranks, "one-file", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestShardTooFewRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = planShards(ssd, 4, []int{0}, "h0")
+	_, err = planShards(ssd, 4, []int{0}, "h0", nil)
 	if nodetest.ErrType(err) != errtype.BadInput || !strings.Contains(err.Error(), "3 rows in 3 files, too few for 4 ranks") {
 		t.Fatalf("3 rows for 4 ranks: %v", err)
 	}

@@ -80,7 +80,8 @@ type With struct {
 	// Hosts has no default tag: 1 and absent are the same node.
 	Hosts       int    `json:"hosts" trainer:"command" doc:"command: hosts the node spans: processes ranks on each of this many workers of its queue with distinct --host-id (WORLD_SIZE = hosts x processes, NODE_RANK, MASTER_ADDR on host 0's advertised address), started once every host holds its GPUs and stopped together when one fails; a retry forms a new gang that resumes from the last checkpoint (default 1)"`
 	GangTimeout string `json:"gang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: with hosts above 1, how long the hosts may take to join (each holding its GPUs) before every lease is released and the attempt fails, naming how many joined"`
-	ShardData   bool   `json:"shard_data" trainer:"command" doc:"command: give each rank only its share of the training rows (RETRAIN_TRAIN_DATA is that share; RETRAIN_SHARD_INDEX, RETRAIN_SHARD_COUNT, RETRAIN_SHARD_ROWS, RETRAIN_SHARD_MIN_ROWS, RETRAIN_GLOBAL_ROWS, RETRAIN_SHARD_EPOCH name it), each host reading from the store only its ranks' row groups (ranged reads; whole files for a split whose manifest records no row groups); the shares are disjoint, their union is every training row once, and they are whole row groups within one of the even share where the row groups allow (else row ranges within one row); RETRAIN_EVAL_DATA is given on rank 0's host only; the outputs say per host the bytes read, files, local disk peak and time to the first step"`
+	ShardData   bool   `json:"shard_data" trainer:"command" doc:"command: give each rank only its share of the training rows (RETRAIN_TRAIN_DATA is that share; RETRAIN_SHARD_INDEX, RETRAIN_SHARD_COUNT, RETRAIN_SHARD_ROWS, RETRAIN_SHARD_MIN_ROWS, RETRAIN_GLOBAL_ROWS, RETRAIN_SHARD_EPOCH name it), each host reading from the store only its ranks' row groups (ranged reads; whole files for a split whose manifest records no row groups); the shares are disjoint, their union is every training row once, and they are whole row groups within one of the even share where the row groups allow (else row ranges within one row); RETRAIN_EVAL_DATA is given on rank 0's host only; the outputs say per host the bytes read, files, local disk peak and time to the first step; the node's checkpoint folder leaves hosts, processes and gpus out, so the run started again under its id with another world size resumes from its checkpoint, and when that checkpoint's progress line said where the ranks stood (shard_epoch, shard_done) its ranks get the rest of the interrupted epoch (RETRAIN_SHARD_REST_DATA and the RETRAIN_SHARD_REST_* figures) to train first, so that no row of that epoch is trained twice or skipped"`
+	StreamData  bool   `json:"stream_data" trainer:"command" doc:"command: with shard_data and data_format parquet, start the trainer before its share is local: each Parquet file of its RETRAIN_TRAIN_DATA (and rest) appears whole, in its share's order, as its row group arrives, every rank's first ones first, then a file .complete (RETRAIN_SHARD_STREAM=1, RETRAIN_SHARD_FILES the files to expect); the first step waits for the first row groups, not the host's last"`
 	HangTimeout string `json:"hang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: a rank whose progress lines stop advancing its step for this long stops every rank and fails the attempt, naming the rank (and host); counted from its first progress line, so startup is not included (0s: never)"`
 }
 
@@ -233,6 +234,14 @@ func checkTrain(with map[string]any) error {
 	n, _ := with["processes"].(float64)
 	hosts, _ := with["hosts"].(float64)
 	shardData, _ := with["shard_data"].(bool)
+	if stream, _ := with["stream_data"].(bool); stream {
+		if sd, ok := with["shard_data"].(bool); ok && !sd || !ok && !dags.HasRef(with["shard_data"]) {
+			return errors.New("stream_data: needs shard_data: true (the stream is of each rank's share)")
+		}
+		if f, ok := with["data_format"].(string); ok && f == split.FormatNPY {
+			return errors.New("stream_data: data_format npy is written once a rank's share is all in; stream data_format parquet")
+		}
+	}
 	if n > 1 || hosts > 1 || shardData {
 		var words []string
 		switch argv := with["argv"].(type) {
@@ -342,6 +351,9 @@ type trainRun struct {
 	// rankEnv is each rank's own environment (its share of the data,
 	// with shard_data), by global rank; nil: none.
 	rankEnv func(rank int) []string
+	// shards is this host's part of the shares, with shard_data: where a
+	// checkpoint stands in them is recorded with it.
+	shards *shardPlan
 	// firstStep is when the first progress line came (mu).
 	firstStep time.Time
 

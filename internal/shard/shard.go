@@ -81,6 +81,12 @@ var (
 // fewer rows than ranks (a rank would have nothing to train on) or a unit
 // has a negative count.
 func Assign(rows []int64, world int, seed uint64, epoch int) (Assignment, error) {
+	return assign(rows, world, seed, epoch, false)
+}
+
+// assign is Assign; with sparse, fewer rows than ranks leave the last
+// ranks' shares empty instead of failing (the few rows left of an epoch).
+func assign(rows []int64, world int, seed uint64, epoch int, sparse bool) (Assignment, error) {
 	if world < 1 {
 		return Assignment{}, fmt.Errorf("%w: world size %d", ErrNoRanks, world)
 	}
@@ -91,7 +97,7 @@ func Assign(rows []int64, world int, seed uint64, epoch int) (Assignment, error)
 		}
 		total += n
 	}
-	if total < int64(world) {
+	if total < int64(world) && !sparse {
 		return Assignment{}, fmt.Errorf("%w: %d rows in %d shards for %d ranks", ErrNoRows, total, len(rows), world)
 	}
 	order := Order(len(rows), seed, epoch)
@@ -221,11 +227,15 @@ func Rest(prev Assignment, done []int64) ([]Piece, error) {
 // AssignRest assigns the rest of an epoch (Rest's pieces) to world ranks,
 // as Assign does, and maps the result back to the original units.
 func AssignRest(rest []Piece, world int, seed uint64, epoch int) (Assignment, error) {
+	return assignRest(rest, world, seed, epoch, false)
+}
+
+func assignRest(rest []Piece, world int, seed uint64, epoch int, sparse bool) (Assignment, error) {
 	rows := make([]int64, len(rest))
 	for i, p := range rest {
 		rows[i] = p.Rows
 	}
-	a, err := Assign(rows, world, seed, epoch)
+	a, err := assign(rows, world, seed, epoch, sparse)
 	if err != nil {
 		return a, err
 	}

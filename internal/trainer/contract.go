@@ -89,6 +89,14 @@ type Progress struct {
 	// (epochs × steps per epoch): `retrain status --follow`, the Web UI
 	// and the report then show a bar, steps/s and an ETA.
 	Total int64 `json:"total,omitempty"`
+	// ShardEpoch and ShardDone are, with shard_data, where the ranks
+	// stood in their shares at this line's checkpoint: the epoch, and
+	// per rank (or one figure for every rank) how many rows of its share
+	// of that epoch (of its rest share, in the rest's epoch) it had
+	// trained, counted in the share's own row order. A gang resumed with
+	// another world size trains the rest of that epoch from there.
+	ShardEpoch int     `json:"shard_epoch,omitempty"`
+	ShardDone  []int64 `json:"shard_done,omitempty"`
 }
 
 // EventKind tells a progress record from a log line.
@@ -110,6 +118,7 @@ const (
 	FieldExamplesPerSec
 	FieldCheckpoint
 	FieldTotal
+	FieldShard // shard_epoch and shard_done, both
 )
 
 // Event is one line of a command trainer's output.
@@ -141,6 +150,8 @@ func ParseLine(line string) Event {
 		ExamplesPerSec json.RawMessage `json:"examples_per_sec"`
 		Checkpoint     *string         `json:"checkpoint"`
 		Total          json.RawMessage `json:"total"`
+		ShardEpoch     json.RawMessage `json:"shard_epoch"`
+		ShardDone      json.RawMessage `json:"shard_done"`
 	}
 	if json.Unmarshal(quoteNonFinite(b), &rec) != nil {
 		return e
@@ -174,8 +185,51 @@ func ParseLine(line string) Event {
 		e.Progress.Total = int64(t)
 		e.Fields |= FieldTotal
 	}
+	if epoch, done, ok := parseShardPosition(rec.ShardEpoch, rec.ShardDone); ok {
+		e.Progress.ShardEpoch, e.Progress.ShardDone = epoch, done
+		e.Fields |= FieldShard
+	}
 	e.Kind = ProgressEvent
 	return e
+}
+
+// maxShardDone bounds the ranks a shard_done list may name.
+const maxShardDone = 1 << 16
+
+// parseShardPosition reads shard_epoch (a whole number, 0 or more) and
+// shard_done (a whole number, or a list of them, each 0 or more); a
+// position with anything else is absent, as a checkpoint without one.
+func parseShardPosition(epochRaw, doneRaw json.RawMessage) (int, []int64, bool) {
+	epoch, ok := parseNumber(epochRaw)
+	if !ok || epoch < 0 || epoch != float64(int64(epoch)) || epoch > 1<<30 {
+		return 0, nil, false
+	}
+	whole := func(v float64) bool { return v >= 0 && v == float64(int64(v)) && v < 1<<62 }
+	if v, ok := parseNumber(doneRaw); ok {
+		if !whole(v) {
+			return 0, nil, false
+		}
+		return int(epoch), []int64{int64(v)}, true
+	}
+	var list []any
+	d := json.NewDecoder(bytes.NewReader(doneRaw))
+	d.UseNumber()
+	if len(doneRaw) == 0 || d.Decode(&list) != nil || len(list) == 0 || len(list) > maxShardDone {
+		return 0, nil, false
+	}
+	done := make([]int64, len(list))
+	for i, x := range list {
+		n, ok := x.(json.Number) // not a string that reads as one
+		if !ok {
+			return 0, nil, false
+		}
+		v, err := n.Float64()
+		if err != nil || !whole(v) {
+			return 0, nil, false
+		}
+		done[i] = int64(v)
+	}
+	return int(epoch), done, true
 }
 
 // parseNumber reads a JSON number, or a string strconv reads as a float
@@ -298,18 +352,68 @@ const (
 	EnvShardEpoch = "RETRAIN_SHARD_EPOCH"
 )
 
+// A gang resumed with another world size than the one that wrote its
+// checkpoint, mid-epoch, gets besides its share (for the later epochs)
+// its share of the rest of the interrupted epoch: the rows of that epoch
+// the checkpoint had not trained, assigned afresh to the new ranks. The
+// trainer trains these first, then goes on with the next epoch on
+// RETRAIN_TRAIN_DATA. The node knows the position only from the
+// checkpoint's progress line (Progress.ShardEpoch and ShardDone).
+const (
+	// EnvShardRestData is the rank's share of the rest, a folder in the
+	// node's data_format (possibly of no rows).
+	EnvShardRestData = "RETRAIN_SHARD_REST_DATA"
+	// EnvShardRestEpoch is the interrupted epoch.
+	EnvShardRestEpoch = "RETRAIN_SHARD_REST_EPOCH"
+	// EnvShardRestRows, EnvShardRestMinRows and EnvShardRestGlobalRows
+	// are the rest's as EnvShardRows and so on are the epoch's.
+	EnvShardRestRows       = "RETRAIN_SHARD_REST_ROWS"
+	EnvShardRestMinRows    = "RETRAIN_SHARD_REST_MIN_ROWS"
+	EnvShardRestGlobalRows = "RETRAIN_SHARD_REST_GLOBAL_ROWS"
+	// EnvShardRestDone is how many rows of its rest share the rank had
+	// trained at the checkpoint (a gang of the same size resumed within
+	// the rest); it goes on after them.
+	EnvShardRestDone = "RETRAIN_SHARD_REST_DONE"
+)
+
+// ShardRest is a rank's share of the rest of an interrupted epoch.
+type ShardRest struct {
+	Data                      string
+	Epoch                     int
+	Rows, MinRows, GlobalRows int64
+	Done                      int64
+	Files                     int // with Stream, the files its folder will hold
+}
+
+// With stream_data the trainer starts before its share is local: each
+// Parquet file of its folder appears whole (never partly written), in the
+// order of the names the share's rows are in, and a file .complete once
+// they all have; the trainer reads them as they come.
+const (
+	// EnvShardStream is 1 when the share's files arrive while the
+	// trainer runs.
+	EnvShardStream = "RETRAIN_SHARD_STREAM"
+	// EnvShardFiles is the Parquet files RETRAIN_TRAIN_DATA will hold;
+	// EnvShardRestFiles those of RETRAIN_SHARD_REST_DATA.
+	EnvShardFiles     = "RETRAIN_SHARD_FILES"
+	EnvShardRestFiles = "RETRAIN_SHARD_REST_FILES"
+)
+
 // ShardEnv is a rank's share of the training data.
 type ShardEnv struct {
 	Data                      string // its folder: RETRAIN_TRAIN_DATA
 	Index, Count              int
 	Rows, MinRows, GlobalRows int64
 	Epoch                     int
+	Rest                      *ShardRest // nil: no rest to train first
+	Stream                    bool       // the files arrive while the trainer runs
+	Files                     int        // with Stream, the files Data will hold
 }
 
 // Environ returns the share as NAME=value entries; RETRAIN_TRAIN_DATA among
 // them overrides the whole split's.
 func (s ShardEnv) Environ() []string {
-	return []string{
+	env := []string{
 		EnvTrainData + "=" + s.Data,
 		EnvShardIndex + "=" + strconv.Itoa(s.Index),
 		EnvShardCount + "=" + strconv.Itoa(s.Count),
@@ -318,4 +422,21 @@ func (s ShardEnv) Environ() []string {
 		EnvGlobalRows + "=" + strconv.FormatInt(s.GlobalRows, 10),
 		EnvShardEpoch + "=" + strconv.Itoa(s.Epoch),
 	}
+	if s.Stream {
+		env = append(env, EnvShardStream+"=1", EnvShardFiles+"="+strconv.Itoa(s.Files))
+	}
+	if r := s.Rest; r != nil {
+		if s.Stream {
+			env = append(env, EnvShardRestFiles+"="+strconv.Itoa(r.Files))
+		}
+		env = append(env,
+			EnvShardRestData+"="+r.Data,
+			EnvShardRestEpoch+"="+strconv.Itoa(r.Epoch),
+			EnvShardRestRows+"="+strconv.FormatInt(r.Rows, 10),
+			EnvShardRestMinRows+"="+strconv.FormatInt(r.MinRows, 10),
+			EnvShardRestGlobalRows+"="+strconv.FormatInt(r.GlobalRows, 10),
+			EnvShardRestDone+"="+strconv.FormatInt(r.Done, 10),
+		)
+	}
+	return env
 }

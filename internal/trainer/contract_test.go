@@ -47,6 +47,17 @@ func TestParseLine(t *testing.T) {
 		{line: `{"step": 8, "loss": "nan"}`, kind: ProgressEvent, want: Progress{Step: 8, Loss: nan}, fields: FieldLoss},
 		{line: `{"msg": "a \"NaN\" b", "step": 2, "loss": 1}`, kind: ProgressEvent, want: Progress{Step: 2, Loss: 1}, fields: FieldLoss},
 		{line: `{"step": 2.0e1}`, kind: ProgressEvent, want: Progress{Step: 20}},
+		// A shard position: both fields, whole numbers of 0 or more.
+		{line: `{"step": 9, "shard_epoch": 2, "shard_done": [10, 12]}`, kind: ProgressEvent, want: Progress{Step: 9, ShardEpoch: 2, ShardDone: []int64{10, 12}}, fields: FieldShard},
+		{line: `{"step": 9, "shard_epoch": 0, "shard_done": 40}`, kind: ProgressEvent, want: Progress{Step: 9, ShardDone: []int64{40}}, fields: FieldShard},
+		{line: `{"step": 9, "shard_done": 40}`, kind: ProgressEvent, want: Progress{Step: 9}},
+		{line: `{"step": 9, "shard_epoch": 1}`, kind: ProgressEvent, want: Progress{Step: 9}},
+		{line: `{"step": 9, "shard_epoch": -1, "shard_done": 4}`, kind: ProgressEvent, want: Progress{Step: 9}},
+		{line: `{"step": 9, "shard_epoch": 1, "shard_done": [4, -1]}`, kind: ProgressEvent, want: Progress{Step: 9}},
+		{line: `{"step": 9, "shard_epoch": 1, "shard_done": [4, 1.5]}`, kind: ProgressEvent, want: Progress{Step: 9}},
+		{line: `{"step": 9, "shard_epoch": 1, "shard_done": []}`, kind: ProgressEvent, want: Progress{Step: 9}},
+		{line: `{"step": 9, "shard_epoch": 1, "shard_done": ["4"]}`, kind: ProgressEvent, want: Progress{Step: 9}},
+		{line: `{"step": 9, "shard_epoch": 1, "shard_done": 1e300}`, kind: ProgressEvent, want: Progress{Step: 9}},
 	} {
 		e := ParseLine(tc.line)
 		if e.Line != tc.line || e.Kind != tc.kind || e.Fields != tc.fields || !sameProgress(e.Progress, tc.want) {
@@ -58,7 +69,8 @@ func TestParseLine(t *testing.T) {
 func sameProgress(a, b Progress) bool {
 	eq := func(x, y float64) bool { return x == y || math.IsNaN(x) && math.IsNaN(y) }
 	return a.Step == b.Step && eq(a.Loss, b.Loss) && eq(a.EmbMaxNorm, b.EmbMaxNorm) &&
-		eq(a.ExamplesPerSec, b.ExamplesPerSec) && a.CheckpointURI == b.CheckpointURI
+		eq(a.ExamplesPerSec, b.ExamplesPerSec) && a.CheckpointURI == b.CheckpointURI &&
+		a.ShardEpoch == b.ShardEpoch && slices.Equal(a.ShardDone, b.ShardDone)
 }
 
 func TestGuardEvents(t *testing.T) {
@@ -122,6 +134,21 @@ func TestReadEvents(t *testing.T) {
 	var de *DivergenceError
 	if !errors.As(err, &de) || de.Step != 2 || n != 5 {
 		t.Errorf("guarded read: %v after %d events", err, n)
+	}
+}
+
+func TestShardEnvRest(t *testing.T) {
+	s := ShardEnv{Data: "/d/rank-1", Index: 1, Count: 3, Rows: 30, MinRows: 29, GlobalRows: 89, Epoch: 0}
+	if got := s.Environ(); slices.ContainsFunc(got, func(kv string) bool { return strings.HasPrefix(kv, "RETRAIN_SHARD_REST") }) {
+		t.Errorf("no rest: %q", got)
+	}
+	s.Rest = &ShardRest{Data: "/d/rest-1", Epoch: 2, Rows: 7, MinRows: 6, GlobalRows: 20, Done: 3}
+	got := s.Environ()
+	for _, want := range []string{"RETRAIN_SHARD_REST_DATA=/d/rest-1", "RETRAIN_SHARD_REST_EPOCH=2", "RETRAIN_SHARD_REST_ROWS=7",
+		"RETRAIN_SHARD_REST_MIN_ROWS=6", "RETRAIN_SHARD_REST_GLOBAL_ROWS=20", "RETRAIN_SHARD_REST_DONE=3", "RETRAIN_TRAIN_DATA=/d/rank-1"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("Environ() = %q: want %s", got, want)
+		}
 	}
 }
 
