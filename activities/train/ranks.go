@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -61,8 +62,19 @@ func localLayout(host string, n, port int) gang.Layout {
 
 // freePort returns a TCP port on address that nothing listens on now,
 // for rank 0's rendezvous. Another program may take it before rank 0
-// does; the attempt then fails and is retried.
+// does; the attempt then fails and is retried. The port is drawn below
+// Linux's default ephemeral range (32768-60999), where the kernel gives
+// out the local ports of outgoing connections and of listeners on port
+// 0: a port the kernel chose was taken again by a busy worker's next
+// connection before rank 0 bound it ("Address already in use").
 func freePort(address string) (int, error) {
+	for range 64 {
+		port := rendezvousLow + rand.IntN(rendezvousHigh-rendezvousLow)
+		if l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(port))); err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("find a free port for the ranks: %w", err)
@@ -70,6 +82,9 @@ func freePort(address string) (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// The range freePort draws from first: [rendezvousLow, rendezvousHigh).
+const rendezvousLow, rendezvousHigh = 20000, 32768
 
 // drainWait bounds how long a rank's stdout and stderr are read once its
 // process group is gone: a child that left the group can hold them open.
