@@ -160,7 +160,9 @@ func (e *canaryEnv) start(t *testing.T, bake string) string {
 
 func wait(t *testing.T, id string) *runs.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	// Generous: on a machine running every package's long forms at once a
+	// canary run that takes a minute alone took over two.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	res, err := runs.Wait(ctx, tclient, id, nil)
 	if err != nil {

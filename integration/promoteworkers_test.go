@@ -363,26 +363,29 @@ type killRecord struct {
 // finish before the kill).
 func (e *sharedLake) killOnStartedGroup(t *testing.T, ctx context.Context, childID, group string, workers ...*workerProc) killRecord {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(4 * time.Minute)
 	for time.Now().Before(deadline) {
 		if pick, ok := e.startedGroup(ctx, childID, group, workers); ok {
 			// Freeze the worker, then look again: on a loaded machine the
 			// group may have finished between the look and the kill, and a
 			// kill after it finished tests nothing. A stopped worker cannot
-			// complete it, so a group still running after the pause (which
-			// lets a completion already sent land) is killed mid-group.
+			// complete a group, so one it still runs after the pause (which
+			// lets a completion already sent land) is killed mid-group:
+			// that group, or the next one the worker had taken meanwhile
+			// (with many short groups, wanting the first one again missed
+			// every time).
 			pick.worker.signal(t, syscall.SIGSTOP)
 			time.Sleep(500 * time.Millisecond)
-			if again, ok := e.startedGroup(ctx, childID, group, []*workerProc{pick.worker}); ok && again.activityID == pick.activityID {
-				pick.worker.kill(t)
-				pick.at = time.Now()
-				return pick
+			if again, ok := e.startedGroup(ctx, childID, group, []*workerProc{pick.worker}); ok {
+				again.worker.kill(t)
+				again.at = time.Now()
+				return again
 			}
 			pick.worker.signal(t, syscall.SIGCONT)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("no worker was seen running a %s activity of %s within 2 minutes", group, childID)
+	t.Fatalf("no worker was seen running a %s activity of %s within 4 minutes", group, childID)
 	return killRecord{}
 }
 
