@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/retrain-ml/retrain/internal/checkpoint"
 	"github.com/retrain-ml/retrain/internal/devkit/s3test"
 	"github.com/retrain-ml/retrain/internal/s3store"
@@ -300,6 +302,18 @@ func TestDatasets(t *testing.T) {
 			t.Errorf("%s: %d rows, %v; want %d", ref.Dataset, len(rows), err, n)
 		}
 	}
+	// ReadRows: the same rows as parquet values, in the file's columns.
+	for ref, n := range map[checkpoint.Ref]int{out.Train: 300, out.Empty: 0} {
+		ids, err := readRowIDs(t, st, ref)
+		if err != nil || len(ids) != n {
+			t.Errorf("%s read as parquet rows: %d rows, %v; want %d", ref.Dataset, len(ids), err, n)
+		}
+		for i, id := range ids {
+			if id != int64(i) {
+				t.Fatalf("%s row %d: id %d read as a parquet row", ref.Dataset, i, id)
+			}
+		}
+	}
 	m, _ := checkpoint.Load(t.Context(), st, key, "fp")
 	if m.Rows != 330 || len(m.Datasets) != 3 || !strings.Contains(m.Datasets[0].Schema, "label") {
 		t.Errorf("manifest rows=%d datasets=%d schema=%q", m.Rows, len(m.Datasets), m.Datasets[0].Schema)
@@ -310,6 +324,41 @@ func TestDatasets(t *testing.T) {
 	}
 	if _, err := checkpoint.Open[sample](t.Context(), st, checkpoint.Ref{Manifest: out.Train.Manifest, Dataset: "nope"}); !errors.Is(err, checkpoint.ErrNotFound) {
 		t.Errorf("Open of a missing dataset = %v, want ErrNotFound", err)
+	}
+}
+
+// readRowIDs reads a dataset of samples with ReadRows, in batches of 64,
+// and returns the id column, found by name in the Reader's schema.
+func readRowIDs(t *testing.T, st *s3store.Store, ref checkpoint.Ref) ([]int64, error) {
+	t.Helper()
+	r, err := checkpoint.Open[any](t.Context(), st, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var ids []int64
+	buf := make([]parquet.Row, 64)
+	for {
+		n, err := r.ReadRows(buf)
+		if n > 0 {
+			leaf, ok := r.Schema().Lookup("id")
+			if !ok {
+				t.Fatalf("schema %s has no id column", r.Schema())
+			}
+			for _, row := range buf[:n] {
+				for _, v := range row {
+					if v.Column() == leaf.ColumnIndex {
+						ids = append(ids, v.Int64())
+					}
+				}
+			}
+		}
+		if err == io.EOF {
+			return ids, nil
+		}
+		if err != nil {
+			return ids, err
+		}
 	}
 }
 
@@ -395,6 +444,9 @@ func TestCorruptionIsDetected(t *testing.T) {
 	f.Close()
 	if _, err := checkpoint.ReadAll[sample](ctx, st, out.Train); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Errorf("ReadAll after bit flip = %v, want ErrCorrupt", err)
+	}
+	if _, err := readRowIDs(t, st, out.Train); !errors.Is(err, checkpoint.ErrCorrupt) {
+		t.Errorf("ReadRows after bit flip = %v, want ErrCorrupt", err)
 	}
 
 	// A file replaced through S3 by a valid object of the same size: only

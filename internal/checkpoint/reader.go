@@ -30,6 +30,7 @@ type Reader[T any] struct {
 	files  chan fetched
 
 	cur     *parquet.GenericReader[T]
+	schema  *parquet.Schema // of the file being read, or last read
 	curFile File
 	curBody io.Closer
 	curRows int64
@@ -74,6 +75,25 @@ func (r *Reader[T]) Dataset() Dataset { return r.ds }
 // Read reads up to len(rows) rows. At the end of the dataset it returns
 // io.EOF, and only after the row count matched the manifest.
 func (r *Reader[T]) Read(rows []T) (int, error) {
+	return read(r, rows, (*parquet.GenericReader[T]).Read)
+}
+
+// ReadRows is Read into parquet.Row values, in the columns of the file
+// they came from ([Reader.Schema]): no value of T is built, and the rows'
+// value slices are reused, so a caller that converts rows into its own
+// columns allocates far less than with Read. The rows of one call come
+// from one file.
+func (r *Reader[T]) ReadRows(rows []parquet.Row) (int, error) {
+	return read(r, rows, (*parquet.GenericReader[T]).ReadRows)
+}
+
+// Schema is the schema of the file the last rows read came from (nil
+// before the first read).
+func (r *Reader[T]) Schema() *parquet.Schema { return r.schema }
+
+// read is Read and ReadRows: decode is a method expression because the
+// current file's decoder changes between files.
+func read[T, R any](r *Reader[T], rows []R, decode func(*parquet.GenericReader[T], []R) (int, error)) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
@@ -84,7 +104,7 @@ func (r *Reader[T]) Read(rows []T) (int, error) {
 				return 0, err
 			}
 		}
-		n, err := r.cur.Read(rows)
+		n, err := decode(r.cur, rows)
 		r.curRows += int64(n)
 		r.rows += int64(n)
 		if err == io.EOF {
@@ -119,6 +139,7 @@ func (r *Reader[T]) next() error {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, f.file.Key, err)
 	}
 	r.cur = parquet.NewGenericReader[T](pf)
+	r.schema = pf.Schema()
 	r.curFile = f.file
 	r.curBody = f.body
 	r.curRows = 0
