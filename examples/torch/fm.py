@@ -147,7 +147,7 @@ class Data:
         self.transforms = dict(transforms or {})
         self.sparse_names = list(self.schema["sparse"] if sparse is None else sparse)
         self.label = np.load(os.path.join(path, "label.npy")).astype(np.float32)
-        have = np.load(os.path.join(path, "dense.npy")).reshape(self.rows, -1)
+        have = np.load(os.path.join(path, "dense.npy")).reshape(self.rows, len(self.schema["dense"]))
         x = np.zeros((self.rows, len(self.dense_names)), dtype=np.float32)
         for j, name in enumerate(self.dense_names):
             if name in self.schema["dense"]:
