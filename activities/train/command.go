@@ -109,6 +109,7 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 		// with shard_data.
 		read = wholeSplitRead(sd, w, g, filepath.Join(scratch, "data", split.TrainDataset), time.Since(started))
 	} else {
+		plan.window = w.StreamWindow
 		if plan.stream = w.StreamData; !plan.stream {
 			if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
 				return Outputs{}, err

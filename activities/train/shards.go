@@ -103,6 +103,9 @@ type shardPlan struct {
 	// stream: the trainer starts before the pieces are all in (Parquet
 	// only), each appearing whole in its share's order, then .complete.
 	stream bool
+	// window: with stream, the most piece files a rank's folder holds at
+	// once (0: no bound); the trainer removes each once read.
+	window int
 }
 
 // shardUnit is a unit of the assignment: one row group of a split file,
@@ -143,7 +146,7 @@ func (p *shardPlan) env(rank int) []string {
 	e := trainer.ShardEnv{
 		Data: rs.dir, Index: rank, Count: p.assign.World, Rows: rs.share.Rows,
 		MinRows: p.assign.MinRows(), GlobalRows: p.assign.GlobalRows, Epoch: p.assign.Epoch,
-		Stream: p.stream, Files: len(rs.share.Pieces),
+		Stream: p.stream, Files: len(rs.share.Pieces), Window: p.window,
 	}
 	if rest, ok := p.rest[rank]; ok {
 		a := p.resumed.Rest
@@ -288,26 +291,42 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 	}
 	// The ranks' k-th pieces before any (k+1)-th, so that every rank's
 	// first pieces are in early (a streaming trainer starts on them).
-	for k := 0; ; k++ {
-		more := false
+	// With a window the rests' pieces come before the shares' (a trainer
+	// trains its rest first: the host must not wait on a full window of
+	// its share's files while the trainer waits for its rest's).
+	passes := [][]rankShare{todo}
+	if p.window > 0 {
+		passes = [][]rankShare{nil, nil}
 		for _, rs := range todo {
-			if k >= len(rs.share.Pieces) {
-				continue
+			if _, isRest := p.rest[rs.share.Rank]; isRest && rs.dir == p.rest[rs.share.Rank].dir {
+				passes[0] = append(passes[0], rs)
+			} else {
+				passes[1] = append(passes[1], rs)
 			}
-			more = true
-			pc := rs.share.Pieces[k]
-			out := piecePath(rs.dir, k, pc, npy)
-			if _, err := os.Stat(out); err == nil {
-				st.Reused++
-				continue
-			}
-			if _, ok := jobs[pc.Unit]; !ok {
-				order = append(order, pc.Unit)
-			}
-			jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: rs.share.Rank, piece: pc, out: out})
 		}
-		if !more {
-			break
+	}
+	for _, pass := range passes {
+		for k := 0; ; k++ {
+			more := false
+			for _, rs := range pass {
+				if k >= len(rs.share.Pieces) {
+					continue
+				}
+				more = true
+				pc := rs.share.Pieces[k]
+				out := piecePath(rs.dir, k, pc, npy)
+				if _, err := os.Stat(out); err == nil {
+					st.Reused++
+					continue
+				}
+				if _, ok := jobs[pc.Unit]; !ok {
+					order = append(order, pc.Unit)
+				}
+				jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: rs.share.Rank, piece: pc, out: out})
+			}
+			if !more {
+				break
+			}
 		}
 	}
 	if len(st.Ranks) == 0 {
@@ -338,9 +357,13 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			}
 			st.Shards++
 			for _, j := range jobs[u] {
+				if err := p.waitWindow(ctx, j.out); err != nil {
+					return st, err
+				}
 				if err := writePiece(pf, unit.group, f, j.piece, j.out); err != nil {
 					return st, err
 				}
+				peak()
 			}
 			peak()
 			continue
@@ -355,10 +378,15 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 		st.Shards++
 		peak()
 		for _, j := range jobs[u] {
+			if err := p.waitWindow(ctx, j.out); err != nil {
+				os.Remove(local)
+				return st, err
+			}
 			if err := copyRows(local, f, j.piece, j.out); err != nil {
 				os.Remove(local)
 				return st, err
 			}
+			peak()
 		}
 		peak()
 		if err := os.Remove(local); err != nil {

@@ -3,7 +3,11 @@ package train
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/retrain-ml/retrain/activities/split"
 	"github.com/retrain-ml/retrain/internal/dataset"
@@ -46,4 +50,39 @@ func (r *trainRun) runStreaming(ctx context.Context, cmd *exec.Cmd, n int, g *ga
 		return res, fmt.Errorf("stream the ranks' shares: %w", readErr)
 	}
 	return res, err
+}
+
+// waitWindow waits, with a window, until the folder out is to be written
+// in holds fewer than window piece files (the trainer removes each once
+// read), or ctx ends.
+func (p *shardPlan) waitWindow(ctx context.Context, out string) error {
+	if !p.stream || p.window <= 0 {
+		return nil
+	}
+	dir := filepath.Dir(out)
+	for {
+		if n, err := pieceFiles(dir); err != nil || n < p.window {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// pieceFiles counts the whole piece files in dir (not one being written).
+func pieceFiles(dir string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "part-") && strings.HasSuffix(e.Name(), ".parquet") {
+			n++
+		}
+	}
+	return n, nil
 }
