@@ -192,7 +192,7 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 
 	var res programResult
 	if plan != nil && plan.stream {
-		res, err = r.runStreaming(ctx, cmd, processCount(w), g, plan, sd.Record.Schema, &read)
+		res, err = r.runStreaming(ctx, cmd, processCount(w), g, plan, sd.Record.Schema, w.DataFormat, &read)
 	} else {
 		res, err = r.runProgram(ctx, cmd, processCount(w), g)
 	}

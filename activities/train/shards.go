@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
@@ -272,6 +273,9 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 		order []int // the units to read, in the order the ranks first need them
 		jobs  = map[int][]job{}
 		npy   = format == split.FormatNPY
+		// Streamed npy: each piece is an npy folder of its own, written
+		// whole as it arrives, not one folder once the share is all in.
+		npyPieces = npy && p.stream
 	)
 	for _, r := range sortedRanks(p.ranks) {
 		st.Ranks = append(st.Ranks, r)
@@ -286,6 +290,11 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 		if npy && complete(rs.dir) {
 			st.Reused += len(rs.share.Pieces)
 			continue
+		}
+		if p.stream {
+			// Pieces of the other kind (a rerun in another data_format)
+			// would be read as this one's, and count against the window.
+			dropPieces(rs.dir, !npyPieces)
 		}
 		todo = append(todo, rs)
 	}
@@ -314,7 +323,7 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 				}
 				more = true
 				pc := rs.share.Pieces[k]
-				out := piecePath(rs.dir, k, pc, npy)
+				out := piecePath(rs.dir, k, pc, npy, npyPieces)
 				if _, err := os.Stat(out); err == nil {
 					st.Reused++
 					continue
@@ -360,7 +369,9 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 				if err := p.waitWindow(ctx, j.out); err != nil {
 					return st, err
 				}
-				if err := writePiece(pf, unit.group, f, j.piece, j.out); err != nil {
+				if err := asPiece(j.out, npyPieces, schema, func(out string) error {
+					return writePiece(pf, unit.group, f, j.piece, out)
+				}); err != nil {
 					return st, err
 				}
 				peak()
@@ -382,7 +393,9 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 				os.Remove(local)
 				return st, err
 			}
-			if err := copyRows(local, f, j.piece, j.out); err != nil {
+			if err := asPiece(j.out, npyPieces, schema, func(out string) error {
+				return copyRows(local, f, j.piece, out)
+			}); err != nil {
 				os.Remove(local)
 				return st, err
 			}
@@ -432,8 +445,11 @@ func (p *shardPlan) shares() []rankShare {
 // piecePath is where the k-th piece of a share is written: named in the
 // share's order, so that a trainer reading a Parquet share's files by
 // name reads its rows in the order its position counts them.
-func piecePath(dir string, k int, pc shard.Piece, npy bool) string {
+func piecePath(dir string, k int, pc shard.Piece, npy, npyPieces bool) string {
 	name := fmt.Sprintf("part-%05d-u%d-%d-%d.parquet", k, pc.Unit, pc.Offset, pc.Rows)
+	if npyPieces {
+		return filepath.Join(dir, strings.TrimSuffix(name, ".parquet")) // an npy folder
+	}
 	if npy {
 		return filepath.Join(dir, "pieces", name)
 	}
@@ -450,7 +466,7 @@ func complete(dir string) bool {
 func writeNPY(rs rankShare, schema dataset.Schema) error {
 	var rows []any
 	for k, pc := range rs.share.Pieces {
-		name := piecePath(rs.dir, k, pc, true)
+		name := piecePath(rs.dir, k, pc, true, false)
 		got, err := readAll(name)
 		if err != nil {
 			return fmt.Errorf("read rank %d's piece %s: %w", rs.share.Rank, name, err)

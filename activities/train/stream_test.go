@@ -113,13 +113,11 @@ func TestStreamData(t *testing.T) {
 	}
 }
 
-// TestStreamDataNeedsShards: stream_data without shard_data, or with npy,
-// and a stream_window that is not a number of files or has no stream, are
+// TestStreamDataNeedsShards: stream_data without shard_data, and a stream_window that is not a number of files or has no stream, are
 // refused before anything runs.
 func TestStreamDataNeedsShards(t *testing.T) {
 	for with, want := range map[string]map[string]any{
 		"needs shard_data":         {"trainer": "command", "data": "s3://b/s/", "argv": []any{"true"}, "stream_data": true},
-		"data_format npy is":       {"trainer": "command", "data": "s3://b/s/", "argv": []any{"true"}, "stream_data": true, "shard_data": true, "data_format": "npy"},
 		"stream_window -1":         {"trainer": "command", "data": "s3://b/s/", "argv": []any{"true"}, "stream_data": true, "shard_data": true, "stream_window": -1.0},
 		"give it with stream_data": {"trainer": "command", "data": "s3://b/s/", "argv": []any{"true"}, "shard_data": true, "stream_window": 2.0},
 	} {

@@ -77,6 +77,28 @@ func TestTorchShardData(t *testing.T) {
 	if math.Abs(a1-a2) > 0.01 {
 		t.Errorf("AUC %.4f sharded, %.4f whole: want within 0.01", a2, a1)
 	}
+
+	// Streamed: each rank reads its npy pieces as they come (a window of
+	// 2 on its host's disk), trains every row of each epoch once, to a
+	// model as good.
+	in = s.node(t, "ts4")
+	in.With["shard_data"], in.With["stream_data"], in.With["stream_window"] = true, true, 2
+	t.Setenv("TRAIN_PY_LOG_IDS", "request_id")
+	mark := len(s.log.String())
+	streamed, err := nodetest.Run(t, s.tr.Run, in, nil)
+	if err != nil {
+		t.Fatalf("streamed: %v\n%s", err, s.log)
+	}
+	a3 := s.evalAUC(t, streamed)
+	t.Logf("streamed, a window of 2 pieces: AUC %.4f (loss %.4f), steps %v; data %v", a3, streamed["loss"], streamed["steps"], streamed["data"])
+	if math.Abs(a1-a3) > 0.01 || streamed["steps"] != whole["steps"] {
+		t.Errorf("streamed: AUC %.4f after %v steps, whole %.4f after %v: want within 0.01, the same steps", a3, streamed["steps"], a1, whole["steps"])
+	}
+	epochs, err := epochSums(s.log.String()[mark:], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEveryRowOnce(t, epochs, 2000, 2)
 }
 
 // shardStep is train.py's TRAIN_PY_LOG_IDS line, as the node logs it.
@@ -123,49 +145,76 @@ func TestTorchShardDataResumes(t *testing.T) {
 	}
 	retryLog := s.log.String()[len(firstLog):]
 
-	var rows int64 = 2000
-	type tally struct{ count, sum, sumsq *big.Int }
-	epochs := map[string]tally{}
-	seen := map[string]bool{}
-	add := func(log string, upTo int64) {
-		for _, m := range shardStep.FindAllStringSubmatch(log, -1) {
-			var step int64
-			fmt.Sscan(m[4], &step)
-			key := m[2] + " " + m[3] + " " + m[4]
-			if m[1] != "full" || (upTo > 0 && step > upTo) {
-				continue // after the checkpoint: lost with the attempt
-			}
-			if seen[key] {
-				t.Fatalf("rank %s logged step %s twice", m[3], m[4])
-			}
-			seen[key] = true
-			e, ok := epochs[m[2]]
-			if !ok {
-				e = tally{new(big.Int), new(big.Int), new(big.Int)}
-				epochs[m[2]] = e
-			}
-			for i, acc := range []*big.Int{e.count, e.sum, e.sumsq} {
-				v, _ := new(big.Int).SetString(m[5+i], 10)
-				acc.Add(acc, v)
-			}
+	epochs, err := epochSums(firstLog, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := epochSums(retryLog, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, m := range more {
+		if epochs[e] == nil {
+			epochs[e] = m
+			continue
+		}
+		for i := range epochs[e] {
+			epochs[e][i].Add(epochs[e][i], m[i])
 		}
 	}
-	add(firstLog, 4)
-	add(retryLog, 0)
-	want := tally{new(big.Int), new(big.Int), new(big.Int)}
+	checkEveryRowOnce(t, epochs, 2000, 2)
+}
+
+// epochSums adds up train.py's shard-step lines in log by epoch: the
+// count, sum and sum of squares of the ids of the rows trained (up to
+// step upTo, if above 0). A step a rank logged twice is an error.
+func epochSums(log string, upTo int64) (map[string][]*big.Int, error) {
+	out := map[string][]*big.Int{}
+	seen := map[string]bool{}
+	for _, m := range shardStep.FindAllStringSubmatch(log, -1) {
+		var step int64
+		fmt.Sscan(m[4], &step)
+		if m[1] != "full" || (upTo > 0 && step > upTo) {
+			continue // after the checkpoint: lost with the attempt
+		}
+		key := m[2] + " " + m[3] + " " + m[4]
+		if seen[key] {
+			return nil, fmt.Errorf("rank %s logged step %s twice", m[3], m[4])
+		}
+		seen[key] = true
+		if out[m[2]] == nil {
+			out[m[2]] = []*big.Int{new(big.Int), new(big.Int), new(big.Int)}
+		}
+		for i, acc := range out[m[2]] {
+			v, _ := new(big.Int).SetString(m[5+i], 10)
+			acc.Add(acc, v)
+		}
+	}
+	return out, nil
+}
+
+// checkEveryRowOnce checks that each of n epochs' sums are those of the
+// split's rows 0 to rows-1 (ids 1<<32 | i), each once.
+func checkEveryRowOnce(t *testing.T, epochs map[string][]*big.Int, rows int64, n int) {
+	t.Helper()
+	want := []*big.Int{new(big.Int), new(big.Int), new(big.Int)}
 	for i := range rows {
 		id := big.NewInt(1<<32 | i)
-		want.count.Add(want.count, big.NewInt(1))
-		want.sum.Add(want.sum, id)
-		want.sumsq.Add(want.sumsq, new(big.Int).Mul(id, id))
+		want[0].Add(want[0], big.NewInt(1))
+		want[1].Add(want[1], id)
+		want[2].Add(want[2], new(big.Int).Mul(id, id))
 	}
-	if len(epochs) != 2 {
-		t.Fatalf("rows logged for epochs %v, want 0 and 1\n%s", epochs, s.log)
+	if len(epochs) != n {
+		t.Fatalf("rows logged for %d epochs, want %d", len(epochs), n)
 	}
-	for e, got := range epochs {
-		t.Logf("epoch %s: %s rows, id sum %s, sum of squares %s; the split: %s, %s, %s", e, got.count, got.sum, got.sumsq, want.count, want.sum, want.sumsq)
-		if got.count.Cmp(want.count) != 0 || got.sum.Cmp(want.sum) != 0 || got.sumsq.Cmp(want.sumsq) != 0 {
-			t.Errorf("epoch %s: the rows trained are not every row once", e)
+	for e := range n {
+		got := epochs[fmt.Sprint(e)]
+		t.Logf("epoch %d: %v rows, id sum %v, sum of squares %v; the split: %v, %v, %v", e, got[0], got[1], got[2], want[0], want[1], want[2])
+		for i := range want {
+			if got[i].Cmp(want[i]) != 0 {
+				t.Errorf("epoch %d: the rows trained are not every row once", e)
+				break
+			}
 		}
 	}
 }

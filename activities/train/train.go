@@ -239,9 +239,6 @@ func checkTrain(with map[string]any) error {
 		if sd, ok := with["shard_data"].(bool); ok && !sd || !ok && !dags.HasRef(with["shard_data"]) {
 			return errors.New("stream_data: needs shard_data: true (the stream is of each rank's share)")
 		}
-		if f, ok := with["data_format"].(string); ok && f == split.FormatNPY {
-			return errors.New("stream_data: data_format npy is written once a rank's share is all in; stream data_format parquet")
-		}
 	}
 	if v, ok := with["stream_window"]; ok && !dags.HasRef(v) {
 		n, isNum := v.(float64)

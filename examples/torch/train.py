@@ -59,6 +59,7 @@ import faulthandler
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -173,6 +174,63 @@ def all_touched(local, world, device):
     return np.unique(ids[ids >= 0])
 
 
+class Share:
+    """A rank's share (or rest share) of the training rows: an npy folder
+    read whole, or streamed (RETRAIN_SHARD_STREAM=1): npy folders
+    part-NNNNN-..., one a piece, each appearing whole in the share's order
+    (then .complete), appended as they come. With a window
+    (RETRAIN_SHARD_WINDOW) a piece is removed once read, so that the host
+    can write the next."""
+
+    def __init__(self, path, files, rows, remove=False):
+        self.path, self.files, self.rows, self.remove = path, files, rows, remove
+        self.data, self.parts, self.make = None, 0, None
+
+    @classmethod
+    def whole(cls, data):
+        s = cls("", 0, data.rows)
+        s.data = data
+        return s
+
+    def loaded(self):
+        return self.data.rows if self.data is not None else 0
+
+    def wait(self, n):
+        """Reads pieces until the first n rows are in."""
+        while self.loaded() < n:
+            if self._next():
+                continue
+            if self.parts >= self.files or os.path.exists(os.path.join(self.path, ".complete")):
+                if self._next():  # a piece that landed just before .complete
+                    continue
+                sys.exit(f"{self.path}: {self.loaded()} rows in {self.parts} of {self.files} pieces, "
+                         f"the share's {self.rows} said; want row {n}")
+            time.sleep(0.01)
+        if self.parts == self.files and self.loaded() != self.rows:
+            sys.exit(f"{self.path}: {self.loaded()} rows in its {self.files} pieces, RETRAIN_SHARD_*ROWS says {self.rows}")
+
+    def _next(self):
+        """Reads the next piece if it is in."""
+        prefix = f"part-{self.parts:05d}-"
+        try:
+            names = sorted(e for e in os.listdir(self.path)
+                           if e.startswith(prefix) and os.path.isdir(os.path.join(self.path, e)))
+        except FileNotFoundError:
+            return False
+        if not names:
+            return False
+        path = os.path.join(self.path, names[0])
+        part = self.make(path)
+        if self.data is None:
+            self.data = part
+        else:
+            self.data.append(part)
+        self.parts += 1
+        if self.remove:
+            shutil.rmtree(path, ignore_errors=True)
+        return True
+
+
 def gather_ints(values, world, device):
     """Every rank's list of len(values) ints, by rank."""
     if world == 1:
@@ -225,10 +283,12 @@ def report_comm(rank, world, steps, nbytes, comm_s, loop_s, cpu_s, device):
     log("communication: " + json.dumps(record))
 
 
-def shard_plan(args, env, world, device, data, rest, step, resumed, local_batch):
+def shard_plan(args, env, world, device, share, rest, step, resumed, local_batch, stream):
     """The steps of a rank of a sharded gang, planned alike on every rank
-    from every rank's share sizes (and rest, and what of it was trained)."""
-    mine = [data.rows]
+    from every rank's share sizes (and rest, and what of it was trained).
+    Streamed, a step's rows are not shuffled with the next steps' (each
+    step waits only for its own rows)."""
+    mine = [share.rows]
     if rest is not None:
         mine += [rest.rows, int_env(env, "RETRAIN_SHARD_REST_DONE"), int_env(env, "RETRAIN_SHARD_REST_EPOCH")]
     every = gather_ints(mine, world, device)
@@ -242,7 +302,7 @@ def shard_plan(args, env, world, device, data, rest, step, resumed, local_batch)
         sys.exit(f"RETRAIN_SHARD_REST_DONE: {e}")
     if warn:
         log(f"warning: {warn}")
-    return shardplan.Plan(segs, step, local_batch, args.checkpoint_every, args.seed, limit=args.steps)
+    return shardplan.Plan(segs, step, local_batch, 1 if stream else args.checkpoint_every, args.seed, limit=args.steps)
 
 
 def main():
@@ -290,20 +350,34 @@ def main():
     if sharded:
         if int_env(env, "RETRAIN_SHARD_COUNT") != world:
             sys.exit(f"RETRAIN_SHARD_COUNT {env['RETRAIN_SHARD_COUNT']} is not WORLD_SIZE {world}")
-        if env.get("RETRAIN_SHARD_STREAM") == "1":
-            sys.exit("train.py reads its share as npy arrays once it is all local: give the node "
-                     "data_format: npy, without stream_data")
-    data = fm.Data(train_dir, args.buckets, transforms=fm.parse_transforms(args.transforms))
-    rest_dir = env.get("RETRAIN_SHARD_REST_DATA", "") if sharded else ""
-    rest = None
-    if rest_dir:
-        rest = fm.Data(rest_dir, args.buckets, data.dense_names, data.sparse_names, data.transforms)
     log_ids = env.get(LOG_IDS, "")
-    id_cols = {}  # LOG_IDS's column of the share and of the rest share
-    for phase, d, path in ((shardplan.FULL, data, train_dir), (shardplan.REST, rest, rest_dir)):
-        if log_ids and d is not None:
-            id_cols[phase] = np.load(os.path.join(path, log_ids + ".npy")).astype(np.int64).reshape(-1) \
-                if d.rows else np.zeros(0, np.int64)
+    transforms = fm.parse_transforms(args.transforms)
+    stream = sharded and env.get("RETRAIN_SHARD_STREAM") == "1"
+    if stream:
+        # The share's npy pieces arrive while the rank trains: its rows
+        # (and its rest's) are planned from the env, each piece read as it
+        # comes; the first piece gives the features.
+        window = "RETRAIN_SHARD_WINDOW" in env
+        share = Share(train_dir, int_env(env, "RETRAIN_SHARD_FILES"), int_env(env, "RETRAIN_SHARD_ROWS"), window)
+        rest = None
+        if env.get("RETRAIN_SHARD_REST_DATA"):
+            rest = Share(env["RETRAIN_SHARD_REST_DATA"], int_env(env, "RETRAIN_SHARD_REST_FILES"),
+                         int_env(env, "RETRAIN_SHARD_REST_ROWS"), window)
+        first = rest if rest is not None and rest.rows > 0 else share
+        first.make = lambda path: fm.Data(path, args.buckets, transforms=transforms, id_column=log_ids)
+        first.wait(1)
+        data = first.data
+        for s in (share, rest):
+            if s is not None:
+                s.make = lambda path: fm.Data(path, args.buckets, data.dense_names, data.sparse_names,
+                                              data.transforms, id_column=log_ids)
+    else:
+        data = fm.Data(train_dir, args.buckets, transforms=transforms, id_column=log_ids)
+        share, rest = Share.whole(data), None
+        rest_dir = env.get("RETRAIN_SHARD_REST_DATA", "") if sharded else ""
+        if rest_dir:
+            rest = Share.whole(fm.Data(rest_dir, args.buckets, data.dense_names, data.sparse_names, data.transforms,
+                                       id_column=log_ids))
     if sharded:
         local_batch = math.ceil(args.batch_size / world)
     else:
@@ -340,12 +414,12 @@ def main():
             dist.broadcast_object_list(box, 0)
             resumed = box[0]
     if sharded:
-        plan = shard_plan(args, env, world, device, data, rest, step, resumed, local_batch)
+        plan = shard_plan(args, env, world, device, share, rest, step, resumed, local_batch, stream)
         total = plan.total
     else:
         total = min(order.total, args.steps) if args.steps else order.total
     if rank == 0:
-        log(f"{data.rows} examples, dense {data.dense_names}, sparse {data.sparse_names}, "
+        log(f"{share.rows if sharded else data.rows} examples, dense {data.dense_names}, sparse {data.sparse_names}, "
             f"{world} ranks, {total} steps of {args.batch_size}")
     lr, eps = opt.param_groups[0]["lr"], opt.param_groups[0]["eps"]
     table_state = opt.state[model.table]
@@ -396,16 +470,19 @@ def main():
         is its own, the plan's rows of its share (or rest share); U, the
         rows the whole batch touches, is gathered from every rank's."""
         seg = plan.segs[plan.seg_of(step)]
-        d = rest if seg.phase == shardplan.REST else data
+        src = rest if seg.phase == shardplan.REST else share
         batch = plan.rows(step, rank)
         weight = np.ones(len(batch), np.float32)
+        if len(batch):
+            src.wait(int(batch.max()) + 1)
+        d = src.data
         if log_ids:
-            got = [int(v) for v in id_cols[seg.phase][batch]]
+            got = [int(v) for v in d.ids[batch]] if len(batch) else []
             log(f"shard-step world={world} phase={seg.phase} epoch={seg.epoch} rank={rank} step={step + 1} "
                 f"count={len(got)} sum={sum(got)} sumsq={sum(v * v for v in got)}")
         if len(batch) == 0:
-            # Past its rows of the epoch: a weightless row of its share
-            # (which has one; a rest share may have none).
+            # Past its rows of the epoch: a weightless row of the data
+            # read first (a rest share may have none).
             d, batch, weight = data, np.zeros(1, np.int64), np.zeros(1, np.float32)
         gathered = d.gather(batch)
         local = np.unique(np.concatenate([rows for rows, _ in gathered])) if gathered else np.zeros(0, np.int64)
