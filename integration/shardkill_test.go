@@ -144,16 +144,18 @@ func TestShardedGangKilledMidEpoch(t *testing.T) {
 // 3950 rows (shares of 1000 and 950) in global batches of 100; rank 2 (on host h1) stops after
 // step 20 (TRAIN_PY_HANG_AT), h1's worker is SIGKILLed, and the run again
 // under its id on 1 host × 2 ranks trains the rest of epoch 0 (cut into 2
-// new shares), then epoch 1. Epoch 0's rows trained, by the first gang up to
-// its checkpoint and by the second in the rest, are every row once, and
-// so are epoch 1's.
+// new shares), then epoch 1. Its data is streamed (stream_data, npy
+// pieces of 100 rows read as they come) through a window of 3 pieces a
+// rank. Epoch 0's rows trained, by the first gang up to its checkpoint
+// and by the second in the rest, are every row once, and so are epoch
+// 1's.
 func TestTorchShardedKilledMidEpoch(t *testing.T) {
 	parallelTorch(t, 40*time.Second)
 	e := newGangEnv(t)
 	killMidEpoch(t, e, killCase{
 		name: "torch-sharded-kill", processes: 2, rows: 3950, epochs: 2, at: 20,
 		resume: map[string]any{"hosts": 1, "processes": 2},
-		with: fmt.Sprintf("      env: {TRAIN_PY_HANG_AT: \"2:20\", TRAIN_PY_LOG_IDS: request_id}\n"+
+		with: fmt.Sprintf("      stream_data: true\n      stream_window: 3\n      env: {TRAIN_PY_HANG_AT: \"2:20\", TRAIN_PY_LOG_IDS: request_id}\n"+
 			"      argv: [%q, %q, \"--epochs\", \"2\", \"--batch-size\", \"100\", \"--buckets\", \"4096\", \"--dim\", \"4\", \"--checkpoint-every\", \"10\"]\n",
 			e.py, filepath.Join(e.scripts, "train.py")),
 	})
@@ -269,6 +271,7 @@ nodes:
 		d, _ := d.(map[string]any)
 		r, _ := d["rest_rows"].(float64)
 		restRows += r
+		t.Logf("the resumed gang's host: rows %v, rest_rows %v, read %v of %v bytes, disk peak %v", d["rows"], d["rest_rows"], d["bytes_read"], d["split_bytes"], d["disk_peak"])
 	}
 
 	// The rows the ranks logged, per epoch: epoch 0's, the first gang's

@@ -55,6 +55,7 @@ the share of the loop's time spent in the all-reduce at the end.
 """
 
 import argparse
+import copy
 import faulthandler
 import json
 import math
@@ -62,6 +63,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -178,13 +180,17 @@ class Share:
     """A rank's share (or rest share) of the training rows: an npy folder
     read whole, or streamed (RETRAIN_SHARD_STREAM=1): npy folders
     part-NNNNN-..., one a piece, each appearing whole in the share's order
-    (then .complete), appended as they come. With a window
-    (RETRAIN_SHARD_WINDOW) a piece is removed once read, so that the host
-    can write the next."""
+    (then .complete). A streamed share is read by a thread of its own as
+    its pieces come, whether or not a step needs them yet, so that with a
+    window (RETRAIN_SHARD_WINDOW), where it removes each piece once read,
+    the host can always write the next: a rank waiting for its peers in a
+    collective still frees its window."""
 
     def __init__(self, path, files, rows, remove=False):
         self.path, self.files, self.rows, self.remove = path, files, rows, remove
-        self.data, self.parts, self.make = None, 0, None
+        self.data, self.parts, self.error = None, 0, None
+        self.pending = {}  # pieces read ahead of one still to come, by index
+        self.cond = threading.Condition()
 
     @classmethod
     def whole(cls, data):
@@ -192,42 +198,73 @@ class Share:
         s.data = data
         return s
 
+    def start(self, make):
+        """Starts reading the pieces, each with make(path) -> fm.Data."""
+        self.make = make
+        threading.Thread(target=self._read, name=f"share {self.path}", daemon=True).start()
+
     def loaded(self):
         return self.data.rows if self.data is not None else 0
 
     def wait(self, n):
-        """Reads pieces until the first n rows are in."""
-        while self.loaded() < n:
-            if self._next():
-                continue
-            if self.parts >= self.files or os.path.exists(os.path.join(self.path, ".complete")):
-                if self._next():  # a piece that landed just before .complete
-                    continue
-                sys.exit(f"{self.path}: {self.loaded()} rows in {self.parts} of {self.files} pieces, "
-                         f"the share's {self.rows} said; want row {n}")
-            time.sleep(0.01)
-        if self.parts == self.files and self.loaded() != self.rows:
-            sys.exit(f"{self.path}: {self.loaded()} rows in its {self.files} pieces, RETRAIN_SHARD_*ROWS says {self.rows}")
+        """Waits until the first n rows are in."""
+        with self.cond:
+            while self.loaded() < n and self.error is None:
+                self.cond.wait(1)
+            if self.loaded() < n:
+                sys.exit(f"{self.path}: {self.error}; want row {n}")
+
+    def _read(self):
+        try:
+            while self.parts < self.files:
+                if not self._next():
+                    if os.path.exists(os.path.join(self.path, ".complete")) and not self._next():
+                        raise ValueError(f"{self.loaded()} rows in {self.parts} pieces, and .complete: "
+                                         f"want {self.files} pieces")
+                    time.sleep(0.01)
+            if self.loaded() != self.rows:
+                raise ValueError(f"{self.loaded()} rows in its {self.files} pieces, the env says {self.rows}")
+        except Exception as e:  # the main thread exits naming it
+            with self.cond:
+                self.error = str(e) or type(e).__name__
+                self.cond.notify_all()
 
     def _next(self):
-        """Reads the next piece if it is in."""
-        prefix = f"part-{self.parts:05d}-"
+        """Reads the pieces that are in (a piece can come before an
+        earlier one: a row group the rest and the share both need is
+        written for both at once), and appends those that follow the
+        rows in; reports whether it read any."""
         try:
-            names = sorted(e for e in os.listdir(self.path)
-                           if e.startswith(prefix) and os.path.isdir(os.path.join(self.path, e)))
+            names = [e for e in os.listdir(self.path)
+                     if e.startswith("part-") and e[5:10].isdigit() and os.path.isdir(os.path.join(self.path, e))]
         except FileNotFoundError:
             return False
-        if not names:
-            return False
-        path = os.path.join(self.path, names[0])
-        part = self.make(path)
-        if self.data is None:
-            self.data = part
-        else:
-            self.data.append(part)
-        self.parts += 1
-        if self.remove:
-            shutil.rmtree(path, ignore_errors=True)
+        got = False
+        for name in sorted(names):
+            k = int(name[5:10])
+            if k < self.parts or k in self.pending:
+                continue  # read already (a window removes it soon)
+            path = os.path.join(self.path, name)
+            self.pending[k] = self.make(path)
+            got = True
+            if self.remove:
+                shutil.rmtree(path, ignore_errors=True)
+        if self.parts not in self.pending:
+            return got
+        grown = self.data
+        n = self.parts
+        while n in self.pending:
+            part = self.pending.pop(n)
+            if grown is None:
+                grown = part
+            else:
+                # A new object: the main thread keeps reading the one it has.
+                grown = copy.copy(grown) if grown is self.data else grown
+                grown.append(part)
+            n += 1
+        with self.cond:
+            self.data, self.parts = grown, n
+            self.cond.notify_all()
         return True
 
 
@@ -364,13 +401,13 @@ def main():
             rest = Share(env["RETRAIN_SHARD_REST_DATA"], int_env(env, "RETRAIN_SHARD_REST_FILES"),
                          int_env(env, "RETRAIN_SHARD_REST_ROWS"), window)
         first = rest if rest is not None and rest.rows > 0 else share
-        first.make = lambda path: fm.Data(path, args.buckets, transforms=transforms, id_column=log_ids)
+        first.start(lambda path: fm.Data(path, args.buckets, transforms=transforms, id_column=log_ids))
         first.wait(1)
         data = first.data
-        for s in (share, rest):
-            if s is not None:
-                s.make = lambda path: fm.Data(path, args.buckets, data.dense_names, data.sparse_names,
-                                              data.transforms, id_column=log_ids)
+        other = rest if first is share else share
+        if other is not None:
+            other.start(lambda path: fm.Data(path, args.buckets, data.dense_names, data.sparse_names,
+                                             data.transforms, id_column=log_ids))
     else:
         data = fm.Data(train_dir, args.buckets, transforms=transforms, id_column=log_ids)
         share, rest = Share.whole(data), None
