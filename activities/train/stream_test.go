@@ -128,8 +128,9 @@ func TestStreamDataNeedsShards(t *testing.T) {
 }
 
 // windowScript is a command trainer rank in sh that reads its streamed
-// files one at a time in name order and removes each once read (moved to
-// $OUT/share-RANK), noting the most files its folder held at once.
+// pieces (names matching $PAT) one at a time in name order and removes
+// each once read (moved to $OUT/share-RANK), noting the most its folder
+// held at once.
 const windowScript = `
 set -e
 r=${RANK:-0}
@@ -137,9 +138,9 @@ d=$RETRAIN_TRAIN_DATA
 mkdir -p "$OUT/share-$r"
 most=0; got=0
 while [ "$got" -lt "$RETRAIN_SHARD_FILES" ]; do
-  f=$(ls "$d" | grep '^part-.*\.parquet$' | head -n 1 || true)
+  f=$(ls "$d" | grep "$PAT" | head -n 1 || true)
   if [ -z "$f" ]; then sleep 0.01; continue; fi
-  n=$(ls "$d" | grep -c '^part-.*\.parquet$' || true)
+  n=$(ls "$d" | grep -c "$PAT" || true)
   if [ "$n" -gt "$most" ]; then most=$n; fi
   sleep 0.02
   mv "$d/$f" "$OUT/share-$r/$f"
@@ -151,10 +152,17 @@ if [ "$r" = 0 ]; then echo weights > "$RETRAIN_MODEL_OUT/model.txt"; fi
 `
 
 // TestStreamWindow: with stream_window 2 the host writes a rank's next
-// file only once its trainer has removed one: each rank's folder never
-// holds more than 2 files, the host's disk peak is a fraction of the
-// unbounded stream's, and the ranks still read every row once.
+// piece only once its trainer has removed one: each rank's folder never
+// holds more than 2, the host's disk peak is a fraction of the unbounded
+// stream's, and the ranks still read every row once; in Parquet files,
+// and in npy folders (one a piece).
 func TestStreamWindow(t *testing.T) {
+	for _, format := range []string{split.FormatParquet, split.FormatNPY} {
+		t.Run(format, func(t *testing.T) { streamWindow(t, format) })
+	}
+}
+
+func streamWindow(t *testing.T, format string) {
 	srv := s3test.Start(t)
 	st := srv.Open(t, "")
 	t.Setenv("TMPDIR", t.TempDir())
@@ -164,9 +172,13 @@ func TestStreamWindow(t *testing.T) {
 	peaks, read := map[int]float64{}, 0.0
 	for _, window := range []int{0, 2} {
 		out := t.TempDir()
-		in := nodetype.Input{Pipeline: "test", RunID: "sw" + strconv.Itoa(window), Node: "train", Type: "train", With: map[string]any{
-			"trainer": "command", "data": data, "argv": []any{"sh", "-c", windowScript},
-			"processes": 2, "shard_data": true, "stream_data": true, "stream_window": window, "env": map[string]any{"OUT": out},
+		pat := `^part-.*\.parquet$`
+		if format == split.FormatNPY {
+			pat = `^part-[0-9]*-u[0-9-]*$`
+		}
+		in := nodetype.Input{Pipeline: "test", RunID: "sw-" + format + strconv.Itoa(window), Node: "train", Type: "train", With: map[string]any{
+			"trainer": "command", "data": data, "data_format": format, "argv": []any{"sh", "-c", windowScript},
+			"processes": 2, "shard_data": true, "stream_data": true, "stream_window": window, "env": map[string]any{"OUT": out, "PAT": pat},
 		}}
 		res, err := nodetest.Run(t, tr.Run, in, nil)
 		if err != nil {
@@ -184,8 +196,14 @@ func TestStreamWindow(t *testing.T) {
 			if window > 0 && most > window {
 				t.Errorf("stream_window %d: rank %d's folder held %d files", window, r, most)
 			}
-			for _, id := range requestIDs(t, filepath.Join(out, "share-"+strconv.Itoa(r))) {
-				seen[id]++
+			dirs := []string{filepath.Join(out, "share-"+strconv.Itoa(r))}
+			if format == split.FormatNPY {
+				dirs, _ = filepath.Glob(filepath.Join(dirs[0], "part-*"))
+			}
+			for _, dir := range dirs {
+				for _, id := range requestIDs(t, dir) {
+					seen[id]++
+				}
 			}
 		}
 		for i := range int64(rows) {
