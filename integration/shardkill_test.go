@@ -150,7 +150,7 @@ func TestShardedGangKilledMidEpoch(t *testing.T) {
 // and by the second in the rest, are every row once, and so are epoch
 // 1's.
 func TestTorchShardedKilledMidEpoch(t *testing.T) {
-	parallelTorch(t, 40*time.Second)
+	parallelTorch(t, 20*time.Second)
 	e := newGangEnv(t)
 	killMidEpoch(t, e, killCase{
 		name: "torch-sharded-kill", processes: 2, rows: 3950, epochs: 2, at: 20,
