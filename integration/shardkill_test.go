@@ -89,7 +89,7 @@ while True:
     batch = ids[off:off + B]
     off += B
     if batch:
-        print("shard-step world=%d phase=%s rank=%d step=%d count=%d sum=%d sumsq=%d" % (world, phase, rank, step, len(batch), sum(batch), sum(i * i for i in batch)), flush=True)
+        print("shard-step world=%d phase=%s epoch=0 rank=%d step=%d count=%d sum=%d sumsq=%d" % (world, phase, rank, step, len(batch), sum(batch), sum(i * i for i in batch)), flush=True)
     time.sleep(PAUSE)
     more = barrier(off < len(ids))
     line = {"step": step, "loss": 0.5}
@@ -104,7 +104,9 @@ if rank == 0:
     open(os.path.join(env["RETRAIN_MODEL_OUT"], "model.txt"), "w").write("weights")
 `
 
-var shardStepLine = regexp.MustCompile(`shard-step world=(\d+) phase=(\w+) rank=(\d+) step=(\d+) count=(\d+) sum=(\d+) sumsq=(\d+)`)
+// shardStepLine is the line the stand-in and train.py (TRAIN_PY_LOG_IDS)
+// log for each step's rows of a rank.
+var shardStepLine = regexp.MustCompile(`shard-step world=(\d+) phase=(\w+) epoch=(\d+) rank=(\d+) step=(\d+) count=(\d+) sum=(\d+) sumsq=(\d+)`)
 
 // TestShardedGangKilledMidEpoch: a gang of 2 hosts × 2 ranks with
 // shard_data trains an epoch of 4000 rows; host h1's worker is SIGKILLed
@@ -120,18 +122,75 @@ func TestShardedGangKilledMidEpoch(t *testing.T) {
 		t.Skip("builds retrain-worker and runs ranks in two worker processes")
 	}
 	e := newGangEnvOn(t, &torchEnv{retrainEnv: newRetrainEnv(t, true)})
-	hosts := []*workerProc{e.start(t, 0), e.start(t, 1)}
-	const rows, fileRows = 4000, 100
-	data := splittest.WriteFiles(t, e.store, "sharded-kill", rows, 100, fileRows)
 	out := t.TempDir()
 	hold := filepath.Join(out, "hold")
 	if err := os.WriteFile(hold, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec := fmt.Sprintf(`name: sharded-kill
+	killMidEpoch(t, e, killCase{
+		name: "sharded-kill", processes: 2, rows: 4000, epochs: 1, at: 30,
+		resume: map[string]any{"processes": 1}, resumeHost1: true,
+		with: fmt.Sprintf("      env: {OUT: %q}\n      argv: [\"python3\", \"-c\", %q]\n", out, shardStepper),
+		release: func() {
+			if err := os.Remove(hold); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}
+
+// TestTorchShardedKilledMidEpoch is TestShardedGangKilledMidEpoch with
+// examples/torch/train.py as the trainer: 2 hosts × 2 ranks, 2 epochs of
+// 3950 rows (shares of 1000 and 950) in global batches of 100; rank 2 (on host h1) stops after
+// step 20 (TRAIN_PY_HANG_AT), h1's worker is SIGKILLed, and the run again
+// under its id on 1 host × 2 ranks trains the rest of epoch 0 (cut into 2
+// new shares), then epoch 1. Its data is streamed (stream_data, npy
+// pieces of 100 rows read as they come) through a window of 3 pieces a
+// rank. Epoch 0's rows trained, by the first gang up to its checkpoint
+// and by the second in the rest, are every row once, and so are epoch
+// 1's.
+func TestTorchShardedKilledMidEpoch(t *testing.T) {
+	parallelTorch(t, 20*time.Second)
+	e := newGangEnv(t)
+	killMidEpoch(t, e, killCase{
+		name: "torch-sharded-kill", processes: 2, rows: 3950, epochs: 2, at: 20,
+		resume: map[string]any{"hosts": 1, "processes": 2},
+		with: fmt.Sprintf("      stream_data: true\n      stream_window: 3\n      env: {TRAIN_PY_HANG_AT: \"2:20\", TRAIN_PY_LOG_IDS: request_id}\n"+
+			"      argv: [%q, %q, \"--epochs\", \"2\", \"--batch-size\", \"100\", \"--buckets\", \"4096\", \"--dim\", \"4\", \"--checkpoint-every\", \"10\"]\n",
+			e.py, filepath.Join(e.scripts, "train.py")),
+	})
+}
+
+// killCase is a trainer for killMidEpoch: with (the train node's env and
+// argv) makes host h1's ranks stop after step at (until release, if
+// given) and log their rows as shardStepLine; the first gang is 2 hosts ×
+// processes, the second resume's params.
+type killCase struct {
+	name             string
+	processes        int
+	rows, epochs, at int
+	with             string
+	release          func()
+	resume           map[string]any
+	resumeHost1      bool // start host h1 again for the second gang
+}
+
+// killMidEpoch runs c's trainer as a gang of 2 hosts with shard_data,
+// SIGKILLs host h1's worker once the checkpoint of step c.at is stored,
+// runs the node again under the run's id with c.resume's world, and
+// checks that the rows the ranks logged for each epoch are every row
+// once: the first gang's up to the checkpoint (what came after it is lost
+// with the attempt) and the second's rest, then its later epochs.
+func killMidEpoch(t *testing.T, e *gangEnv, c killCase) {
+	t.Helper()
+	hosts := []*workerProc{e.start(t, 0), e.start(t, 1)}
+	const fileRows = 100
+	data := splittest.WriteFiles(t, e.store, c.name, c.rows, 100, fileRows)
+	spec := fmt.Sprintf(`name: %s
 params:
   data: {type: string}
-  processes: {type: int, default: 2}
+  hosts: {type: int, default: 2}
+  processes: {type: int, default: %d}
 nodes:
   - id: train
     type: train
@@ -142,29 +201,27 @@ nodes:
       trainer: command
       data: ${params.data}
       data_format: npy
-      hosts: 2
+      hosts: ${params.hosts}
       processes: ${params.processes}
       shard_data: true
-      env: {OUT: %q}
-      argv: ["python3", "-c", %q]
-`, e.queue, out, shardStepper)
+%s`, c.name, c.processes, e.queue, c.with)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	req := runs.Request{Spec: []byte(spec), SpecFile: "sharded-kill.yaml", Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue}
+	req := runs.Request{Spec: []byte(spec), SpecFile: c.name + ".yaml", Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue}
 	run, err := runs.Start(ctx, tclient, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The checkpoint of step 30, with the ranks' place in their shares.
+	// The checkpoint of step c.at, with the ranks' place in their shares.
 	var stored struct {
 		Step   int64           `json:"checkpoint_step"`
 		Shards json.RawMessage `json:"shards"`
 	}
-	for deadline := time.Now().Add(2 * time.Minute); stored.Step < 30; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); stored.Step < int64(c.at); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint at step 30 within 2 minutes; host outputs:\n%s\n%s", hosts[0].output(), hosts[1].output())
+			t.Fatalf("no checkpoint at step %d within 2 minutes; host outputs:\n%s\n%s", c.at, hosts[0].output(), hosts[1].output())
 		}
-		for o, err := range e.store.List(ctx, "checkpoints/sharded-kill/"+run.ID+"/train/") {
+		for o, err := range e.store.List(ctx, "checkpoints/"+c.name+"/"+run.ID+"/train/") {
 			if err == nil && strings.HasSuffix(o.Key, "command/resume.json") {
 				if b, _, err := e.store.GetBytes(ctx, o.Key); err == nil {
 					_ = json.Unmarshal(b, &stored)
@@ -181,55 +238,77 @@ nodes:
 		t.Fatal(err)
 	}
 	wantStatus(t, res, runs.StatusFailed)
-	t.Logf("the gang of 4 ranks failed: %s", res.Error)
+	firstWorld := 2 * c.processes
+	t.Logf("the gang of %d ranks failed: %s", firstWorld, res.Error)
 
-	// Again under its id, 1 rank a host, host h1 back.
-	if err := os.Remove(hold); err != nil {
-		t.Fatal(err)
+	// Again under its id, in another world size.
+	if c.release != nil {
+		c.release()
 	}
-	hosts = append(hosts, e.start(t, 1))
-	req.ID, req.Params = run.ID, map[string]any{"data": data, "processes": 1}
+	if c.resumeHost1 {
+		hosts = append(hosts, e.start(t, 1))
+	}
+	req.ID, req.Params = run.ID, map[string]any{"data": data}
+	for k, v := range c.resume {
+		req.Params[k] = v
+	}
 	res = runRequest(t, req, 3*time.Minute)
 	wantStatus(t, res, runs.StatusSucceeded)
 	tr := node(t, res, "train")
-	t.Logf("the gang of 2 ranks: resumed_from %v; %s", tr.Outputs["resumed_from"], tr.Outputs["summary"])
+	t.Logf("the resumed gang: resumed_from %v; %s", tr.Outputs["resumed_from"], tr.Outputs["summary"])
 	if rf, _ := tr.Outputs["resumed_from"].(float64); int64(rf) != stored.Step {
 		t.Fatalf("resumed_from %v, want the checkpoint of step %d", tr.Outputs["resumed_from"], stored.Step)
 	}
 	var restRows float64
-	for _, h := range tr.Outputs["hosts"].([]any) {
-		d, _ := h.(map[string]any)["data"].(map[string]any)
+	datas := []any{tr.Outputs["data"]} // one host's
+	if hs, ok := tr.Outputs["hosts"].([]any); ok {
+		datas = datas[:0]
+		for _, h := range hs {
+			datas = append(datas, h.(map[string]any)["data"])
+		}
+	}
+	for _, d := range datas {
+		d, _ := d.(map[string]any)
 		r, _ := d["rest_rows"].(float64)
 		restRows += r
+		t.Logf("the resumed gang's host: rows %v, rest_rows %v, read %v of %v bytes, disk peak %v", d["rows"], d["rest_rows"], d["bytes_read"], d["split_bytes"], d["disk_peak"])
 	}
 
-	// The rows the ranks logged: the first gang's up to the checkpoint
-	// (what came after it is lost with the attempt), the second's all.
-	count, sum, sumsq := new(big.Int), new(big.Int), new(big.Int)
+	// The rows the ranks logged, per epoch: epoch 0's, the first gang's
+	// up to the checkpoint and the second's rest; the later epochs', the
+	// second gang's.
+	type sums struct{ count, sum, sumsq *big.Int }
+	epochs := make([]sums, c.epochs)
+	for i := range epochs {
+		epochs[i] = sums{new(big.Int), new(big.Int), new(big.Int)}
+	}
 	seen := map[string]bool{}
 	var first, second int64
 	for _, h := range hosts {
 		for _, m := range shardStepLine.FindAllStringSubmatch(h.output(), -1) {
-			key := strings.Join(m[1:5], " ")
+			key := strings.Join(m[1:6], " ")
 			if seen[key] {
 				continue // a line can be logged twice (the stream and the tail)
 			}
 			seen[key] = true
-			var step, n int64
-			fmt.Sscan(m[4], &step)
-			fmt.Sscan(m[5], &n)
+			var world, epoch, step, n int64
+			fmt.Sscan(m[1], &world)
+			fmt.Sscan(m[3], &epoch)
+			fmt.Sscan(m[5], &step)
+			fmt.Sscan(m[6], &n)
 			switch {
-			case m[1] == "4" && m[2] == "full" && step <= stored.Step:
+			case world == int64(firstWorld) && m[2] == "full" && epoch == 0 && step <= stored.Step:
 				first += n
-			case m[1] == "2" && m[2] == "rest":
+			case world == int64(firstWorld):
+				continue // after the checkpoint: lost with the attempt
+			case m[2] == "rest" && epoch == 0:
 				second += n
-			case m[1] == "2":
-				t.Fatalf("the resumed gang trained its full share, not the rest: %s", m[0])
+			case m[2] == "full" && epoch > 0 && epoch < int64(c.epochs):
 			default:
-				continue
+				t.Fatalf("the resumed gang trained other rows than the rest of epoch 0 and the later epochs: %s", m[0])
 			}
-			for i, acc := range []*big.Int{count, sum, sumsq} {
-				v, ok := new(big.Int).SetString(m[5+i], 10)
+			for i, acc := range []*big.Int{epochs[epoch].count, epochs[epoch].sum, epochs[epoch].sumsq} {
+				v, ok := new(big.Int).SetString(m[6+i], 10)
 				if !ok {
 					t.Fatalf("line %q", m[0])
 				}
@@ -238,16 +317,22 @@ nodes:
 		}
 	}
 	wantCount, wantSum, wantSq := new(big.Int), new(big.Int), new(big.Int)
-	for i := range int64(rows) {
+	for i := range int64(c.rows) {
 		id := big.NewInt(1<<32 | i)
 		wantCount.Add(wantCount, big.NewInt(1))
 		wantSum.Add(wantSum, id)
 		wantSq.Add(wantSq, new(big.Int).Mul(id, id))
 	}
-	t.Logf("coverage of the interrupted epoch: 4 ranks trained %d rows up to step %d, 2 ranks the rest, %d rows (rest_rows %v): %s rows, id sum %s, sum of squares %s; the split: %s rows, %s, %s",
-		first, stored.Step, second, restRows, count, sum, sumsq, wantCount, wantSum, wantSq)
-	if count.Cmp(wantCount) != 0 || sum.Cmp(wantSum) != 0 || sumsq.Cmp(wantSq) != 0 {
-		t.Fatal("the rows trained in the epoch are not every row once")
+	for i, got := range epochs {
+		what := "the second gang"
+		if i == 0 {
+			what = fmt.Sprintf("%d ranks trained %d rows up to step %d, the resumed gang the rest, %d rows (rest_rows %v)", firstWorld, first, stored.Step, second, restRows)
+		}
+		t.Logf("coverage of epoch %d: %s: %s rows, id sum %s, sum of squares %s; the split: %s rows, %s, %s",
+			i, what, got.count, got.sum, got.sumsq, wantCount, wantSum, wantSq)
+		if got.count.Cmp(wantCount) != 0 || got.sum.Cmp(wantSum) != 0 || got.sumsq.Cmp(wantSq) != 0 {
+			t.Errorf("the rows trained in epoch %d are not every row once", i)
+		}
 	}
 	if float64(second) != restRows || first == 0 || second == 0 {
 		t.Errorf("first gang %d rows, second %d, rest_rows %v: want both, and the rest all trained", first, second, restRows)

@@ -109,6 +109,7 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 		// with shard_data.
 		read = wholeSplitRead(sd, w, g, filepath.Join(scratch, "data", split.TrainDataset), time.Since(started))
 	} else {
+		plan.window = w.StreamWindow
 		if plan.stream = w.StreamData; !plan.stream {
 			if read, err = plan.localize(ctx, store, sd.Record.Schema, w.DataFormat); err != nil {
 				return Outputs{}, err
@@ -191,7 +192,7 @@ func (r *trainRun) command(ctx context.Context, g *gangHost) (out Outputs, err e
 
 	var res programResult
 	if plan != nil && plan.stream {
-		res, err = r.runStreaming(ctx, cmd, processCount(w), g, plan, sd.Record.Schema, &read)
+		res, err = r.runStreaming(ctx, cmd, processCount(w), g, plan, sd.Record.Schema, w.DataFormat, &read)
 	} else {
 		res, err = r.runProgram(ctx, cmd, processCount(w), g)
 	}

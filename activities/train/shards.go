@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/retrain-ml/retrain/activities/internal/objects"
@@ -103,6 +104,9 @@ type shardPlan struct {
 	// stream: the trainer starts before the pieces are all in (Parquet
 	// only), each appearing whole in its share's order, then .complete.
 	stream bool
+	// window: with stream, the most piece files a rank's folder holds at
+	// once (0: no bound); the trainer removes each once read.
+	window int
 }
 
 // shardUnit is a unit of the assignment: one row group of a split file,
@@ -143,7 +147,7 @@ func (p *shardPlan) env(rank int) []string {
 	e := trainer.ShardEnv{
 		Data: rs.dir, Index: rank, Count: p.assign.World, Rows: rs.share.Rows,
 		MinRows: p.assign.MinRows(), GlobalRows: p.assign.GlobalRows, Epoch: p.assign.Epoch,
-		Stream: p.stream, Files: len(rs.share.Pieces),
+		Stream: p.stream, Files: len(rs.share.Pieces), Window: p.window,
 	}
 	if rest, ok := p.rest[rank]; ok {
 		a := p.resumed.Rest
@@ -269,6 +273,9 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 		order []int // the units to read, in the order the ranks first need them
 		jobs  = map[int][]job{}
 		npy   = format == split.FormatNPY
+		// Streamed npy: each piece is an npy folder of its own, written
+		// whole as it arrives, not one folder once the share is all in.
+		npyPieces = npy && p.stream
 	)
 	for _, r := range sortedRanks(p.ranks) {
 		st.Ranks = append(st.Ranks, r)
@@ -284,30 +291,51 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			st.Reused += len(rs.share.Pieces)
 			continue
 		}
+		if p.stream {
+			// Pieces of the other kind (a rerun in another data_format)
+			// would be read as this one's, and count against the window.
+			dropPieces(rs.dir, !npyPieces)
+		}
 		todo = append(todo, rs)
 	}
 	// The ranks' k-th pieces before any (k+1)-th, so that every rank's
 	// first pieces are in early (a streaming trainer starts on them).
-	for k := 0; ; k++ {
-		more := false
+	// With a window the rests' pieces come before the shares' (a trainer
+	// trains its rest first: the host must not wait on a full window of
+	// its share's files while the trainer waits for its rest's).
+	passes := [][]rankShare{todo}
+	if p.window > 0 {
+		passes = [][]rankShare{nil, nil}
 		for _, rs := range todo {
-			if k >= len(rs.share.Pieces) {
-				continue
+			if _, isRest := p.rest[rs.share.Rank]; isRest && rs.dir == p.rest[rs.share.Rank].dir {
+				passes[0] = append(passes[0], rs)
+			} else {
+				passes[1] = append(passes[1], rs)
 			}
-			more = true
-			pc := rs.share.Pieces[k]
-			out := piecePath(rs.dir, k, pc, npy)
-			if _, err := os.Stat(out); err == nil {
-				st.Reused++
-				continue
-			}
-			if _, ok := jobs[pc.Unit]; !ok {
-				order = append(order, pc.Unit)
-			}
-			jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: rs.share.Rank, piece: pc, out: out})
 		}
-		if !more {
-			break
+	}
+	for _, pass := range passes {
+		for k := 0; ; k++ {
+			more := false
+			for _, rs := range pass {
+				if k >= len(rs.share.Pieces) {
+					continue
+				}
+				more = true
+				pc := rs.share.Pieces[k]
+				out := piecePath(rs.dir, k, pc, npy, npyPieces)
+				if _, err := os.Stat(out); err == nil {
+					st.Reused++
+					continue
+				}
+				if _, ok := jobs[pc.Unit]; !ok {
+					order = append(order, pc.Unit)
+				}
+				jobs[pc.Unit] = append(jobs[pc.Unit], job{rank: rs.share.Rank, piece: pc, out: out})
+			}
+			if !more {
+				break
+			}
 		}
 	}
 	if len(st.Ranks) == 0 {
@@ -338,9 +366,15 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 			}
 			st.Shards++
 			for _, j := range jobs[u] {
-				if err := writePiece(pf, unit.group, f, j.piece, j.out); err != nil {
+				if err := p.waitWindow(ctx, j.out); err != nil {
 					return st, err
 				}
+				if err := asPiece(j.out, npyPieces, schema, func(out string) error {
+					return writePiece(pf, unit.group, f, j.piece, out)
+				}); err != nil {
+					return st, err
+				}
+				peak()
 			}
 			peak()
 			continue
@@ -355,10 +389,17 @@ func (p *shardPlan) localize(ctx context.Context, store *s3store.Store, schema d
 		st.Shards++
 		peak()
 		for _, j := range jobs[u] {
-			if err := copyRows(local, f, j.piece, j.out); err != nil {
+			if err := p.waitWindow(ctx, j.out); err != nil {
 				os.Remove(local)
 				return st, err
 			}
+			if err := asPiece(j.out, npyPieces, schema, func(out string) error {
+				return copyRows(local, f, j.piece, out)
+			}); err != nil {
+				os.Remove(local)
+				return st, err
+			}
+			peak()
 		}
 		peak()
 		if err := os.Remove(local); err != nil {
@@ -404,8 +445,11 @@ func (p *shardPlan) shares() []rankShare {
 // piecePath is where the k-th piece of a share is written: named in the
 // share's order, so that a trainer reading a Parquet share's files by
 // name reads its rows in the order its position counts them.
-func piecePath(dir string, k int, pc shard.Piece, npy bool) string {
+func piecePath(dir string, k int, pc shard.Piece, npy, npyPieces bool) string {
 	name := fmt.Sprintf("part-%05d-u%d-%d-%d.parquet", k, pc.Unit, pc.Offset, pc.Rows)
+	if npyPieces {
+		return filepath.Join(dir, strings.TrimSuffix(name, ".parquet")) // an npy folder
+	}
 	if npy {
 		return filepath.Join(dir, "pieces", name)
 	}
@@ -422,7 +466,7 @@ func complete(dir string) bool {
 func writeNPY(rs rankShare, schema dataset.Schema) error {
 	var rows []any
 	for k, pc := range rs.share.Pieces {
-		name := piecePath(rs.dir, k, pc, true)
+		name := piecePath(rs.dir, k, pc, true, false)
 		got, err := readAll(name)
 		if err != nil {
 			return fmt.Errorf("read rank %d's piece %s: %w", rs.share.Rank, name, err)

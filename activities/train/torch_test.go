@@ -105,7 +105,7 @@ func newTorchSetup(t *testing.T, run string) *torchSetup {
 	st := srv.Open(t, "")
 	s := &torchSetup{st: st, split: splittest.Write(t, st, run, 2000, 500), py: py, log: &logBuffer{}}
 	s.tr = &Trainers{Store: st, Logger: slog.New(slog.NewTextHandler(s.log, nil)),
-		Env: progenv.Policy{PassEnv: []string{"PYTHONDONTWRITEBYTECODE", "TRAIN_PY_EXIT_AT", "TRAIN_PY_HANG_AT"}}} // train.py's knobs
+		Env: progenv.Policy{PassEnv: []string{"PYTHONDONTWRITEBYTECODE", "TRAIN_PY_EXIT_AT", "TRAIN_PY_HANG_AT", "TRAIN_PY_LOG_IDS"}}} // train.py's knobs
 	return s
 }
 

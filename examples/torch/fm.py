@@ -136,7 +136,7 @@ class Data:
     table rows. dense and sparse name the model's features in its order (by
     default the data's); a feature the data lacks is missing in every row."""
 
-    def __init__(self, path, buckets, dense=None, sparse=None, transforms=None):
+    def __init__(self, path, buckets, dense=None, sparse=None, transforms=None, id_column=None):
         schema_path = os.path.join(path, "schema.json")
         if not os.path.exists(schema_path):
             raise SystemExit(f"{path} has no schema.json: give the node data_format: npy")
@@ -147,7 +147,7 @@ class Data:
         self.transforms = dict(transforms or {})
         self.sparse_names = list(self.schema["sparse"] if sparse is None else sparse)
         self.label = np.load(os.path.join(path, "label.npy")).astype(np.float32)
-        have = np.load(os.path.join(path, "dense.npy")).reshape(self.rows, -1)
+        have = np.load(os.path.join(path, "dense.npy")).reshape(self.rows, len(self.schema["dense"]))
         x = np.zeros((self.rows, len(self.dense_names)), dtype=np.float32)
         for j, name in enumerate(self.dense_names):
             if name in self.schema["dense"]:
@@ -164,6 +164,22 @@ class Data:
             else:
                 ids, offsets = np.zeros(0, np.int64), np.zeros(self.rows + 1, np.int64)
             self.sparse.append((bucket(ids, f, buckets), offsets))
+        # id_column: an int column to keep (train.py's TRAIN_PY_LOG_IDS).
+        self.ids = None
+        if id_column:
+            self.ids = np.load(os.path.join(path, id_column + ".npy")).astype(np.int64).reshape(-1) \
+                if self.rows else np.zeros(0, np.int64)
+
+    def append(self, other):
+        """Appends the rows of other, a Data of the same features (a
+        streamed share's next piece)."""
+        self.label = np.concatenate([self.label, other.label])
+        self.x = np.concatenate([self.x, other.x])
+        self.sparse = [(np.concatenate([rows, more]), np.concatenate([offsets[:-1], more_offsets + offsets[-1]]))
+                       for (rows, offsets), (more, more_offsets) in zip(self.sparse, other.sparse)]
+        if self.ids is not None:
+            self.ids = np.concatenate([self.ids, other.ids])
+        self.rows += other.rows
 
     def gather(self, idx):
         """The table rows of examples idx, per sparse feature: (rows,

@@ -27,10 +27,18 @@ trains it: Adagrad (initial accumulator 0.1) on the summed log loss of a
 global batch of --batch-size examples, L2 on the weights a step updates,
 epochs shuffled by seed and epoch number, a batch crossing into the next
 epoch where one ends. Rank r takes every WORLD_SIZE-th example of each
-global batch; with the node's shard_data (RETRAIN_SHARD_COUNT set) its
-RETRAIN_TRAIN_DATA is its share alone, and it takes its part of each
-global batch (batch-size / WORLD_SIZE examples) from its share, in an order
-of its own drawn from the seed, the epoch and its rank.
+global batch.
+
+With the node's shard_data (RETRAIN_SHARD_COUNT set) its RETRAIN_TRAIN_DATA
+is its share alone, and it takes its part of each global batch
+(batch-size / WORLD_SIZE examples) from its share in the share's order,
+shuffled only within what it trains between two checkpoints (shardplan.py),
+so that each checkpoint's progress line can say where every rank stands
+(shard_epoch, shard_done) and a gang resumed with another world size trains
+the rest of that epoch (RETRAIN_SHARD_REST_DATA) first: every row of an
+epoch is trained once, however the gang is interrupted. An epoch runs as
+many steps as the largest share needs; a rank past its share takes part
+with a weightless row.
 
 A step changes only the table rows its global batch touches (a few
 thousand of the 2^18), so that is all the ranks exchange: every rank knows
@@ -47,12 +55,15 @@ the share of the loop's time spent in the all-reduce at the end.
 """
 
 import argparse
+import copy
 import faulthandler
 import json
 import math
 import os
+import shutil
 import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -61,6 +72,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import fm
+import shardplan
 
 # For tests of the node's supervision: "RANK:STEP[:CODE]" makes that rank
 # exit with CODE (default 7) right after STEP, as if it had crashed.
@@ -68,6 +80,12 @@ EXIT_AT = "TRAIN_PY_EXIT_AT"
 # "RANK:STEP" makes that rank stop advancing after STEP (it sleeps), as a
 # rank stuck in a data loader or a dead peer's collective would.
 HANG_AT = "TRAIN_PY_HANG_AT"
+# For tests of sharded data: "COLUMN" makes each rank log, each step, the
+# count, sum and sum of squares of the int column COLUMN.npy of the rows it
+# trained ("shard-step world=... phase=... epoch=... rank=... step=...
+# count=... sum=... sumsq=..."), so a test can check that an epoch's rows
+# were trained once each.
+LOG_IDS = "TRAIN_PY_LOG_IDS"
 
 
 def parse_args():
@@ -118,22 +136,19 @@ class Order:
     the epoch number only, so a resumed run reads what the first would
     have; batches run on across epoch ends, like the builtin's."""
 
-    def __init__(self, n, epochs, batch, seed, stream=()):
+    def __init__(self, n, epochs, batch, seed):
         self.n, self.epochs, self.batch, self.seed = n, epochs, batch, seed
-        self.stream = list(stream)  # a rank's own draws, with sharded data
         self.total = math.ceil(n * epochs / batch)
         self._perms = {}
 
     def perm(self, epoch):
         if epoch not in self._perms:
-            self._perms = {epoch: np.random.default_rng([self.seed, epoch] + self.stream).permutation(self.n)}
+            self._perms = {epoch: np.random.default_rng([self.seed, epoch]).permutation(self.n)}
         return self._perms[epoch]
 
     def batch_of(self, step):
         """The example indexes of global batch number step (0-based)."""
         pos, end = step * self.batch, min((step + 1) * self.batch, self.n * self.epochs)
-        if pos >= end:
-            return np.zeros(0, np.int64)  # past this rank's share (sharded data)
         parts = []
         while pos < end:
             epoch, off = divmod(pos, self.n)
@@ -147,6 +162,8 @@ def all_touched(local, world, device):
     """The union over ranks of the table rows their parts of a step's
     batch touch (sorted, the same on every rank), with sharded data: each
     rank knows only its own examples."""
+    if world == 1:
+        return np.unique(local)
     n = torch.tensor([len(local)], dtype=torch.int64, device=device)
     sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]
     dist.all_gather(sizes, n)
@@ -157,6 +174,119 @@ def all_touched(local, world, device):
     dist.all_gather(every, buf)
     ids = torch.cat(every).cpu().numpy()
     return np.unique(ids[ids >= 0])
+
+
+class Share:
+    """A rank's share (or rest share) of the training rows: an npy folder
+    read whole, or streamed (RETRAIN_SHARD_STREAM=1): npy folders
+    part-NNNNN-..., one a piece, each appearing whole in the share's order
+    (then .complete). A streamed share is read by a thread of its own as
+    its pieces come, whether or not a step needs them yet, so that with a
+    window (RETRAIN_SHARD_WINDOW), where it removes each piece once read,
+    the host can always write the next: a rank waiting for its peers in a
+    collective still frees its window."""
+
+    def __init__(self, path, files, rows, remove=False):
+        self.path, self.files, self.rows, self.remove = path, files, rows, remove
+        self.data, self.parts, self.error = None, 0, None
+        self.pending = {}  # pieces read ahead of one still to come, by index
+        self.cond = threading.Condition()
+
+    @classmethod
+    def whole(cls, data):
+        s = cls("", 0, data.rows)
+        s.data = data
+        return s
+
+    def start(self, make):
+        """Starts reading the pieces, each with make(path) -> fm.Data."""
+        self.make = make
+        threading.Thread(target=self._read, name=f"share {self.path}", daemon=True).start()
+
+    def loaded(self):
+        return self.data.rows if self.data is not None else 0
+
+    def wait(self, n):
+        """Waits until the first n rows are in."""
+        with self.cond:
+            while self.loaded() < n and self.error is None:
+                self.cond.wait(1)
+            if self.loaded() < n:
+                sys.exit(f"{self.path}: {self.error}; want row {n}")
+
+    def _read(self):
+        try:
+            while self.parts < self.files:
+                if not self._next():
+                    if os.path.exists(os.path.join(self.path, ".complete")) and not self._next():
+                        raise ValueError(f"{self.loaded()} rows in {self.parts} pieces, and .complete: "
+                                         f"want {self.files} pieces")
+                    time.sleep(0.01)
+            if self.loaded() != self.rows:
+                raise ValueError(f"{self.loaded()} rows in its {self.files} pieces, the env says {self.rows}")
+        except Exception as e:  # the main thread exits naming it
+            with self.cond:
+                self.error = str(e) or type(e).__name__
+                self.cond.notify_all()
+
+    def _next(self):
+        """Reads the pieces that are in (a piece can come before an
+        earlier one: a row group the rest and the share both need is
+        written for both at once), and appends those that follow the
+        rows in; reports whether it read any."""
+        try:
+            names = [e for e in os.listdir(self.path)
+                     if e.startswith("part-") and e[5:10].isdigit() and os.path.isdir(os.path.join(self.path, e))]
+        except FileNotFoundError:
+            return False
+        got = False
+        for name in sorted(names):
+            k = int(name[5:10])
+            if k < self.parts or k in self.pending:
+                continue  # read already (a window removes it soon)
+            path = os.path.join(self.path, name)
+            self.pending[k] = self.make(path)
+            got = True
+            if self.remove:
+                shutil.rmtree(path, ignore_errors=True)
+        if self.parts not in self.pending:
+            return got
+        grown = self.data
+        n = self.parts
+        while n in self.pending:
+            part = self.pending.pop(n)
+            if grown is None:
+                grown = part
+            else:
+                # A new object: the main thread keeps reading the one it has.
+                grown = copy.copy(grown) if grown is self.data else grown
+                grown.append(part)
+            n += 1
+        with self.cond:
+            self.data, self.parts = grown, n
+            self.cond.notify_all()
+        return True
+
+
+def gather_ints(values, world, device):
+    """Every rank's list of len(values) ints, by rank."""
+    if world == 1:
+        return [list(values)]
+    mine = torch.tensor(values, dtype=torch.int64, device=device)
+    every = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine)
+    return [[int(v) for v in t.tolist()] for t in every]
+
+
+def int_env(env, name):
+    """A whole number of 0 or more from env, else a clear exit."""
+    try:
+        v = int(env[name])
+    except (KeyError, ValueError):
+        sys.exit(f"{name}={env.get(name)!r}: want a whole number")
+    if v < 0:
+        sys.exit(f"{name}={v}: want 0 or more")
+    return v
 
 
 def save_atomic(obj, path):
@@ -188,6 +318,28 @@ def report_comm(rank, world, steps, nbytes, comm_s, loop_s, cpu_s, device):
               "comm_share_per_rank": [round(c / l, 4) if l > 0 else 0.0 for c, l, _ in every],
               "cpu_per_rank": [round(u / l, 4) if l > 0 else 0.0 for _, l, u in every]}
     log("communication: " + json.dumps(record))
+
+
+def shard_plan(args, env, world, device, share, rest, step, resumed, local_batch, stream):
+    """The steps of a rank of a sharded gang, planned alike on every rank
+    from every rank's share sizes (and rest, and what of it was trained).
+    Streamed, a step's rows are not shuffled with the next steps' (each
+    step waits only for its own rows)."""
+    mine = [share.rows]
+    if rest is not None:
+        mine += [rest.rows, int_env(env, "RETRAIN_SHARD_REST_DONE"), int_env(env, "RETRAIN_SHARD_REST_EPOCH")]
+    every = gather_ints(mine, world, device)
+    rest_of = None
+    if rest is not None:
+        rest_of = (every[0][3], [e[1] for e in every], [e[2] for e in every])
+    try:
+        segs, warn = shardplan.segments(args.epochs, local_batch, [e[0] for e in every], rest=rest_of,
+                                        resumed=resumed, steps_done=step)
+    except ValueError as e:
+        sys.exit(f"RETRAIN_SHARD_REST_DONE: {e}")
+    if warn:
+        log(f"warning: {warn}")
+    return shardplan.Plan(segs, step, local_batch, 1 if stream else args.checkpoint_every, args.seed, limit=args.steps)
 
 
 def main():
@@ -227,31 +379,50 @@ def main():
         torch.set_num_threads(args.threads or max(1, cpus // int(env.get("LOCAL_WORLD_SIZE", "1"))))
     log(f"rank {rank} of {world}: pid {os.getpid()}, device {device}")
 
-    data = fm.Data(train_dir, args.buckets, transforms=fm.parse_transforms(args.transforms))
     # With the node's shard_data, RETRAIN_TRAIN_DATA is this rank's share
-    # only: each rank draws its part of every global batch from it, in its
-    # own order, and the ranks run as many steps as the largest share needs
-    # (a rank past its share takes part with a weightless row).
-    sharded = distributed and "RETRAIN_SHARD_COUNT" in env
+    # only: each rank takes its part of every global batch from it, in the
+    # share's order (shardplan.py), the rest of an interrupted epoch
+    # (RETRAIN_SHARD_REST_DATA) first.
+    sharded = "RETRAIN_SHARD_COUNT" in env
     if sharded:
-        if int(env["RETRAIN_SHARD_COUNT"]) != world:
+        if int_env(env, "RETRAIN_SHARD_COUNT") != world:
             sys.exit(f"RETRAIN_SHARD_COUNT {env['RETRAIN_SHARD_COUNT']} is not WORLD_SIZE {world}")
+    log_ids = env.get(LOG_IDS, "")
+    transforms = fm.parse_transforms(args.transforms)
+    stream = sharded and env.get("RETRAIN_SHARD_STREAM") == "1"
+    if stream:
+        # The share's npy pieces arrive while the rank trains: its rows
+        # (and its rest's) are planned from the env, each piece read as it
+        # comes; the first piece gives the features.
+        window = "RETRAIN_SHARD_WINDOW" in env
+        share = Share(train_dir, int_env(env, "RETRAIN_SHARD_FILES"), int_env(env, "RETRAIN_SHARD_ROWS"), window)
+        rest = None
+        if env.get("RETRAIN_SHARD_REST_DATA"):
+            rest = Share(env["RETRAIN_SHARD_REST_DATA"], int_env(env, "RETRAIN_SHARD_REST_FILES"),
+                         int_env(env, "RETRAIN_SHARD_REST_ROWS"), window)
+        first = rest if rest is not None and rest.rows > 0 else share
+        first.start(lambda path: fm.Data(path, args.buckets, transforms=transforms, id_column=log_ids))
+        first.wait(1)
+        data = first.data
+        other = rest if first is share else share
+        if other is not None:
+            other.start(lambda path: fm.Data(path, args.buckets, data.dense_names, data.sparse_names,
+                                             data.transforms, id_column=log_ids))
+    else:
+        data = fm.Data(train_dir, args.buckets, transforms=transforms, id_column=log_ids)
+        share, rest = Share.whole(data), None
+        rest_dir = env.get("RETRAIN_SHARD_REST_DATA", "") if sharded else ""
+        if rest_dir:
+            rest = Share.whole(fm.Data(rest_dir, args.buckets, data.dense_names, data.sparse_names, data.transforms,
+                                       id_column=log_ids))
+    if sharded:
         local_batch = math.ceil(args.batch_size / world)
-        order = Order(data.rows, args.epochs, local_batch, args.seed, stream=[rank])
-        largest = torch.tensor([data.rows], dtype=torch.int64, device=device if cuda else "cpu")
-        dist.all_reduce(largest, op=dist.ReduceOp.MAX)
-        steps = math.ceil(int(largest.item()) * args.epochs / local_batch)
     else:
         order = Order(data.rows, args.epochs, args.batch_size, args.seed)
-        steps = order.total
-    total = min(steps, args.steps) if args.steps else steps
-    if rank == 0:
-        log(f"{data.rows} examples, dense {data.dense_names}, sparse {data.sparse_names}, "
-            f"{world} ranks, {total} steps of {args.batch_size}")
 
     model = fm.FM(len(data.dense_names), args.buckets, args.dim, args.seed).to(device)
     opt = torch.optim.Adagrad(model.parameters(), lr=args.lr, initial_accumulator_value=0.1)
-    step = 0
+    step, resumed = 0, None
     if resume and rank != 0 and not os.path.exists(resume):
         # On another host than rank 0's the node may not have put the
         # checkpoint: rank 0's weights, Adagrad state and step come below.
@@ -263,6 +434,7 @@ def main():
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step = state["step"]
+        resumed = state.get("shard")  # where the ranks stood in their shares
         if rank == 0:
             log(f"resumed from {resume} at step {step}")
     if distributed:
@@ -274,13 +446,26 @@ def main():
                   opt.state[model.dense]["sum"], opt.state[model.bias]["sum"], at):
             dist.broadcast(t, 0)
         step = int(at.item())
+        if sharded:
+            box = [resumed]
+            dist.broadcast_object_list(box, 0)
+            resumed = box[0]
+    if sharded:
+        plan = shard_plan(args, env, world, device, share, rest, step, resumed, local_batch, stream)
+        total = plan.total
+    else:
+        total = min(order.total, args.steps) if args.steps else order.total
+    if rank == 0:
+        log(f"{share.rows if sharded else data.rows} examples, dense {data.dense_names}, sparse {data.sparse_names}, "
+            f"{world} ranks, {total} steps of {args.batch_size}")
     lr, eps = opt.param_groups[0]["lr"], opt.param_groups[0]["eps"]
     table_state = opt.state[model.table]
 
-    def checkpoint():
+    def checkpoint(position):
         path = os.path.join(ckpt_dir, f"step-{step:012d}.pt")
         save_atomic({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                     "features": [data.dense_names, data.sparse_names], "args": vars(args)}, path)
+                     "features": [data.dense_names, data.sparse_names], "args": vars(args),
+                     "shard": position}, path)
         old = sorted(f for f in os.listdir(ckpt_dir) if f.startswith("step-") and f.endswith(".pt"))
         for f in old[:-args.keep_checkpoints]:
             os.remove(os.path.join(ckpt_dir, f))
@@ -319,17 +504,28 @@ def main():
 
     def prepare_share(step):
         """prepare with sharded data: this rank's part of the step's batch
-        is its own; U, the rows the whole batch touches, is gathered from
-        every rank's."""
-        batch = order.batch_of(step) if step < order.total else np.zeros(0, np.int64)
+        is its own, the plan's rows of its share (or rest share); U, the
+        rows the whole batch touches, is gathered from every rank's."""
+        seg = plan.segs[plan.seg_of(step)]
+        src = rest if seg.phase == shardplan.REST else share
+        batch = plan.rows(step, rank)
         weight = np.ones(len(batch), np.float32)
+        if len(batch):
+            src.wait(int(batch.max()) + 1)
+        d = src.data
+        if log_ids:
+            got = [int(v) for v in d.ids[batch]] if len(batch) else []
+            log(f"shard-step world={world} phase={seg.phase} epoch={seg.epoch} rank={rank} step={step + 1} "
+                f"count={len(got)} sum={sum(got)} sumsq={sum(v * v for v in got)}")
         if len(batch) == 0:
-            batch, weight = np.zeros(1, np.int64), np.zeros(1, np.float32)
-        gathered = data.gather(batch)
+            # Past its rows of the epoch: a weightless row of the data
+            # read first (a rest share may have none).
+            d, batch, weight = data, np.zeros(1, np.int64), np.zeros(1, np.float32)
+        gathered = d.gather(batch)
         local = np.unique(np.concatenate([rows for rows, _ in gathered])) if gathered else np.zeros(0, np.int64)
         touched = all_touched(local.astype(np.int64), world, device)
         position[touched] = np.arange(len(touched))
-        x, bags, y = data.batch(batch, device, gathered, remap=position)
+        x, bags, y = d.batch(batch, device, gathered, remap=position)
         return int(weight.sum()) * world, torch.from_numpy(touched).to(device), x, bags, y, torch.from_numpy(weight).to(device)
 
     since, seen = time.monotonic(), 0
@@ -394,7 +590,11 @@ def main():
                       "examples_per_sec": seen / max(now - since, 1e-9)}
             since, seen = now, 0
             if saving:
-                record["checkpoint"] = checkpoint()
+                pos = plan.position(step) if sharded else None
+                record["checkpoint"] = checkpoint(pos)
+                if pos is not None:
+                    # Where the ranks stand in their shares (docs/training.md).
+                    record.update(shard_epoch=pos["epoch"], shard_done=pos["done"])
             emit(**record)
         elif rank != 0 and step % args.log_every == 0:
             # The other ranks' steps: the node stops every rank when one

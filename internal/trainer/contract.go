@@ -397,6 +397,10 @@ const (
 	// EnvShardRestFiles those of RETRAIN_SHARD_REST_DATA.
 	EnvShardFiles     = "RETRAIN_SHARD_FILES"
 	EnvShardRestFiles = "RETRAIN_SHARD_REST_FILES"
+	// EnvShardWindow, when set, is the most files each of the rank's
+	// folders holds at once: the host writes the next only once the
+	// trainer has removed one it read, which it must do.
+	EnvShardWindow = "RETRAIN_SHARD_WINDOW"
 )
 
 // ShardEnv is a rank's share of the training data.
@@ -408,6 +412,7 @@ type ShardEnv struct {
 	Rest                      *ShardRest // nil: no rest to train first
 	Stream                    bool       // the files arrive while the trainer runs
 	Files                     int        // with Stream, the files Data will hold
+	Window                    int        // with Stream, above 0: the files a folder holds at once
 }
 
 // Environ returns the share as NAME=value entries; RETRAIN_TRAIN_DATA among
@@ -424,6 +429,9 @@ func (s ShardEnv) Environ() []string {
 	}
 	if s.Stream {
 		env = append(env, EnvShardStream+"=1", EnvShardFiles+"="+strconv.Itoa(s.Files))
+		if s.Window > 0 {
+			env = append(env, EnvShardWindow+"="+strconv.Itoa(s.Window))
+		}
 	}
 	if r := s.Rest; r != nil {
 		if s.Stream {

@@ -159,3 +159,23 @@ func TestEnviron(t *testing.T) {
 		t.Errorf("Environ() = %q, want %q", got, want)
 	}
 }
+
+// TestShardEnvWindow: RETRAIN_SHARD_WINDOW is set only for a stream with
+// a window.
+func TestShardEnvWindow(t *testing.T) {
+	has := func(s ShardEnv) bool {
+		return slices.ContainsFunc(s.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "RETRAIN_SHARD_WINDOW=") })
+	}
+	s := ShardEnv{Data: "/d/rank-0", Count: 1, Rows: 3, MinRows: 3, GlobalRows: 3, Window: 2}
+	if has(s) {
+		t.Errorf("a window without a stream: %q", s.Environ())
+	}
+	s.Stream, s.Files = true, 4
+	if !slices.Contains(s.Environ(), "RETRAIN_SHARD_WINDOW=2") {
+		t.Errorf("a streamed window of 2: %q", s.Environ())
+	}
+	s.Window = 0
+	if has(s) {
+		t.Errorf("a stream without a window: %q", s.Environ())
+	}
+}
