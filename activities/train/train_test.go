@@ -270,6 +270,7 @@ func TestSchema(t *testing.T) {
 		{Name: "hang_timeout", Type: dags.FieldDuration, Default: "10m"},
 		{Name: "shard_data", Type: dags.FieldBool},
 		{Name: "stream_data", Type: dags.FieldBool},
+		{Name: "stream_window", Type: dags.FieldInt},
 	} {
 		got := fields[want.Name]
 		got.Doc = ""
@@ -277,10 +278,10 @@ func TestSchema(t *testing.T) {
 			t.Errorf("field %s: %+v, want %+v", want.Name, got, want)
 		}
 	}
-	if len(fields) != 27 {
-		t.Errorf("%d fields, want 27", len(fields))
+	if len(fields) != 28 {
+		t.Errorf("%d fields, want 28", len(fields))
 	}
-	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format hosts gang_timeout shard_data stream_data hang_timeout" {
+	if got := strings.Join(commandOnly, " "); got != "argv env dir gpus processes data_format hosts gang_timeout shard_data stream_data stream_window hang_timeout" {
 		t.Errorf("command-only fields %s", got)
 	}
 	if got := strings.Join(builtinOnly, " "); got != "dense sparse transforms dim buckets epochs steps batch_size learning_rate l2 seed workers checkpoint_every" {
