@@ -73,7 +73,7 @@ nodes:
   - id: train
     type: train
     queue: %s
-    heartbeat: 10s
+    heartbeat: 1m
     retry: {max_attempts: 1}
     with:
       trainer: command
@@ -161,7 +161,7 @@ func TestTorchShardedAcrossHosts(t *testing.T) {
 	e := newGangEnv(t)
 	e.start(t, 0)
 	e.start(t, 1)
-	spec := exampleSpec(t, "torch-retrain", "    heartbeat: 1m\n", "    heartbeat: 10s\n    queue: "+e.queue+"\n")
+	spec := exampleSpec(t, "torch-retrain", "    heartbeat: 1m\n", "    heartbeat: 1m\n    queue: "+e.queue+"\n")
 	run := func(model string, hosts int, shard bool) (float64, map[string]any) {
 		res := runRequest(t, runs.Request{Spec: spec, SpecFile: "torch-retrain.yaml", TaskQueue: e.torchEnv.queue,
 			Params: e.params(map[string]any{"hosts": hosts, "processes": 1, "model": model, "shard_data": shard})}, 5*time.Minute)

@@ -195,7 +195,7 @@ nodes:
   - id: train
     type: train
     queue: %s
-    heartbeat: 5s
+    heartbeat: 15s
     retry: {max_attempts: 1}
     with:
       trainer: command
@@ -205,7 +205,7 @@ nodes:
       processes: ${params.processes}
       shard_data: true
 %s`, c.name, c.processes, e.queue, c.with)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	req := runs.Request{Spec: []byte(spec), SpecFile: c.name + ".yaml", Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue}
 	run, err := runs.Start(ctx, tclient, req)
@@ -217,9 +217,9 @@ nodes:
 		Step   int64           `json:"checkpoint_step"`
 		Shards json.RawMessage `json:"shards"`
 	}
-	for deadline := time.Now().Add(2 * time.Minute); stored.Step < int64(c.at); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(4 * time.Minute); stored.Step < int64(c.at); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint at step %d within 2 minutes; host outputs:\n%s\n%s", c.at, hosts[0].output(), hosts[1].output())
+			t.Fatalf("no checkpoint at step %d within 4 minutes; host outputs:\n%s\n%s", c.at, hosts[0].output(), hosts[1].output())
 		}
 		for o, err := range e.store.List(ctx, "checkpoints/"+c.name+"/"+run.ID+"/train/") {
 			if err == nil && strings.HasSuffix(o.Key, "command/resume.json") {
@@ -252,7 +252,7 @@ nodes:
 	for k, v := range c.resume {
 		req.Params[k] = v
 	}
-	res = runRequest(t, req, 3*time.Minute)
+	res = runRequest(t, req, 5*time.Minute)
 	wantStatus(t, res, runs.StatusSucceeded)
 	tr := node(t, res, "train")
 	t.Logf("the resumed gang: resumed_from %v; %s", tr.Outputs["resumed_from"], tr.Outputs["summary"])

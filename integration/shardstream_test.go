@@ -55,7 +55,7 @@ nodes:
   - id: train
     type: train
     queue: %s
-    heartbeat: 10s
+    heartbeat: 1m
     retry: {max_attempts: 1}
     with:
       trainer: command
