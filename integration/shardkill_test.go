@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -141,24 +142,37 @@ func TestShardedGangKilledMidEpoch(t *testing.T) {
 
 // TestTorchShardedKilledMidEpoch is TestShardedGangKilledMidEpoch with
 // examples/torch/train.py as the trainer: 2 hosts × 2 ranks, 2 epochs of
-// 3950 rows (shares of 1000 and 950) in global batches of 100; rank 2 (on host h1) stops after
-// step 20 (TRAIN_PY_HANG_AT), h1's worker is SIGKILLed, and the run again
-// under its id on 1 host × 2 ranks trains the rest of epoch 0 (cut into 2
-// new shares), then epoch 1. Its data is streamed (stream_data, npy
-// pieces of 100 rows read as they come) through a window of 3 pieces a
-// rank. Epoch 0's rows trained, by the first gang up to its checkpoint
-// and by the second in the rest, are every row once, and so are epoch
-// 1's.
+// 3950 rows (shares of 1000 and 950) in global batches of 100; rank 2 (on
+// host h1) stops after step 20 (TRAIN_PY_HANG_AT), h1's worker is
+// SIGKILLed, and the run again under its id on 1 host × 2 ranks trains
+// the rest of epoch 0 (cut into 2 new shares), then epoch 1. Its data is
+// streamed (stream_data, npy pieces of 100 rows read as they come)
+// through a window of 3 pieces a rank. Epoch 0's rows trained, by the
+// first gang up to its checkpoint and by the second in the rest, are
+// every row once, and so are epoch 1's.
+//
+// RETRAIN_SHARD_KILL_ROWS=N runs it at N rows (files of 50,000 rows,
+// streamed in pieces of that size, global batches of 4,096, the kill at
+// step 100) to show the same at scale:
+//
+//	RETRAIN_SHARD_KILL_ROWS=2000000 go test ./integration/ \
+//	  -run '^TestTorchShardedKilledMidEpoch$' -count=1 -v -timeout 60m
 func TestTorchShardedKilledMidEpoch(t *testing.T) {
 	parallelTorch(t, 20*time.Second)
-	e := newGangEnv(t)
-	killMidEpoch(t, e, killCase{
-		name: "torch-sharded-kill", processes: 2, rows: 3950, epochs: 2, at: 20,
+	c := killCase{
+		name: "torch-sharded-kill", processes: 2, rows: 3950, epochs: 2, at: 20, fileRows: 100,
 		resume: map[string]any{"hosts": 1, "processes": 2},
-		with: fmt.Sprintf("      stream_data: true\n      stream_window: 3\n      env: {TRAIN_PY_HANG_AT: \"2:20\", TRAIN_PY_LOG_IDS: request_id}\n"+
-			"      argv: [%q, %q, \"--epochs\", \"2\", \"--batch-size\", \"100\", \"--buckets\", \"4096\", \"--dim\", \"4\", \"--checkpoint-every\", \"10\"]\n",
-			e.py, filepath.Join(e.scripts, "train.py")),
-	})
+	}
+	batch, every := 100, 10
+	if n := scaleEnv("RETRAIN_SHARD_KILL_ROWS", 0); n > 0 {
+		c.rows, c.at, c.fileRows, c.limit = int(n), 100, 50000, 50*time.Minute
+		batch, every = 4096, 50
+	}
+	e := newGangEnv(t)
+	c.with = fmt.Sprintf("      stream_data: true\n      stream_window: 3\n      env: {TRAIN_PY_HANG_AT: \"2:%d\", TRAIN_PY_LOG_IDS: request_id}\n"+
+		"      argv: [%q, %q, \"--epochs\", \"2\", \"--batch-size\", \"%d\", \"--buckets\", \"4096\", \"--dim\", \"4\", \"--checkpoint-every\", \"%d\"]\n",
+		c.at, e.py, filepath.Join(e.scripts, "train.py"), batch, every)
+	killMidEpoch(t, e, c)
 }
 
 // killCase is a trainer for killMidEpoch: with (the train node's env and
@@ -172,7 +186,9 @@ type killCase struct {
 	with             string
 	release          func()
 	resume           map[string]any
-	resumeHost1      bool // start host h1 again for the second gang
+	resumeHost1      bool          // start host h1 again for the second gang
+	fileRows         int64         // rows a split file (and a streamed piece); 100 if 0
+	limit            time.Duration // for each run; 5 minutes if 0
 }
 
 // killMidEpoch runs c's trainer as a gang of 2 hosts with shard_data,
@@ -184,7 +200,7 @@ type killCase struct {
 func killMidEpoch(t *testing.T, e *gangEnv, c killCase) {
 	t.Helper()
 	hosts := []*workerProc{e.start(t, 0), e.start(t, 1)}
-	const fileRows = 100
+	fileRows, limit := cmp.Or(c.fileRows, 100), cmp.Or(c.limit, 5*time.Minute)
 	data := splittest.WriteFiles(t, e.store, c.name, c.rows, 100, fileRows)
 	spec := fmt.Sprintf(`name: %s
 params:
@@ -205,7 +221,7 @@ nodes:
       processes: ${params.processes}
       shard_data: true
 %s`, c.name, c.processes, e.queue, c.with)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*limit)
 	defer cancel()
 	req := runs.Request{Spec: []byte(spec), SpecFile: c.name + ".yaml", Params: map[string]any{"data": data}, TaskQueue: e.torchEnv.queue}
 	run, err := runs.Start(ctx, tclient, req)
@@ -217,9 +233,9 @@ nodes:
 		Step   int64           `json:"checkpoint_step"`
 		Shards json.RawMessage `json:"shards"`
 	}
-	for deadline := time.Now().Add(4 * time.Minute); stored.Step < int64(c.at); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(limit - time.Minute); stored.Step < int64(c.at); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint at step %d within 4 minutes; host outputs:\n%s\n%s", c.at, hosts[0].output(), hosts[1].output())
+			t.Fatalf("no checkpoint at step %d within %v; host outputs:\n%s\n%s", c.at, limit-time.Minute, hosts[0].output(), hosts[1].output())
 		}
 		for o, err := range e.store.List(ctx, "checkpoints/"+c.name+"/"+run.ID+"/train/") {
 			if err == nil && strings.HasSuffix(o.Key, "command/resume.json") {
@@ -252,7 +268,7 @@ nodes:
 	for k, v := range c.resume {
 		req.Params[k] = v
 	}
-	res = runRequest(t, req, 5*time.Minute)
+	res = runRequest(t, req, limit)
 	wantStatus(t, res, runs.StatusSucceeded)
 	tr := node(t, res, "train")
 	t.Logf("the resumed gang: resumed_from %v; %s", tr.Outputs["resumed_from"], tr.Outputs["summary"])
