@@ -19,7 +19,8 @@ import (
 // two namespaced hosts' object store RETRAIN_SHARD_SCALE_DELAY_MS away
 // per request (an s3fault proxy; default 20). It trains one host on the
 // whole split, then two hosts each on the whole split (what a gang did
-// before shard_data), then two hosts with shard_data, and logs per host
+// before shard_data), then two hosts with shard_data, then the same
+// streamed (stream_data, a window of 4 pieces a rank), and logs per host
 // the bytes read against the split's, the time to the first step and the
 // local disk peak, and each run's AUC. It runs only when asked:
 //
@@ -27,7 +28,7 @@ import (
 //	  go test ./integration/ -run TestTorchShardedAtScale -count=1 -v -timeout 60m
 //
 // It checks what the figures must say: each sharded host read at most
-// 0.55 of the split, and the sharded gang's AUC is the one host's within
+// 0.55 of the split, and the sharded gangs' AUC is the one host's within
 // 0.002.
 func TestTorchShardedAtScale(t *testing.T) {
 	rows := scaleEnv("RETRAIN_SHARD_SCALE_ROWS", 0)
@@ -54,15 +55,20 @@ func TestTorchShardedAtScale(t *testing.T) {
 	e.start(t, 0)
 	e.start(t, 1)
 
-	spec := exampleSpec(t, "torch-retrain", "    heartbeat: 1m\n", "    heartbeat: 1m\n    queue: "+e.queue+"\n")
-	run := func(model string, hosts int, shard bool) float64 {
-		params := e.params(map[string]any{"hosts": hosts, "processes": 1, "model": model, "shard_data": shard})
+	// torch-retrain with the streaming knobs as params (its train.py reads
+	// a streamed npy share as it comes).
+	spec := exampleSpec(t, "torch-retrain", "    heartbeat: 1m\n", "    heartbeat: 1m\n    queue: "+e.queue+"\n",
+		"      shard_data: ${params.shard_data}\n", "      shard_data: ${params.shard_data}\n      stream_data: ${params.stream_data}\n      stream_window: ${params.stream_window}\n",
+		"  shard_data: {type: bool", "  stream_data: {type: bool, default: false}\n  stream_window: {type: int, default: 0}\n  shard_data: {type: bool")
+	run := func(model string, hosts int, shard bool, window int) float64 {
+		params := e.params(map[string]any{"hosts": hosts, "processes": 1, "model": model, "shard_data": shard,
+			"stream_data": window > 0, "stream_window": window})
 		params["end_date"] = end
 		res := runRequest(t, runs.Request{Spec: spec, SpecFile: "torch-retrain.yaml", TaskQueue: e.torchEnv.queue, Params: params}, 50*time.Minute)
 		wantStatus(t, res, runs.StatusSucceeded)
 		tr := node(t, res, "train")
 		auc := node(t, res, "evaluate").Outputs["auc"].(float64)
-		t.Logf("%s: hosts %d, shard_data %v: AUC %.5f; train node %v: %s", model, hosts, shard, auc,
+		t.Logf("%s: hosts %d, shard_data %v, stream_window %d: AUC %.5f; train node %v: %s", model, hosts, shard, window, auc,
 			tr.EndedAt.Sub(*tr.StartedAt).Round(100*time.Millisecond), tr.Outputs["summary"])
 		for _, d := range hostData(t, tr.Outputs) {
 			share := d["bytes_read"].(float64) / d["split_bytes"].(float64)
@@ -74,12 +80,16 @@ func TestTorchShardedAtScale(t *testing.T) {
 		}
 		return auc
 	}
-	whole := run("ctr_scale_one", 1, false)
-	run("ctr_scale_two_whole", 2, false)
-	sharded := run("ctr_scale_two_sharded", 2, true)
-	t.Logf("AUC: one host %.5f, two sharded hosts %.5f (%+.5f)", whole, sharded, sharded-whole)
-	if math.Abs(whole-sharded) > 0.002 {
-		t.Errorf("AUC sharded on 2 hosts %.5f, whole on 1 host %.5f: want within 0.002", sharded, whole)
+	whole := run("ctr_scale_one", 1, false, 0)
+	run("ctr_scale_two_whole", 2, false, 0)
+	sharded := run("ctr_scale_two_sharded", 2, true, 0)
+	streamed := run("ctr_scale_two_streamed", 2, true, 4)
+	t.Logf("AUC: one host %.5f, two sharded hosts %.5f (%+.5f), two sharded hosts streamed through a window of 4 %.5f (%+.5f)",
+		whole, sharded, sharded-whole, streamed, streamed-whole)
+	for what, auc := range map[string]float64{"sharded": sharded, "sharded and streamed": streamed} {
+		if math.Abs(whole-auc) > 0.002 {
+			t.Errorf("AUC %s on 2 hosts %.5f, whole on 1 host %.5f: want within 0.002", what, auc, whole)
+		}
 	}
 }
 

@@ -82,7 +82,7 @@ type With struct {
 	GangTimeout  string `json:"gang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: with hosts above 1, how long the hosts may take to join (each holding its GPUs) before every lease is released and the attempt fails, naming how many joined"`
 	ShardData    bool   `json:"shard_data" trainer:"command" doc:"command: give each rank only its share of the training rows (RETRAIN_TRAIN_DATA is that share; RETRAIN_SHARD_INDEX, RETRAIN_SHARD_COUNT, RETRAIN_SHARD_ROWS, RETRAIN_SHARD_MIN_ROWS, RETRAIN_GLOBAL_ROWS, RETRAIN_SHARD_EPOCH name it), each host reading from the store only its ranks' row groups (ranged reads; whole files for a split whose manifest records no row groups); the shares are disjoint, their union is every training row once, and they are whole row groups within one of the even share where the row groups allow (else row ranges within one row); RETRAIN_EVAL_DATA is given on rank 0's host only; the outputs say per host the bytes read, files, local disk peak and time to the first step; the node's checkpoint folder leaves hosts, processes and gpus out, so the run started again under its id with another world size resumes from its checkpoint, and when that checkpoint's progress line said where the ranks stood (shard_epoch, shard_done) its ranks get the rest of the interrupted epoch (RETRAIN_SHARD_REST_DATA and the RETRAIN_SHARD_REST_* figures) to train first, so that no row of that epoch is trained twice or skipped"`
 	StreamData   bool   `json:"stream_data" trainer:"command" doc:"command: with shard_data, start the trainer before its share is local: each piece of its RETRAIN_TRAIN_DATA (and rest), a Parquet file (or with data_format npy an npy folder of its own), appears whole, named in its share's order, as its row group arrives, every rank's first ones first, then a file .complete (RETRAIN_SHARD_STREAM=1, RETRAIN_SHARD_FILES the pieces to expect); the first step waits for the first row groups, not the host's last"`
-	StreamWindow int    `json:"stream_window" trainer:"command" doc:"command: with stream_data, the most Parquet files each of a rank's folders holds at once (0: no bound): the host writes a rank's next file only once the trainer has removed one it read (RETRAIN_SHARD_WINDOW says so, and the trainer must remove each file once read), so a host's disk holds a window of its ranks' shares rather than all of them; a retry reads again from the store the files removed"`
+	StreamWindow int    `json:"stream_window" trainer:"command" doc:"command: with stream_data, the most pieces (Parquet files or npy folders) each of a rank's folders holds at once (0: no bound): the host writes a rank's next piece only once the trainer has removed one it read (RETRAIN_SHARD_WINDOW says so, and the trainer must remove each piece once read), so a host's disk holds a window of its ranks' shares rather than all of them; a retry reads again from the store the pieces removed"`
 	HangTimeout  string `json:"hang_timeout" trainer:"command" type:"duration" default:"10m" doc:"command: a rank whose progress lines stop advancing its step for this long stops every rank and fails the attempt, naming the rank (and host); counted from its first progress line, so startup is not included (0s: never)"`
 }
 
@@ -246,10 +246,10 @@ func checkTrain(with map[string]any) error {
 			n, isNum = float64(i), true
 		}
 		if !isNum || n != math.Trunc(n) || n < 0 || n > 1<<20 {
-			return fmt.Errorf("stream_window %v: want a whole number of files from 0 (no bound) to %d", v, 1<<20)
+			return fmt.Errorf("stream_window %v: want a whole number of pieces from 0 (no bound) to %d", v, 1<<20)
 		}
 		if stream, _ := with["stream_data"].(bool); n > 0 && !stream && !dags.HasRef(with["stream_data"]) {
-			return errors.New("stream_window: bounds the files of a stream; give it with stream_data: true")
+			return errors.New("stream_window: bounds the pieces of a stream; give it with stream_data: true")
 		}
 	}
 	if n > 1 || hosts > 1 || shardData {
