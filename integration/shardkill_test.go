@@ -287,7 +287,8 @@ nodes:
 		d, _ := d.(map[string]any)
 		r, _ := d["rest_rows"].(float64)
 		restRows += r
-		t.Logf("the resumed gang's host: rows %v, rest_rows %v, read %v of %v bytes, disk peak %v", d["rows"], d["rest_rows"], d["bytes_read"], d["split_bytes"], d["disk_peak"])
+		f := func(k string) float64 { v, _ := d[k].(float64); return v }
+		t.Logf("the resumed gang's host: rows %.0f, rest_rows %.0f, read %.0f of %.0f bytes, disk peak %.0f", f("rows"), f("rest_rows"), f("bytes_read"), f("split_bytes"), f("disk_peak"))
 	}
 
 	// The rows the ranks logged, per epoch: epoch 0's, the first gang's
@@ -342,7 +343,7 @@ nodes:
 	for i, got := range epochs {
 		what := "the second gang"
 		if i == 0 {
-			what = fmt.Sprintf("%d ranks trained %d rows up to step %d, the resumed gang the rest, %d rows (rest_rows %v)", firstWorld, first, stored.Step, second, restRows)
+			what = fmt.Sprintf("%d ranks trained %d rows up to step %d, the resumed gang the rest, %d rows (rest_rows %.0f)", firstWorld, first, stored.Step, second, restRows)
 		}
 		t.Logf("coverage of epoch %d: %s: %s rows, id sum %s, sum of squares %s; the split: %s rows, %s, %s",
 			i, what, got.count, got.sum, got.sumsq, wantCount, wantSum, wantSq)
