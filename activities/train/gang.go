@@ -511,9 +511,13 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 	var each []string
 	for _, h := range out.Hosts {
 		line := fmt.Sprintf("%s %.1f steps/s", h.Host, h.StepsPerSec)
-		if d := h.Data; d != nil && d.SplitBytes > 0 && d.BytesRead < d.SplitBytes {
-			// With shard_data: the share of the split each host read.
-			line += fmt.Sprintf(" read %.0f%% of the split", 100*float64(d.BytesRead)/float64(d.SplitBytes))
+		if d := h.Data; d != nil {
+			if d.SplitBytes > 0 && d.BytesRead < d.SplitBytes {
+				// With shard_data: the share of the split each host read.
+				line += fmt.Sprintf(" read %.0f%% of the split", 100*float64(d.BytesRead)/float64(d.SplitBytes))
+			}
+			line += fmt.Sprintf(" (%s in %d shards, first step %.1fs, disk peak %s)",
+				megabytes(d.BytesRead), d.Shards, d.FirstStepSeconds, megabytes(d.DiskPeak))
 		}
 		each = append(each, line)
 	}
@@ -525,4 +529,9 @@ func gangOutputs(results []HostResult, members []gang.Member, w With, history []
 		out.Summary += fmt.Sprintf("; %d restarts", out.Restarts)
 	}
 	return out
+}
+
+// megabytes writes n bytes in MB (10^6), to a tenth.
+func megabytes(n int64) string {
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 }

@@ -239,8 +239,8 @@ func TestGangShardDataChecksRowsBeforeLeasing(t *testing.T) {
 		if err := env.GetWorkflowResult(&res); err != nil {
 			t.Fatalf("4 rows: %v", err)
 		}
-		if s := res.Outputs["summary"].(string); !strings.Contains(s, "read 55% of the split") {
-			t.Errorf("summary %q: want each host's share of the split", s)
+		if s := res.Outputs["summary"].(string); !strings.Contains(s, "read 55% of the split") || !strings.Contains(s, " shards, first step ") || !strings.Contains(s, ", disk peak ") {
+			t.Errorf("summary %q: want each host's share of the split, shards, first step and disk peak", s)
 		}
 	}
 }
