@@ -158,7 +158,7 @@ func TestShardedGangKilledMidEpoch(t *testing.T) {
 //	RETRAIN_SHARD_KILL_ROWS=2000000 go test ./integration/ \
 //	  -run '^TestTorchShardedKilledMidEpoch$' -count=1 -v -timeout 60m
 func TestTorchShardedKilledMidEpoch(t *testing.T) {
-	parallelTorch(t, 20*time.Second)
+	parallelTorch(t, 45*time.Second)
 	c := killCase{
 		name: "torch-sharded-kill", processes: 2, rows: 3950, epochs: 2, at: 20, fileRows: 100,
 		resume: map[string]any{"hosts": 1, "processes": 2},
