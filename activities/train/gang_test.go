@@ -249,7 +249,12 @@ func TestGangShardDataChecksRowsBeforeLeasing(t *testing.T) {
 func newGangTestEnv() *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(sdklog.NewStructuredLogger(quiet))
-	return s.NewTestWorkflowEnvironment()
+	env := s.NewTestWorkflowEnvironment()
+	// A gang's retry waits about a second of real time here (the test
+	// environment runs activity retries on the wall clock); the SDK's
+	// default limit of 3 s failed it on a loaded CI machine.
+	env.SetTestTimeout(30 * time.Second)
+	return env
 }
 
 func workflowOpts(name string) workflow.RegisterOptions { return workflow.RegisterOptions{Name: name} }
