@@ -250,9 +250,9 @@ func newGangTestEnv() *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(sdklog.NewStructuredLogger(quiet))
 	env := s.NewTestWorkflowEnvironment()
-	// A gang's retry waits about a second of real time here (the test
-	// environment runs activity retries on the wall clock); the SDK's
-	// default limit of 3 s failed it on a loaded CI machine.
+	// A gang's retry takes about a second of wall clock in the test
+	// environment; the SDK's default limit of 3 s failed it on a loaded
+	// CI machine.
 	env.SetTestTimeout(30 * time.Second)
 	return env
 }
