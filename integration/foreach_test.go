@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/retrain-ml/retrain/runs"
+	"github.com/retrain-ml/retrain/worker"
 )
 
 // TestForeachScale runs a foreach of noop instances through the real
@@ -26,8 +29,11 @@ func TestForeachScale(t *testing.T) {
 		expect = 400 * time.Second
 	}
 	parallelFor(t, expect)
+	// On a stack of its own: its thousands of activities would otherwise
+	// queue the other tests' calls to the shared server behind them.
+	stack, c := ownStack(t)
 	queue := newQueue(t)
-	startWorker(t, queue)
+	startWorkerOn(t, c, stack.Namespace(), worker.Config{TaskQueue: queue})
 	// The long form's 10,000 instances are 40 chunk workflows; the short
 	// form's 1,000 are 4 of the same chunks, against a static fan-out of
 	// 500.
@@ -45,10 +51,10 @@ func TestForeachScale(t *testing.T) {
 		fmt.Fprintf(&static, "  - {id: n%04d, type: noop, needs: [start]}\n", i)
 	}
 	t0 := time.Now()
-	res := runRequest(t, runs.Request{Spec: []byte(static.String()), SpecFile: "static.yaml", TaskQueue: queue}, 3*time.Minute)
+	res := runRequestOn(t, c, runs.Request{Spec: []byte(static.String()), SpecFile: "static.yaml", TaskQueue: queue}, 3*time.Minute)
 	staticWall := time.Since(t0)
 	wantStatus(t, res, runs.StatusSucceeded)
-	staticEvents := historyEvents(t, res.ID)
+	staticEvents := historyEvents(t, c, res.ID)
 
 	items := make([]any, n)
 	for i := range items {
@@ -67,7 +73,7 @@ nodes:
     needs: [work]
 `, par)
 	t0 = time.Now()
-	res = runRequest(t, runs.Request{Spec: []byte(spec), SpecFile: "foreach.yaml", TaskQueue: queue,
+	res = runRequestOn(t, c, runs.Request{Spec: []byte(spec), SpecFile: "foreach.yaml", TaskQueue: queue,
 		Params: map[string]any{"items": items}}, limit)
 	wall := time.Since(t0)
 	wantStatus(t, res, runs.StatusSucceeded)
@@ -75,10 +81,10 @@ nodes:
 	if w.Outputs["count"] != float64(n) {
 		t.Fatalf("count = %v, want %d", w.Outputs["count"], n)
 	}
-	largest, largestID := historyEvents(t, res.ID), res.ID
+	largest, largestID := historyEvents(t, c, res.ID), res.ID
 	for lo := 0; lo < n; lo += 250 {
 		id := fmt.Sprintf("%s/work[%d:%d]", res.ID, lo, min(lo+250, n))
-		if e := historyEvents(t, id); e > largest {
+		if e := historyEvents(t, c, id); e > largest {
 			largest, largestID = e, id
 		}
 	}
@@ -90,9 +96,9 @@ nodes:
 	}
 }
 
-func historyEvents(t *testing.T, id string) int {
+func historyEvents(t *testing.T, c client.Client, id string) int {
 	t.Helper()
-	iter := tclient.GetWorkflowHistory(context.Background(), id, "", false, 0)
+	iter := c.GetWorkflowHistory(context.Background(), id, "", false, 0)
 	n := 0
 	for iter.HasNext() {
 		if _, err := iter.Next(); err != nil {

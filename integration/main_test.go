@@ -218,6 +218,13 @@ func startWorker(t *testing.T, queue string) {
 // example pipelines unless cfg says otherwise.
 func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) *worker.Worker {
 	t.Helper()
+	return startWorkerOn(t, tclient, server.Namespace(), cfg, opts...)
+}
+
+// startWorkerOn is startWorkerWith on another server's client c and
+// namespace ns (a stack of the test's own: ownStack).
+func startWorkerOn(t *testing.T, c client.Client, ns string, cfg worker.Config, opts ...worker.Option) *worker.Worker {
+	t.Helper()
 	if cfg.Pipelines == nil && cfg.PipelinesDir == "" {
 		cfg.Pipelines = examples.FS
 	}
@@ -225,7 +232,7 @@ func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) *wo
 	// policy_test.go starts the refusing kind itself.
 	cfg.AllowInlineSpecs = true
 	cfg.Env.PassEnv = append(cfg.Env.PassEnv, testPassEnv...)
-	w, err := worker.New(context.Background(), tclient, server.Namespace(), cfg, quiet, opts...)
+	w, err := worker.New(context.Background(), c, ns, cfg, quiet, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +241,31 @@ func startWorkerWith(t *testing.T, cfg worker.Config, opts ...worker.Option) *wo
 	}
 	t.Cleanup(w.Stop)
 	return w
+}
+
+// ownStack starts a dev stack (headless) for t alone, stopped when t ends,
+// and a client of it. The package's tests share one server, whose SQLite
+// has one connection and one history shard: a test that runs thousands
+// of activities on it queues every other test's calls behind its own
+// (and its own behind theirs). TestForeachScale's 10,000 instances took
+// 25 s alone and 600 s on the shared server beside the package in CI,
+// while other tests' heartbeats timed out.
+func ownStack(t *testing.T) (*devstack.Server, client.Client) {
+	t.Helper()
+	stack, err := devstack.Start(context.Background(), devstack.Options{
+		DataDir: t.TempDir(), Headless: true, SearchAttributes: runs.SearchAttributes(), Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stack.Stop() })
+	conn := temporalconn.Options{Address: stack.FrontendAddress(), Namespace: stack.Namespace()}
+	c, err := conn.Dial(context.Background(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return stack, c
 }
 
 // runSpec starts a spec on queue and waits for its result.
@@ -245,13 +277,19 @@ func runSpec(t *testing.T, queue, spec string, params map[string]any) *runs.Resu
 // runRequest starts a run and waits, at most limit, for its result.
 func runRequest(t *testing.T, req runs.Request, limit time.Duration) *runs.Result {
 	t.Helper()
+	return runRequestOn(t, tclient, req, limit)
+}
+
+// runRequestOn is runRequest on another server's client c.
+func runRequestOn(t *testing.T, c client.Client, req runs.Request, limit time.Duration) *runs.Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	run, err := runs.Start(ctx, tclient, req)
+	run, err := runs.Start(ctx, c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := runs.Wait(ctx, tclient, run.ID, nil)
+	res, err := runs.Wait(ctx, c, run.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

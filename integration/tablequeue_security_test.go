@@ -74,7 +74,10 @@ func TestTableQueueCannotBlockPromotions(t *testing.T) {
 	}
 	wcfg := worker.Config{TaskQueue: queue, Lake: cfg}
 	wcfg.Env.SecretsDir = secrets
-	startWorkerWith(t, wcfg)
+	// On a stack of its own: its floods of signals would otherwise queue
+	// the other tests' calls to the shared server behind them.
+	stack, tc := ownStack(t)
+	startWorkerOn(t, tc, stack.Namespace(), wcfg)
 
 	realID := lakenodes.TableQueueID(key, queue, cfg, "ml.training")
 	sum := sha256.Sum256([]byte(cfg.Identity().Key()))
@@ -97,11 +100,11 @@ func TestTableQueueCannotBlockPromotions(t *testing.T) {
 		t.Helper()
 		if workflowType != "" {
 			// A client may terminate a running queue, and start its own.
-			_ = tclient.TerminateWorkflow(ctx, id, "", "squatted")
+			_ = tc.TerminateWorkflow(ctx, id, "", "squatted")
 		}
 		if workflowType == "" {
 			// Flood the running workflow as it is.
-		} else if _, err := tclient.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflowType, input); err != nil {
+		} else if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, workflowType, input); err != nil {
 			t.Fatalf("start the squatter: %v", err)
 		}
 		var sent atomic.Int64
@@ -119,7 +122,7 @@ func TestTableQueueCannotBlockPromotions(t *testing.T) {
 					}
 					// Forged requests: whole-table ranges, named after
 					// live-looking runs.
-					err := tclient.SignalWorkflow(ctx, id, "", "acquire", lakenodes.QueueRequest{
+					err := tc.SignalWorkflow(ctx, id, "", "acquire", lakenodes.QueueRequest{
 						WorkflowID: "forged-" + string(rune('a'+g)), RunID: "r", Label: "forged holder"})
 					if err != nil {
 						return // the server's signal limit: the squatter is full
@@ -133,13 +136,13 @@ func TestTableQueueCannotBlockPromotions(t *testing.T) {
 		return func() int {
 			close(done)
 			wg.Wait()
-			_ = tclient.TerminateWorkflow(context.Background(), id, "", "test over")
+			_ = tc.TerminateWorkflow(context.Background(), id, "", "test over")
 			return int(sent.Load())
 		}
 	}
 	promote := func(t *testing.T, date string) map[string]any {
 		t.Helper()
-		res := runRequest(t, runs.Request{Spec: []byte(promoteOnceSpec), SpecFile: "promote_once.yaml", TaskQueue: queue,
+		res := runRequestOn(t, tc, runs.Request{Spec: []byte(promoteOnceSpec), SpecFile: "promote_once.yaml", TaskQueue: queue,
 			Params: map[string]any{"date": date}}, 2*time.Minute)
 		wantStatus(t, res, runs.StatusSucceeded)
 		out := node(t, res, "promote").Outputs
