@@ -245,11 +245,9 @@ func startWorkerOn(t *testing.T, c client.Client, ns string, cfg worker.Config, 
 
 // ownStack starts a dev stack (headless) for t alone, stopped when t ends,
 // and a client of it. The package's tests share one server, whose SQLite
-// has one connection and one history shard: a test that runs thousands
-// of activities on it queues every other test's calls behind its own
-// (and its own behind theirs). TestForeachScale's 10,000 instances took
-// 25 s alone and 600 s on the shared server beside the package in CI,
-// while other tests' heartbeats timed out.
+// has one connection and one history shard: a test that floods it with
+// thousands of activities or signals would queue every other test's
+// calls behind its own.
 func ownStack(t *testing.T) (*devstack.Server, client.Client) {
 	t.Helper()
 	stack, err := devstack.Start(context.Background(), devstack.Options{

@@ -74,8 +74,8 @@ func TestTableQueueCannotBlockPromotions(t *testing.T) {
 	}
 	wcfg := worker.Config{TaskQueue: queue, Lake: cfg}
 	wcfg.Env.SecretsDir = secrets
-	// On a stack of its own: its floods of signals would otherwise queue
-	// the other tests' calls to the shared server behind them.
+	// On a stack of its own: its floods of signals would otherwise sit in
+	// front of the other tests' calls to the shared server.
 	stack, tc := ownStack(t)
 	startWorkerOn(t, tc, stack.Namespace(), wcfg)
 
