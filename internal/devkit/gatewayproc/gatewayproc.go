@@ -1,9 +1,11 @@
 // Package gatewayproc holds what the two ways of running a versitygw S3
 // gateway in another process share: devstack/s3server (the dev stack's
-// server, versitygw linked in and run as a child) and internal/devkit/s3test (a
-// versitygw binary per test). It provides the child's environment, random
-// credentials, a bounded buffer for the child's output and a probe for the
-// user extended attributes versitygw's POSIX backend keeps metadata in.
+// server, versitygw linked in and run as a child of the binary that links
+// it) and internal/devkit/s3test (a server per test, run by a small program
+// that links the same code). It provides the child's configuration and
+// environment, random credentials, a bounded buffer for the child's output
+// and a probe for the user extended attributes versitygw's POSIX backend
+// keeps metadata in.
 //
 // It does not import versitygw, so that importing it links no gateway.
 package gatewayproc
@@ -26,6 +28,24 @@ var ErrNoXattr = errors.New("extended attributes not supported")
 // implemented (off Linux): support is unknown, and callers decide whether
 // to assume it.
 var ErrXattrNotProbed = errors.New("extended attributes are only probed on Linux")
+
+// ChildEnv names the variable that carries a gateway child's
+// [ChildConfig] as JSON; its presence makes s3server.Main serve instead of
+// returning.
+const ChildEnv = "RETRAIN_S3SERVER_CHILD"
+
+// ChildConfig is what a parent tells a gateway child. The child serves
+// until its standard input reaches end of file (the parent holds the other
+// end of a pipe, so a parent killed with SIGKILL still stops it) or it gets
+// SIGTERM.
+type ChildConfig struct {
+	Addr     string `json:"addr"`              // host:port to listen on
+	Root     string `json:"root"`              // the POSIX backend's root: bucket b's object k is Root/b/k
+	Versions string `json:"versions"`          // versitygw's versioning directory
+	Sidecar  string `json:"sidecar,omitempty"` // metadata directory, where files have no user extended attributes
+	Access   string `json:"access"`            // root access key
+	Secret   string `json:"secret"`            // root secret key
+}
 
 // Environ returns this process's environment without versitygw's own
 // settings (VGW_* and ROOT_*), which would otherwise change the gateway.

@@ -1,14 +1,18 @@
-// Package s3test starts real S3 servers for tests: versitygw v1.8.0 with its
-// POSIX backend, one process per [Start], listening on a free loopback port
-// and storing objects in the test's temporary directory.
+// Package s3test starts real S3 servers for tests: the dev stack's
+// versitygw gateway with its POSIX backend (devstack/s3server), one process
+// per [Start], listening on a free loopback port and storing objects in the
+// test's temporary directory.
 //
-// The versitygw binary is taken from $VERSITYGW, else from PATH when it
-// reports the pinned version, else built once from the module in the module
-// cache and kept under the Go build cache's parent directory
-// (retrain-tools/versitygw-<version>/). The first build takes a few minutes;
-// concurrent test binaries wait for it on a file lock instead of building it
-// twice. A server that cannot be started fails the test: tests that need S3
-// are never silently skipped.
+// The server is a small program of this module (s3test/gateway) that links
+// the same gateway as `retrain dev`, at the versitygw version go.mod pins.
+// It is built with the go tool into the Go build cache's parent directory
+// (retrain-tools/s3gateway-<checkout>/); its packages are those the dev
+// stack's own tests compile, so the first build mostly links, and later
+// ones find it up to date. Concurrent test binaries wait on a file lock
+// instead of building it twice. $S3TEST_GATEWAY names a built gateway
+// instead, for test binaries run without the go tool. A server that cannot
+// be started fails the test: tests that need S3 are never silently
+// skipped.
 //
 // versitygw's POSIX backend keeps object metadata (ETags, checksums) in user
 // extended attributes. Start checks that the temporary directory supports

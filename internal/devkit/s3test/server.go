@@ -2,6 +2,7 @@ package s3test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -20,7 +21,7 @@ import (
 	"github.com/retrain-ml/retrain/internal/devkit/gatewayproc"
 )
 
-// Server is a running versitygw process.
+// Server is a running S3 gateway process.
 type Server struct {
 	Endpoint  string // http://127.0.0.1:PORT
 	Region    string
@@ -32,6 +33,7 @@ type Server struct {
 	Root string
 
 	cmd  *exec.Cmd
+	life *os.File // the write end of the gateway's standard input
 	out  *gatewayproc.HeadBuffer
 	done chan struct{} // closed when the process has exited
 }
@@ -42,22 +44,22 @@ const (
 	outputLimit = 1 << 20
 )
 
-// Start runs a fresh versitygw server with an empty bucket and stops it when
-// the test ends. It fails the test if the server cannot be started.
+// Start runs a fresh S3 server (versitygw, as the dev stack runs it) with
+// an empty bucket and stops it when the test ends. It fails the test if the server cannot be started.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, err := binary()
 	if err != nil {
-		t.Fatalf("s3test: no versitygw binary: %v", err)
+		t.Fatalf("s3test: no S3 gateway: %v", err)
 	}
 	dir := t.TempDir()
 	root := filepath.Join(dir, "data")
-	for _, d := range []string{root, filepath.Join(dir, "versions")} {
+	cfg := gatewayproc.ChildConfig{Root: root, Versions: filepath.Join(dir, "versions")}
+	for _, d := range []string{root, cfg.Versions} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatalf("s3test: %v", err)
 		}
 	}
-	args := []string{"--health", "/health", "--quiet", "posix", "--versioning-dir", filepath.Join(dir, "versions")}
 	// The POSIX backend keeps ETags, checksums and content types in
 	// user extended attributes. Where the file system has none (tmpfs on old
 	// kernels, some overlay setups) it can keep them in a sidecar tree.
@@ -72,13 +74,11 @@ func Start(t testing.TB) *Server {
 	}
 	if xattrErr != nil {
 		t.Logf("s3test: not using extended attributes in %s (%v); versitygw keeps metadata in a sidecar directory", root, xattrErr)
-		side := filepath.Join(dir, "sidecar")
-		if err := os.MkdirAll(side, 0o755); err != nil {
+		cfg.Sidecar = filepath.Join(dir, "sidecar")
+		if err := os.MkdirAll(cfg.Sidecar, 0o755); err != nil {
 			t.Fatalf("s3test: %v", err)
 		}
-		args = append(args, "--sidecar", side)
 	}
-	args = append(args, root)
 
 	s := &Server{
 		Region:    "us-east-1",
@@ -89,42 +89,58 @@ func Start(t testing.TB) *Server {
 	}
 	// The port is chosen by letting the kernel pick one and releasing it;
 	// another process can grab it in between, so try a few times.
+	cfg.Access, cfg.Secret = s.AccessKey, s.SecretKey
 	var lastErr error
 	for range 3 {
-		if lastErr = s.start(bin, args); lastErr == nil {
+		if lastErr = s.start(bin, cfg); lastErr == nil {
 			break
 		}
 	}
 	if lastErr != nil {
-		t.Fatalf("s3test: cannot start versitygw (%s): %v", bin, lastErr)
+		t.Fatalf("s3test: cannot start the S3 gateway (%s): %v", bin, lastErr)
 	}
 	t.Cleanup(s.stop)
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if _, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(s.Bucket)}); err != nil {
-		t.Fatalf("s3test: create bucket %q: %v\nversitygw output:\n%s", s.Bucket, err, s.out)
+		t.Fatalf("s3test: create bucket %q: %v\ngateway output:\n%s", s.Bucket, err, s.out)
 	}
 	return s
 }
 
-func (s *Server) start(bin string, args []string) error {
+func (s *Server) start(bin string, cfg gatewayproc.ChildConfig) error {
 	addr, err := freeAddr()
 	if err != nil {
 		return err
 	}
+	cfg.Addr = addr
 	s.Endpoint = "http://" + addr
 	s.out = gatewayproc.NewHeadBuffer(outputLimit)
 	s.done = make(chan struct{})
-	cmd := exec.Command(bin, append([]string{"--port", addr}, args...)...)
-	cmd.Env = append(gatewayproc.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	// The gateway serves until its standard input closes: this process
+	// holds the pipe's other end until stop, and the kernel closes it if
+	// this process dies without stopping it.
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer lifeR.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(gatewayproc.Environ(), gatewayproc.ChildEnv+"="+string(b))
+	cmd.Stdin = lifeR
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
 	setProcAttr(cmd)
 	if err := cmd.Start(); err != nil {
+		lifeW.Close()
 		return err
 	}
-	s.cmd = cmd
+	s.cmd, s.life = cmd, lifeW
 	go func() {
 		cmd.Wait()
 		close(s.done)
@@ -135,7 +151,7 @@ func (s *Server) start(bin string, args []string) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-s.done:
-			return fmt.Errorf("versitygw exited: %v\noutput:\n%s", cmd.ProcessState, s.out)
+			return fmt.Errorf("the S3 gateway exited: %v\noutput:\n%s", cmd.ProcessState, s.out)
 		default:
 		}
 		resp, err := client.Get(s.Endpoint + "/health")
@@ -148,7 +164,7 @@ func (s *Server) start(bin string, args []string) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.stop()
-	return fmt.Errorf("versitygw not healthy at %s/health after %v\noutput:\n%s", s.Endpoint, startTimeout, s.out)
+	return fmt.Errorf("the S3 gateway is not healthy at %s/health after %v\noutput:\n%s", s.Endpoint, startTimeout, s.out)
 }
 
 func (s *Server) stop() {
@@ -156,6 +172,7 @@ func (s *Server) stop() {
 		return
 	}
 	s.cmd.Process.Kill()
+	s.life.Close()
 	<-s.done
 }
 

@@ -63,9 +63,6 @@ const (
 	healthPath   = "/health"
 	startTimeout = 30 * time.Second
 	stopTimeout  = 10 * time.Second
-	// childEnv carries the child's configuration; its presence makes Main
-	// serve instead of returning.
-	childEnv = "RETRAIN_S3SERVER_CHILD"
 	// outputLimit bounds the child's output kept for error messages.
 	outputLimit = 64 << 10
 )
@@ -110,15 +107,9 @@ type keys struct {
 	Secret string
 }
 
-// childConfig is what the parent tells the child, through childEnv.
-type childConfig struct {
-	Addr     string `json:"addr"`
-	Root     string `json:"root"`
-	Versions string `json:"versions"`
-	Sidecar  string `json:"sidecar,omitempty"`
-	Access   string `json:"access"`
-	Secret   string `json:"secret"`
-}
+// childConfig is what the parent tells the child, through
+// gatewayproc.ChildEnv.
+type childConfig = gatewayproc.ChildConfig
 
 // Start runs the server in a child process (the current executable, which
 // must call [Main]), waits until it is healthy, creates the bucket and
@@ -227,7 +218,7 @@ func (s *Server) spawn(cfg childConfig) error {
 	// A test binary started again runs no tests: only its TestMain, which
 	// calls Main.
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(gatewayproc.Environ(), childEnv+"="+string(b))
+	cmd.Env = append(gatewayproc.Environ(), gatewayproc.ChildEnv+"="+string(b))
 	cmd.Stdin = lifeR
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	detach(cmd)
@@ -327,10 +318,11 @@ func (s *Server) Stop() error {
 }
 
 // Main serves S3 and exits if this process is a server child started by
-// [Start]; otherwise it returns at once. Binaries that call Start (and
-// TestMain of tests that do) call it before anything else.
+// [Start] (or by internal/devkit/s3test, whose gateway program is Main and
+// nothing else); otherwise it returns at once. Binaries that call Start
+// (and TestMain of tests that do) call it before anything else.
 func Main() {
-	raw, ok := os.LookupEnv(childEnv)
+	raw, ok := os.LookupEnv(gatewayproc.ChildEnv)
 	if !ok {
 		return
 	}
