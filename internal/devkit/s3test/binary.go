@@ -16,7 +16,7 @@ import (
 
 // gatewayPackage is the program a test's server runs: the dev stack's
 // gateway, built from this module.
-const gatewayPackage = "github.com/retrain-ml/retrain/internal/devkit/s3test/gateway"
+const gatewayPackage = "github.com/retrain-ml/retrain/internal/devkit/devstack/s3server/gateway"
 
 // gatewayEnv names a gateway binary to use instead of building one, for
 // test binaries run without the go tool or the module's source.

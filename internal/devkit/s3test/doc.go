@@ -3,15 +3,15 @@
 // per [Start], listening on a free loopback port and storing objects in the
 // test's temporary directory.
 //
-// The server is a small program of this module (s3test/gateway) that links
-// the same gateway as `retrain dev`, at the versitygw version go.mod pins.
-// It is built with the go tool into the Go build cache's parent directory
-// (retrain-tools/s3gateway-<checkout>/); its packages are those the dev
-// stack's own tests compile, so the first build mostly links, and later
-// ones find it up to date. Concurrent test binaries wait on a file lock
-// instead of building it twice. $S3TEST_GATEWAY names a built gateway
-// instead, for test binaries run without the go tool. A server that cannot
-// be started fails the test: tests that need S3 are never silently
+// The server is a small program of this module (devstack/s3server/gateway)
+// that links the same gateway as `retrain dev`, at the versitygw version
+// go.mod pins. It is built with the go tool into the Go build cache's
+// parent directory (retrain-tools/s3gateway-<checkout>/); its packages are
+// those the dev stack's own tests compile, so the first build mostly links,
+// and later ones find it up to date. Concurrent test binaries wait on a
+// file lock instead of building it twice. $S3TEST_GATEWAY names a built
+// gateway instead, for test binaries run without the go tool. A server that
+// cannot be started fails the test: tests that need S3 are never silently
 // skipped.
 //
 // versitygw's POSIX backend keeps object metadata (ETags, checksums) in user
