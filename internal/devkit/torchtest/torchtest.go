@@ -5,8 +5,10 @@ package torchtest
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 )
 
@@ -26,9 +28,9 @@ func Python(tb testing.TB) string {
 	if py == "" {
 		py = "/usr/bin/python3"
 	}
-	if out, err := exec.Command(py, "-c", "import torch, numpy").CombinedOutput(); err != nil {
-		tb.Skipf("%s cannot import torch and numpy (%v: %s): apt-get install python3-torch python3-numpy, or set RETRAIN_PYTHON to a Python that has them",
-			py, err, bytes.TrimSpace(out))
+	if err := probe(py); err != nil {
+		tb.Skipf("%s cannot import torch and numpy (%v): apt-get install python3-torch python3-numpy, or set RETRAIN_PYTHON to a Python that has them",
+			py, err)
 	}
 	// os.Setenv, not tb.Setenv: the multi-host tests run in parallel, and
 	// testing refuses tb.Setenv there. The value is the same for every
@@ -37,4 +39,23 @@ func Python(tb testing.TB) string {
 		tb.Fatalf("set PYTHONDONTWRITEBYTECODE: %v", err)
 	}
 	return py
+}
+
+// probes holds each interpreter's answer for the life of the test
+// process: importing torch costs a CPU-second or more, and a package's
+// PyTorch tests (the integration package has a dozen) would each pay it
+// again for the same answer.
+var probes sync.Map // interpreter path -> func() error
+
+// probe reports whether py imports torch and numpy, asking it once per
+// process.
+func probe(py string) error {
+	f, _ := probes.LoadOrStore(py, sync.OnceValue(func() error {
+		out, err := exec.Command(py, "-c", "import torch, numpy").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, bytes.TrimSpace(out))
+		}
+		return nil
+	}))
+	return f.(func() error)()
 }
