@@ -138,18 +138,25 @@ func TestGangTimesOutAndReleases(t *testing.T) {
 func TestGangRetriesWithANewGang(t *testing.T) {
 	env := newGangTestEnv()
 	f := newFakeHosts("h1", "h2")
-	runs := 0
 	f.run = func(ctx context.Context, in RunInput) (HostResult, error) {
-		f.mu.Lock()
-		runs++
-		first := runs <= 2
-		f.mu.Unlock()
+		// The gang's key ends with its attempt. Counting calls instead
+		// would miscount: the SDK's test environment resolves a host
+		// cancelled before its activity started as cancelled and may
+		// never run it (or run it late, with a context never cancelled).
+		first := strings.HasSuffix(in.Key, "/1")
 		if first && in.Host == 1 {
 			return HostResult{}, temporal.NewApplicationError("host 1 of 2 (h2): rank 1 of 2 exited with code 7", errtype.RankFailed)
 		}
 		if first {
-			<-ctx.Done() // stopped by the gang when host 1 failed
-			return HostResult{}, ctx.Err()
+			// Stopped by the gang when host 1 failed; a run whose
+			// cancellation the test environment lost gives up on its own,
+			// as its ranks would once their peer is gone.
+			select {
+			case <-ctx.Done():
+				return HostResult{}, ctx.Err()
+			case <-time.After(2 * time.Second):
+				return HostResult{}, errors.New("host 0 of 2 (h1): the peer on host 1 is gone")
+			}
 		}
 		res := HostResult{}
 		if in.Host == 0 {
