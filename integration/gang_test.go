@@ -64,9 +64,9 @@ func (e *gangEnv) start(t *testing.T, i int) *workerProc {
 		"--address", e.frontend, "--namespace", server.Namespace(),
 		"--task-queue", e.queue, "--trusted-queues", e.torchEnv.queue,
 		"--s3-uri", e.srv.URI(""), "--s3-endpoint", "http://"+e.s3, "--s3-region", e.srv.Region,
-		"--pass-env", "PYTHONDONTWRITEBYTECODE", "--host-id", w.name, "--log-level", "info")
+		"--pass-env", "PYTHONDONTWRITEBYTECODE,OMP_NUM_THREADS", "--host-id", w.name, "--log-level", "info")
 	w.cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + t.TempDir(), "PYTHONDONTWRITEBYTECODE=1",
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + t.TempDir(), "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=" + os.Getenv("OMP_NUM_THREADS"),
 		"AWS_ACCESS_KEY_ID=" + e.srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + e.srv.SecretKey, "AWS_EC2_METADATA_DISABLED=true",
 	}
 	w.start(t)

@@ -67,6 +67,17 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M) int {
 	flag.Parse()
 	defaultParallel()
+	// One thread a PyTorch rank, unless the caller says otherwise: the
+	// package's ranks share a small machine with each other and with the
+	// tests beside them, and a rank with a thread per core (PyTorch's
+	// default for a host's only rank) oversubscribed it. The PyTorch tests
+	// took about 11% less CPU and 7% less time with 1.
+	if os.Getenv("OMP_NUM_THREADS") == "" {
+		if err := os.Setenv("OMP_NUM_THREADS", "1"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "retrain-it-")
 	if err != nil {
@@ -199,8 +210,9 @@ func trustedQueues(queue string) []string {
 
 // testPassEnv are the test process's variables that test workers pass on
 // to the programs steps start (--pass-env): PYTHONDONTWRITEBYTECODE keeps
-// __pycache__ out of examples/torch.
-var testPassEnv = []string{"PYTHONDONTWRITEBYTECODE"}
+// __pycache__ out of examples/torch, and OMP_NUM_THREADS (runTests sets 1)
+// keeps each PyTorch rank to one thread.
+var testPassEnv = []string{"PYTHONDONTWRITEBYTECODE", "OMP_NUM_THREADS"}
 
 // newQueue returns a task queue no other test uses.
 func newQueue(t *testing.T) string {
